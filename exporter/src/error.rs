@@ -1,0 +1,55 @@
+//! Errors of the exporter crate: each names the file, tensor, field or profile at fault and, where there is one,
+//! the fix.
+
+use std::path::{Path, PathBuf};
+
+/// Result alias of the exporter crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // --- files
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}", path.display())]
+    InFile { path: PathBuf, source: Box<Error> },
+
+    // --- model config
+    #[error("invalid model config: {message}")]
+    Config { message: String },
+
+    // --- checkpoint
+    #[error("checkpoint: {message}")]
+    Checkpoint { message: String },
+    #[error("checkpoint tensor `{name}` is missing (expected shape {expected:?})")]
+    MissingTensor { name: String, expected: Vec<usize> },
+    #[error("checkpoint has unexpected tensor(s) {names:?}: this Toto config does not use them")]
+    UnexpectedTensors { names: Vec<String> },
+    #[error("checkpoint tensor `{name}` has shape {actual:?}, expected {expected:?}")]
+    TensorShape { name: String, expected: Vec<usize>, actual: Vec<usize> },
+    #[error("checkpoint tensor `{name}` has dtype {actual}, expected {expected}")]
+    TensorDtype { name: String, expected: String, actual: String },
+
+    // --- profiles
+    #[error("profile config: {message}")]
+    Profile { message: String },
+
+    // --- graph building
+    #[error("graph `{graph}`: {message}")]
+    Graph { graph: String, message: String },
+}
+
+impl Error {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.to_path_buf(), source }
+    }
+
+    /// Wraps an error with the file it came from (io errors already carry it).
+    pub fn in_file(self, path: &Path) -> Self {
+        match self {
+            e @ (Error::Io { .. } | Error::InFile { .. }) => e,
+            e => Error::InFile { path: path.to_path_buf(), source: Box::new(e) },
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! totoc's exporter: loads a Toto 1.0 HF checkpoint strictly and writes static-shape ONNX graphs whose decode
+//! state (KV caches, write positions) is explicit I/O.
+pub mod config;
+pub mod error;
+pub mod pb;
+pub mod profile;
+pub mod signature;
+
+pub use error::{Error, Result};
