@@ -2,6 +2,8 @@
 //! state (KV caches, write positions) is explicit I/O.
 pub mod config;
 pub mod error;
+pub mod fsutil;
+pub mod manifest;
 pub mod pb;
 pub mod profile;
 pub mod signature;
