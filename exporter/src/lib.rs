@@ -1,8 +1,11 @@
 //! totoc's exporter: loads a Toto 1.0 HF checkpoint strictly and writes static-shape ONNX graphs whose decode
 //! state (KV caches, write positions) is explicit I/O.
+pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod export;
 pub mod fsutil;
+pub mod graph;
 pub mod manifest;
 pub mod pb;
 pub mod profile;

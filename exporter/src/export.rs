@@ -1,0 +1,115 @@
+//! `totoc export`: checkpoint + profiles → a bundle directory, written atomically.
+//!
+//! Bundle layout (flat, because ONNX external-data paths may not leave the model's directory):
+//! ```text
+//! manifest.json              what was exported from what, every file's sha256 and every graph's I/O
+//! weights.fp32.bin           all weights once, shared by every graph (ONNX external data)
+//! <profile>.prefill.onnx     per profile: prefill graph
+//! <profile>.decode.onnx      per profile: decode-step graph
+//! ```
+//! Re-exporting the same checkpoint with the same profiles gives byte-identical files: nothing time- or
+//! machine-dependent is written.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+use crate::fsutil::{write_atomic, StagingDir};
+use crate::graph::{toto_graph, CacheUpdate, GraphBuilder, WeightStore, OPSET};
+use crate::manifest::{file_entries, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, MANIFEST_FILE};
+use crate::profile::Profile;
+use crate::signature::{self, DType, Dims, GraphKind};
+
+/// Name of the fp32 weight file inside a bundle.
+pub const WEIGHTS_FP32: &str = "weights.fp32.bin";
+
+/// What to export.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    pub checkpoint: PathBuf,
+    /// Profiles to export (already selected and validated against their YAML).
+    pub profiles: Vec<Profile>,
+    pub out: PathBuf,
+    pub cache_update: CacheUpdate,
+    /// Replace a non-empty output directory.
+    pub force: bool,
+}
+
+/// Progress of an export, for a progress bar or log lines.
+#[derive(Debug, Clone)]
+pub enum ExportEvent {
+    /// Total number of graphs to write.
+    Start { graphs: usize },
+    /// One graph written.
+    Graph { file: String, nodes: usize },
+}
+
+/// Runs the export; on any error nothing is left at `opts.out`.
+pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    let ckpt = Checkpoint::load(&opts.checkpoint)?;
+    if opts.profiles.is_empty() {
+        return Err(Error::Profile { message: "no profile selected".into() });
+    }
+    for p in &opts.profiles {
+        p.check_against(&ckpt.config)?;
+    }
+    let stage = StagingDir::new(&opts.out, opts.force)?;
+    let mut weights = WeightStore::create(&stage.path().join(WEIGHTS_FP32), WEIGHTS_FP32)?;
+    progress(ExportEvent::Start { graphs: opts.profiles.len() * GraphKind::ALL.len() });
+
+    let mut files = vec![WEIGHTS_FP32.to_string()];
+    let mut profiles = Vec::new();
+    for profile in &opts.profiles {
+        let dims = Dims::new(&ckpt.config, profile);
+        let mut graphs = Vec::new();
+        for kind in GraphKind::ALL {
+            let file = format!("{}.{}.onnx", profile.name, kind.as_str());
+            let graph_name = format!("toto_{}_{}", profile.name, kind.as_str());
+            let mut g = GraphBuilder::new(&graph_name, &mut weights);
+            toto_graph(&mut g, &ckpt, kind, &dims, opts.cache_update)
+                .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
+            let doc = format!(
+                "Toto {} graph of profile {:?} (totoc {}): static shapes, explicit KV cache state",
+                kind.as_str(),
+                profile.name,
+                env!("CARGO_PKG_VERSION")
+            );
+            let meta = [
+                ("totoc.profile", profile.name.clone()),
+                ("totoc.graph", kind.as_str().to_string()),
+                ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256.clone()),
+            ];
+            let model = g.finish(&doc, &meta)?;
+            let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
+            write_atomic(&stage.path().join(&file), &model.encode_to_vec())?;
+            progress(ExportEvent::Graph { file: file.clone(), nodes });
+            graphs.push(GraphEntry {
+                kind,
+                file: file.clone(),
+                inputs: signature::inputs(kind, &dims, DType::F32),
+                outputs: signature::outputs(kind, &dims, DType::F32),
+            });
+            files.push(file);
+        }
+        profiles.push(ProfileEntry { profile: profile.clone(), dims, graphs });
+    }
+    weights.finish()?;
+
+    let manifest = Manifest {
+        format: BUNDLE_FORMAT.into(),
+        totoc_version: env!("CARGO_PKG_VERSION").into(),
+        checkpoint: ckpt.info(),
+        model: ckpt.config.clone(),
+        precision: DType::F32,
+        opset: OPSET,
+        cache_update: opts.cache_update.as_str().into(),
+        profiles,
+        files: file_entries(stage.path(), &files)?,
+    };
+    let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
+    write_atomic(&stage.path().join(MANIFEST_FILE), &json)?;
+    stage.commit()?;
+    Ok(manifest)
+}

@@ -1,0 +1,323 @@
+//! A small ONNX graph builder: ops return the name of their output value, as tract's `wire_node` returns outlets.
+//!
+//! Names are scoped like checkpoint paths (`layers.3.attention.wQKV.MatMul`) so ONNX Runtime profiles and errors
+//! point at the Toto block and weight involved. Shape constants are deduplicated; weights go to a shared
+//! [`WeightStore`] (external data) so every graph of a bundle references one copy.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::graph::weights::WeightStore;
+use crate::pb::{
+    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto,
+    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use crate::signature::{DType, TensorSig};
+
+/// ONNX opset of the default domain. 24 is the first with `TensorScatter` (the KV-cache write that TensorRT maps
+/// to its KV-cache update layer).
+pub const OPSET: i64 = 24;
+/// IR version that goes with opset 24 (onnx 1.19+).
+pub const IR_VERSION: i64 = 11;
+
+/// An ONNX attribute value.
+pub enum Attr {
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f32),
+    Str(&'static str),
+}
+
+fn attribute(name: &str, value: Attr) -> AttributeProto {
+    let mut a = AttributeProto { name: name.to_string(), ..Default::default() };
+    match value {
+        Attr::Int(i) => {
+            a.r#type = AttributeType::Int as i32;
+            a.i = i;
+        }
+        Attr::Ints(v) => {
+            a.r#type = AttributeType::Ints as i32;
+            a.ints = v;
+        }
+        Attr::Float(f) => {
+            a.r#type = AttributeType::Float as i32;
+            a.f = f;
+        }
+        Attr::Str(s) => {
+            a.r#type = AttributeType::String as i32;
+            a.s = s.as_bytes().to_vec();
+        }
+    }
+    a
+}
+
+fn onnx_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::F32 => DataType::Float,
+        DType::F16 => DataType::Float16,
+        DType::I64 => DataType::Int64,
+    }
+}
+
+/// Value info of a graph input/output with a fully static shape.
+pub fn value_info(sig: &TensorSig) -> ValueInfoProto {
+    let dims = sig
+        .shape
+        .iter()
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+            denotation: String::new(),
+        })
+        .collect();
+    ValueInfoProto {
+        name: sig.name.clone(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: onnx_type(sig.dtype) as i32,
+                shape: Some(TensorShapeProto { dim: dims }),
+            })),
+            denotation: String::new(),
+        }),
+        doc_string: String::new(),
+    }
+}
+
+/// Builds one graph.
+pub struct GraphBuilder<'w> {
+    name: String,
+    nodes: Vec<NodeProto>,
+    constants: Vec<TensorProto>,
+    constant_ids: HashMap<(i32, Vec<i64>, Vec<u8>), String>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    scope: Vec<String>,
+    counters: HashMap<String, usize>,
+    weights: &'w mut WeightStore,
+}
+
+impl<'w> GraphBuilder<'w> {
+    pub fn new(name: &str, weights: &'w mut WeightStore) -> Self {
+        Self {
+            name: name.to_string(),
+            nodes: Vec::new(),
+            constants: Vec::new(),
+            constant_ids: HashMap::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            scope: Vec::new(),
+            counters: HashMap::new(),
+            weights,
+        }
+    }
+
+    /// Runs `f` with `name` appended to the naming scope (like candle's `vb.pp(name)`).
+    pub fn scoped<R>(&mut self, name: impl Into<String>, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.scope.push(name.into());
+        let r = f(self);
+        self.scope.pop();
+        r
+    }
+
+    /// The current scope path, e.g. `layers.3.attention`.
+    pub fn path(&self) -> String {
+        self.scope.join(".")
+    }
+
+    fn unique(&mut self, base: String) -> String {
+        let n = self.counters.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}_{}", *n - 1)
+        }
+    }
+
+    /// Declares a graph input and returns its name.
+    pub fn input(&mut self, sig: &TensorSig) -> String {
+        self.inputs.push(value_info(sig));
+        sig.name.clone()
+    }
+
+    /// Declares `value` as the graph output `sig.name` (renaming it through an Identity when needed).
+    pub fn output(&mut self, value: &str, sig: &TensorSig) {
+        if value != sig.name {
+            self.nodes.push(NodeProto {
+                input: vec![value.to_string()],
+                output: vec![sig.name.clone()],
+                name: format!("{}.Identity", sig.name),
+                op_type: "Identity".into(),
+                ..Default::default()
+            });
+        }
+        self.outputs.push(value_info(sig));
+    }
+
+    /// Adds a node with one output and returns that output's name.
+    pub fn op(&mut self, op_type: &str, inputs: &[&str], attrs: Vec<(&str, Attr)>) -> String {
+        self.op_n(op_type, inputs, 1, attrs).pop().expect("one output")
+    }
+
+    /// Adds a node whose single output gets the fixed name `out` (graph outputs such as the KV caches: naming the
+    /// producing node's output directly avoids an Identity that could cost a cache copy per step).
+    pub fn op_to(&mut self, op_type: &str, inputs: &[&str], out: &str, attrs: Vec<(&str, Attr)>) -> String {
+        let path = self.path();
+        let base = if path.is_empty() { op_type.to_string() } else { format!("{path}.{op_type}") };
+        let name = self.unique(base);
+        self.nodes.push(NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.to_string()],
+            name,
+            op_type: op_type.into(),
+            attribute: attrs.into_iter().map(|(k, v)| attribute(k, v)).collect(),
+            ..Default::default()
+        });
+        out.to_string()
+    }
+
+    /// Adds a node with `n` outputs.
+    pub fn op_n(
+        &mut self,
+        op_type: &str,
+        inputs: &[&str],
+        n: usize,
+        attrs: Vec<(&str, Attr)>,
+    ) -> Vec<String> {
+        let path = self.path();
+        let base = if path.is_empty() { op_type.to_string() } else { format!("{path}.{op_type}") };
+        let name = self.unique(base);
+        let outputs: Vec<String> =
+            if n == 1 { vec![name.clone()] } else { (0..n).map(|i| format!("{name}:{i}")).collect() };
+        self.nodes.push(NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.clone(),
+            name,
+            op_type: op_type.into(),
+            attribute: attrs.into_iter().map(|(k, v)| attribute(k, v)).collect(),
+            ..Default::default()
+        });
+        outputs
+    }
+
+    fn constant(&mut self, dtype: DataType, dims: &[usize], raw: Vec<u8>) -> String {
+        let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let key = (dtype as i32, dims.clone(), raw);
+        if let Some(name) = self.constant_ids.get(&key) {
+            return name.clone();
+        }
+        let name = format!("const.{}", self.constants.len());
+        self.constants.push(TensorProto {
+            dims,
+            data_type: dtype as i32,
+            name: name.clone(),
+            raw_data: key.2.clone(),
+            ..Default::default()
+        });
+        self.constant_ids.insert(key, name.clone());
+        name
+    }
+
+    /// An int64 constant (shapes, axes, indices).
+    pub fn const_i64(&mut self, dims: &[usize], values: &[i64]) -> String {
+        debug_assert_eq!(dims.iter().product::<usize>(), values.len());
+        self.constant(DataType::Int64, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+
+    /// A 1-D int64 constant, e.g. a Reshape target.
+    pub fn shape(&mut self, dims: &[usize]) -> String {
+        let v: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        self.const_i64(&[v.len()], &v)
+    }
+
+    /// A float constant in the graph's float type (f32 here; f16 graphs convert at write time).
+    pub fn const_f32(&mut self, dims: &[usize], values: &[f32]) -> String {
+        debug_assert_eq!(dims.iter().product::<usize>(), values.len());
+        self.constant(DataType::Float, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+
+    /// A scalar f32 constant.
+    pub fn scalar(&mut self, v: f32) -> String {
+        self.const_f32(&[], &[v])
+    }
+
+    /// A weight tensor (external data, stored once per bundle). `make` runs only the first time `name` is seen.
+    pub fn weight(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        make: impl FnOnce() -> Result<Vec<f32>>,
+    ) -> Result<String> {
+        self.weights.add(name, dims, make)?;
+        Ok(name.to_string())
+    }
+
+    // --- shorthands for the ops the Toto graph uses
+
+    pub fn reshape(&mut self, x: &str, dims: &[usize]) -> String {
+        let s = self.shape(dims);
+        self.op("Reshape", &[x, &s], vec![])
+    }
+
+    pub fn transpose(&mut self, x: &str, perm: &[i64]) -> String {
+        self.op("Transpose", &[x], vec![("perm", Attr::Ints(perm.to_vec()))])
+    }
+
+    pub fn unsqueeze(&mut self, x: &str, axes: &[i64]) -> String {
+        let a = self.const_i64(&[axes.len()], axes);
+        self.op("Unsqueeze", &[x, &a], vec![])
+    }
+
+    pub fn expand(&mut self, x: &str, dims: &[usize]) -> String {
+        let s = self.shape(dims);
+        self.op("Expand", &[x, &s], vec![])
+    }
+
+    pub fn split(&mut self, x: &str, axis: i64, sizes: &[usize]) -> Vec<String> {
+        let s = self.const_i64(&[sizes.len()], &sizes.iter().map(|&v| v as i64).collect::<Vec<_>>());
+        self.op_n("Split", &[x, &s], sizes.len(), vec![("axis", Attr::Int(axis))])
+    }
+
+    pub fn binary(&mut self, op: &str, a: &str, b: &str) -> String {
+        self.op(op, &[a, b], vec![])
+    }
+
+    /// `x · Wᵀ + b` for a torch `Linear` whose transposed weight and bias are already stored.
+    pub fn linear(&mut self, x: &str, weight_t: &str, bias: &str) -> String {
+        let y = self.op("MatMul", &[x, weight_t], vec![]);
+        self.op("Add", &[&y, bias], vec![])
+    }
+
+    /// Finishes the graph into a model.
+    pub fn finish(self, doc: &str, metadata: &[(&str, String)]) -> Result<ModelProto> {
+        if self.outputs.is_empty() {
+            return Err(Error::Graph { graph: self.name, message: "graph has no outputs".into() });
+        }
+        let mut initializer = self.constants;
+        initializer.extend(self.weights.references(&used_inputs(&self.nodes)));
+        Ok(ModelProto {
+            ir_version: IR_VERSION,
+            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: OPSET }],
+            producer_name: "totoc".into(),
+            producer_version: env!("CARGO_PKG_VERSION").into(),
+            doc_string: doc.into(),
+            graph: Some(GraphProto {
+                node: self.nodes,
+                name: self.name,
+                initializer,
+                input: self.inputs,
+                output: self.outputs,
+                ..Default::default()
+            }),
+            metadata_props: metadata
+                .iter()
+                .map(|(k, v)| StringStringEntryProto { key: k.to_string(), value: v.clone() })
+                .collect(),
+            ..Default::default()
+        })
+    }
+}
+
+fn used_inputs(nodes: &[NodeProto]) -> std::collections::BTreeSet<String> {
+    nodes.iter().flat_map(|n| n.input.iter().cloned()).collect()
+}

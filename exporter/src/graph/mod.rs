@@ -1,0 +1,9 @@
+//! Graph construction: a scoped ONNX [`builder`], the shared external [`weights`] file, and the Toto forward
+//! pass in [`toto`] (one function per model block).
+pub mod builder;
+pub mod toto;
+pub mod weights;
+
+pub use builder::{GraphBuilder, IR_VERSION, OPSET};
+pub use toto::{toto_graph, CacheUpdate};
+pub use weights::WeightStore;

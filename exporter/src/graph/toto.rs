@@ -1,0 +1,496 @@
+//! The Toto 1.0 forward pass as static ONNX graphs, one function per model block in forward order.
+//!
+//! Ports `toto/model/{embedding,transformer,attention,rope,util,feed_forward,distribution}.py` (toto-ts 0.2.0)
+//! with the decode state made explicit (see [`crate::signature`] for the I/O contract). Shapes in the docs use
+//! B = graph rows, V = variates, S = patch slots of this call (context slots at prefill, 1 at decode),
+//! D = embed dim, H = heads, Dh = head dim, P = patch size, K = mixture components, T = KV cache slots.
+
+use crate::checkpoint::Checkpoint;
+use crate::config::LayerKind;
+use crate::error::Result;
+use crate::graph::builder::{Attr, GraphBuilder};
+use crate::signature::{self, DType, Dims, GraphKind};
+
+/// RMSNorm epsilon, hard-coded in `toto/model/util.py`.
+const RMS_EPS: f32 = 1e-8;
+/// `torch.finfo(float32).eps`, the floor of the Student-T df/scale softplus (`distribution.py`).
+const F32_EPS: f32 = f32::EPSILON;
+
+/// How the decode graph writes the new K/V slot into the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheUpdate {
+    /// ONNX `TensorScatter` (opset 24): one op per cache with per-row write indices. TensorRT lowers it to its
+    /// KV-cache update layer, and ONNX Runtime updates in place when the output is bound to the input buffer.
+    TensorScatter,
+    /// ONNX `ScatterND` with computed `(row, head, slot)` indices: the portable form for runtimes without
+    /// opset 24.
+    ScatterNd,
+}
+
+impl CacheUpdate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheUpdate::TensorScatter => "tensor_scatter",
+            CacheUpdate::ScatterNd => "scatter_nd",
+        }
+    }
+}
+
+/// Per-call values shared by all layers.
+struct Ctx {
+    kind: GraphKind,
+    d: Dims,
+    /// Rows of this graph.
+    b: usize,
+    /// Patch slots processed by this call.
+    s: usize,
+    embed: usize,
+    mlp: usize,
+    /// Rotary tables broadcast to `[B·V, 1, S, Dh]`: cos, sin, query scale, key scale.
+    rope: [String; 4],
+    /// Additive time-wise mask: `[S, S]` causal at prefill, `[B·V, 1, 1, T]` key mask at decode.
+    time_mask: String,
+    /// Additive space-wise mask `[B, 1, 1, V, V]` from the variate ids.
+    space_mask: String,
+    /// Decode only: write slot per cache row `[B·V]`.
+    write_rows: Option<String>,
+    cache_update: CacheUpdate,
+}
+
+/// Builds the prefill or decode graph of one profile.
+pub fn toto_graph(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    kind: GraphKind,
+    d: &Dims,
+    cache_update: CacheUpdate,
+) -> Result<()> {
+    let cfg = &ckpt.config;
+    let b = d.rows(kind);
+    let s = if kind == GraphKind::Prefill { d.context_slots } else { 1 };
+    let ins = signature::inputs(kind, d, DType::F32);
+    let outs = signature::outputs(kind, d, DType::F32);
+    for t in &ins {
+        g.input(t);
+    }
+
+    let patches = match kind {
+        GraphKind::Prefill => signature::PATCHES.to_string(),
+        GraphKind::Decode => g.reshape(signature::PATCHES, &[b, d.variates, 1, d.patch]),
+    };
+    let rope = rope_tables(g, d, b, s)?;
+    let space_mask = space_mask(g, d, b);
+    let (time_mask, write_rows) = match kind {
+        GraphKind::Prefill => (causal_mask(g, s), None),
+        GraphKind::Decode => {
+            let (m, w) = decode_key_mask(g, d, b);
+            (m, Some(w))
+        }
+    };
+    let ctx = Ctx {
+        kind,
+        d: *d,
+        b,
+        s,
+        embed: cfg.embed_dim,
+        mlp: cfg.mlp_hidden_dim,
+        rope,
+        time_mask,
+        space_mask,
+        write_rows,
+        cache_update,
+    };
+
+    let mut x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
+    let mut time_index = 0;
+    for (i, layer_kind) in cfg.layer_kinds().into_iter().enumerate() {
+        x = g.scoped(format!("layers.{i}"), |g| layer(g, ckpt, &x, layer_kind, time_index, &ctx))?;
+        if layer_kind == LayerKind::Time {
+            time_index += 1;
+        }
+    }
+    let last = last_patch(g, &x, &ctx);
+    let mixture = output_head(g, ckpt, &last, &ctx)?;
+    for (value, out) in mixture.iter().zip(&outs) {
+        g.output(value, out);
+    }
+    for out in &outs[signature::MIXTURE_OUTPUTS.len()..] {
+        // The cache tensors were produced under their output names by `attention_time`.
+        g.output(&out.name, out);
+    }
+    Ok(())
+}
+
+/// Host rotary tables `[B, S, Dh]` (decode: `[B, Dh]`) → `[B·V, 1, S, Dh]`, plus the key scale `1/xpos`
+/// (rotary-embedding-torch applies `scale ** -1` to keys).
+fn rope_tables(g: &mut GraphBuilder, d: &Dims, b: usize, s: usize) -> Result<[String; 4]> {
+    let dh = d.head_dim;
+    let mut out = Vec::new();
+    for name in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE] {
+        let t = g.reshape(name, &[b, 1, s, dh]);
+        let t = g.expand(&t, &[b, d.variates, s, dh]);
+        out.push(g.reshape(&t, &[b * d.variates, 1, s, dh]));
+    }
+    let k_scale = g.op("Reciprocal", &[&out[2]], vec![]);
+    Ok([out[0].clone(), out[1].clone(), out[2].clone(), k_scale])
+}
+
+/// Space-wise attention mask: variates attend to variates with the same id (`make_batched_block_mask`).
+fn space_mask(g: &mut GraphBuilder, d: &Dims, b: usize) -> String {
+    g.scoped("space_mask", |g| {
+        let a = g.unsqueeze(signature::ID_MASK, &[2]);
+        let c = g.unsqueeze(signature::ID_MASK, &[1]);
+        let same = g.binary("Equal", &a, &c);
+        let zero = g.scalar(0.0);
+        let ninf = g.scalar(f32::NEG_INFINITY);
+        let m = g.op("Where", &[&same, &zero, &ninf], vec![]);
+        g.reshape(&m, &[b, 1, 1, d.variates, d.variates])
+    })
+}
+
+/// Prefill: plain causal mask over the context slots (toto-ts uses `is_causal=True` at offset 0). Padded slots
+/// past a row's context come after its real ones, so causality alone keeps them out of every real query.
+fn causal_mask(g: &mut GraphBuilder, s: usize) -> String {
+    let mut m = vec![0f32; s * s];
+    for i in 0..s {
+        for j in i + 1..s {
+            m[i * s + j] = f32::NEG_INFINITY;
+        }
+    }
+    g.const_f32(&[s, s], &m)
+}
+
+/// Decode: keys at slots `≤ write_pos` are visible (cached context + decoded patches + the new one); returns the
+/// additive mask `[B·V, 1, 1, T]` and the per-cache-row write slot `[B·V]`.
+fn decode_key_mask(g: &mut GraphBuilder, d: &Dims, b: usize) -> (String, String) {
+    g.scoped("key_mask", |g| {
+        let t = d.max_slots;
+        let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
+        let pos = g.unsqueeze(signature::WRITE_POS, &[1]);
+        let visible = g.binary("LessOrEqual", &slots, &pos);
+        let zero = g.scalar(0.0);
+        let ninf = g.scalar(f32::NEG_INFINITY);
+        let m = g.op("Where", &[&visible, &zero, &ninf], vec![]);
+        let m = g.reshape(&m, &[b, 1, t]);
+        let m = g.expand(&m, &[b, d.variates, t]);
+        let mask = g.reshape(&m, &[b * d.variates, 1, 1, t]);
+        let rows = g.expand(&pos, &[b, d.variates]);
+        let rows = g.reshape(&rows, &[b * d.variates]);
+        (mask, rows)
+    })
+}
+
+/// `PatchEmbedding` (`embedding.py`): `Linear(P → D)` over each patch. `[B, V, S, P]` → `[B, V, S, D]`.
+fn patch_embed(g: &mut GraphBuilder, ckpt: &Checkpoint, patches: &str, _ctx: &Ctx) -> Result<String> {
+    let (w, b) = linear_weights(g, ckpt, "model.patch_embed.projection", None)?;
+    Ok(g.linear(patches, &w, &b))
+}
+
+/// One pre-norm transformer layer (`transformer.py` `TransformerLayer.forward`):
+/// `h = x + Attn(RMSNorm1(x)); out = h + MLP(RMSNorm2(h))`.
+fn layer(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    x: &str,
+    kind: LayerKind,
+    time_index: usize,
+    ctx: &Ctx,
+) -> Result<String> {
+    let prefix = format!("model.transformer.{}", g.path());
+    let h = g.scoped("norm1", |g| rms_norm(g, ckpt, &format!("{prefix}.norm1.scale"), x))?;
+    let a = g.scoped("attention", |g| match kind {
+        LayerKind::Time => attention_time(g, ckpt, &format!("{prefix}.attention"), &h, time_index, ctx),
+        LayerKind::Space => attention_space(g, ckpt, &format!("{prefix}.attention"), &h, ctx),
+    })?;
+    let x = g.binary("Add", x, &a);
+    let h = g.scoped("norm2", |g| rms_norm(g, ckpt, &format!("{prefix}.norm2.scale"), &x))?;
+    let m = g.scoped("mlp", |g| swiglu_mlp(g, ckpt, &format!("{prefix}.mlp"), &h, ctx))?;
+    Ok(g.binary("Add", &x, &m))
+}
+
+/// `RMSNorm` (`util.py`): `x / sqrt(mean(x², -1) + 1e-8) · scale`, op for op as the torch fallback.
+fn rms_norm(g: &mut GraphBuilder, ckpt: &Checkpoint, scale_name: &str, x: &str) -> Result<String> {
+    let d = ckpt.tensor(scale_name)?.shape.to_vec();
+    let scale = g.weight(scale_name, &d, || Ok(ckpt.tensor(scale_name)?.to_f32_vec()))?;
+    let sq = g.binary("Mul", x, x);
+    let axes = g.const_i64(&[1], &[-1]);
+    let mean = g.op("ReduceMean", &[&sq, &axes], vec![("keepdims", Attr::Int(1))]);
+    let eps = g.scalar(RMS_EPS);
+    let var = g.binary("Add", &mean, &eps);
+    let rms = g.op("Sqrt", &[&var], vec![]);
+    let normed = g.binary("Div", x, &rms);
+    Ok(g.binary("Mul", &normed, &scale))
+}
+
+/// Query/key/value projections of `wQKV`, split into three `[…, D]` values. The checkpoint's output channels are
+/// head-fastest (`(qkv, head_dim, heads)`, `attention.py`); the stored weight is permuted once at export to
+/// head-major `(qkv, heads, head_dim)` so a plain reshape gives the heads (a permutation, no arithmetic change).
+fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<Vec<String>> {
+    let (dm, h) = (ctx.embed, ctx.d.heads);
+    let dh = dm / h;
+    let perm: Vec<usize> = (0..3 * dm)
+        .map(|c| {
+            let (which, rest) = (c / dm, c % dm);
+            let (head, dd) = (rest / dh, rest % dh);
+            which * dm + dd * h + head
+        })
+        .collect();
+    let (w, b) = g.scoped("wQKV", |g| linear_weights(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm)))?;
+    let y = g.scoped("wQKV", |g| g.linear(x, &w, &b));
+    Ok(g.split(&y, -1, &[dm, dm, dm]))
+}
+
+/// Rotary + xPos on `[B·V, H, S, Dh]` exactly as rotary-embedding-torch 0.8.6 `apply_rotary_emb`:
+/// `(t·cos·scale) + (rotate_half(t)·sin·scale)` with adjacent pairs rotated.
+fn apply_rope(g: &mut GraphBuilder, t: &str, scale: &str, ctx: &Ctx) -> String {
+    let (bv, h, s, dh) = (ctx.b * ctx.d.variates, ctx.d.heads, ctx.s, ctx.d.head_dim);
+    let pairs = g.reshape(t, &[bv, h, s, dh / 2, 2]);
+    let halves = g.split(&pairs, -1, &[1, 1]);
+    let neg = g.op("Neg", &[&halves[1]], vec![]);
+    let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
+    let rot = g.reshape(&rot, &[bv, h, s, dh]);
+    let (cos, sin) = (ctx.rope[0].clone(), ctx.rope[1].clone());
+    let a = g.binary("Mul", t, &cos);
+    let a = g.binary("Mul", &a, scale);
+    let r = g.binary("Mul", &rot, &sin);
+    let r = g.binary("Mul", &r, scale);
+    g.binary("Add", &a, &r)
+}
+
+/// Scaled dot-product attention over the last two axes with an additive mask (SDPA's default scale 1/√Dh).
+fn sdpa(g: &mut GraphBuilder, q: &str, k_t: &str, v: &str, mask: &str, head_dim: usize) -> String {
+    let scores = g.binary("MatMul", q, k_t);
+    let scale = g.scalar(1.0 / (head_dim as f32).sqrt());
+    let scores = g.binary("Mul", &scores, &scale);
+    let scores = g.binary("Add", &scores, mask);
+    let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+    g.binary("MatMul", &p, v)
+}
+
+/// Time-wise attention (`attention.py`, TIME axis) over each variate's patch sequence with RoPE + xPos.
+/// `[B, V, S, D]` → `[B, V, S, D]`. Prefill emits the KV cache padded to T slots; decode writes slot
+/// `write_pos` into the cache inputs and attends over every slot `≤ write_pos`.
+fn attention_time(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    prefix: &str,
+    x: &str,
+    time_index: usize,
+    ctx: &Ctx,
+) -> Result<String> {
+    let (b, v, s, h, dh, t) = (ctx.b, ctx.d.variates, ctx.s, ctx.d.heads, ctx.d.head_dim, ctx.d.max_slots);
+    let qkv = qkv(g, ckpt, prefix, x, ctx)?;
+    let heads = |g: &mut GraphBuilder, y: &str| {
+        let y = g.reshape(y, &[b * v, s, h, dh]);
+        g.transpose(&y, &[0, 2, 1, 3])
+    };
+    let q = heads(g, &qkv[0]);
+    let k = heads(g, &qkv[1]);
+    let val = heads(g, &qkv[2]);
+    let q = g.scoped("rope_q", |g| apply_rope(g, &q, &ctx.rope[2].clone(), ctx));
+    let k = g.scoped("rope_k", |g| apply_rope(g, &k, &ctx.rope[3].clone(), ctx));
+    let (k_out, v_out) = (signature::k_cache(time_index, true), signature::v_cache(time_index, true));
+    let (k_all, v_all) = match ctx.kind {
+        GraphKind::Prefill => {
+            // The cache starts as this call's keys/values in slots 0..S, zeros after.
+            let pads = g.const_i64(&[8], &[0, 0, 0, 0, 0, 0, (t - s) as i64, 0]);
+            g.op_to("Pad", &[&k, &pads], &k_out, vec![]);
+            g.op_to("Pad", &[&val, &pads], &v_out, vec![]);
+            (k, val)
+        }
+        GraphKind::Decode => {
+            let rows = ctx.write_rows.clone().expect("decode has write rows");
+            let k_in = signature::k_cache(time_index, false);
+            let v_in = signature::v_cache(time_index, false);
+            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, &rows, &k_out, ctx));
+            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &val, &rows, &v_out, ctx));
+            (ka, va)
+        }
+    };
+    let k_t = g.transpose(&k_all, &[0, 1, 3, 2]);
+    let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), dh);
+    let o = g.transpose(&o, &[0, 2, 1, 3]);
+    let o = g.reshape(&o, &[b, v, s, h * dh]);
+    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
+    Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
+}
+
+/// Writes one new slot per cache row: `cache[r, :, rows[r], :] = update[r, :, 0, :]`.
+fn cache_write(g: &mut GraphBuilder, cache: &str, update: &str, rows: &str, out: &str, ctx: &Ctx) -> String {
+    match ctx.cache_update {
+        CacheUpdate::TensorScatter => g.op_to(
+            "TensorScatter",
+            &[cache, update, rows],
+            out,
+            vec![("axis", Attr::Int(2)), ("mode", Attr::Str("linear"))],
+        ),
+        CacheUpdate::ScatterNd => {
+            let (bv, h, dh) = (ctx.b * ctx.d.variates, ctx.d.heads, ctx.d.head_dim);
+            let r: Vec<i64> = (0..bv as i64).flat_map(|r| std::iter::repeat_n(r, h)).collect();
+            let hh: Vec<i64> = (0..bv).flat_map(|_| 0..h as i64).collect();
+            let r = g.const_i64(&[bv, h, 1], &r);
+            let hh = g.const_i64(&[bv, h, 1], &hh);
+            let slot = g.reshape(rows, &[bv, 1, 1]);
+            let slot = g.expand(&slot, &[bv, h, 1]);
+            let idx = g.op("Concat", &[&r, &hh, &slot], vec![("axis", Attr::Int(-1))]);
+            let upd = g.reshape(update, &[bv, h, dh]);
+            g.op_to("ScatterND", &[cache, &idx, &upd], out, vec![])
+        }
+    }
+}
+
+/// Space-wise attention (`attention.py`, SPACE axis): within each patch slot, variates attend to variates of the
+/// same id group; no rotary embedding, no cache. `[B, V, S, D]` → `[B, V, S, D]`.
+fn attention_space(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    prefix: &str,
+    x: &str,
+    ctx: &Ctx,
+) -> Result<String> {
+    let (b, v, s, h, dh) = (ctx.b, ctx.d.variates, ctx.s, ctx.d.heads, ctx.d.head_dim);
+    let xt = g.transpose(x, &[0, 2, 1, 3]);
+    let qkv = qkv(g, ckpt, prefix, &xt, ctx)?;
+    let heads = |g: &mut GraphBuilder, y: &str| {
+        let y = g.reshape(y, &[b, s, v, h, dh]);
+        g.transpose(&y, &[0, 1, 3, 2, 4])
+    };
+    let q = heads(g, &qkv[0]);
+    let k = heads(g, &qkv[1]);
+    let val = heads(g, &qkv[2]);
+    let k_t = g.transpose(&k, &[0, 1, 2, 4, 3]);
+    let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), dh);
+    let o = g.transpose(&o, &[0, 3, 1, 2, 4]);
+    let o = g.reshape(&o, &[b, v, s, h * dh]);
+    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
+    Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
+}
+
+/// SwiGLU MLP (`feed_forward.py`): `Linear(D → 2M)`, gate = first half, `silu(gate)·val`, `Linear(M → D)`.
+fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
+    let (w1, b1) = g.scoped("0", |g| linear_weights(g, ckpt, &format!("{prefix}.0"), None))?;
+    let y = g.scoped("0", |g| g.linear(x, &w1, &b1));
+    let parts = g.split(&y, -1, &[ctx.mlp, ctx.mlp]);
+    let sig = g.op("Sigmoid", &[&parts[0]], vec![]);
+    let silu = g.binary("Mul", &parts[0], &sig);
+    let z = g.binary("Mul", &silu, &parts[1]);
+    let (w2, b2) = g.scoped("2", |g| linear_weights(g, ckpt, &format!("{prefix}.2"), None))?;
+    Ok(g.scoped("2", |g| g.linear(&z, &w2, &b2)))
+}
+
+/// The hidden state that predicts the next patch: the last real context slot at prefill (`last_index`, per
+/// row), the only slot at decode. `[B, V, S, D]` → `[B, V, D]`.
+fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
+    let (b, v, s, dm) = (ctx.b, ctx.d.variates, ctx.s, ctx.embed);
+    match ctx.kind {
+        GraphKind::Decode => g.reshape(x, &[b, v, dm]),
+        GraphKind::Prefill => g.scoped("last_patch", |g| {
+            // A flat Gather keeps the selection exact (a one-hot MatMul would turn inf·0 into NaN).
+            let flat = g.reshape(x, &[b * v * s, dm]);
+            let base: Vec<i64> = (0..(b * v) as i64).map(|r| r * s as i64).collect();
+            let base = g.const_i64(&[b, v], &base);
+            let last = g.unsqueeze(signature::LAST_INDEX, &[1]);
+            let idx = g.binary("Add", &base, &last);
+            g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
+        }),
+    }
+}
+
+/// `unembed` + `MixtureOfStudentTsOutput` (`backbone.py`, `distribution.py`) for one patch: `[B, V, D]` →
+/// df, loc, scale, weights `[B, V, P, K]`. The four component heads run as one MatMul over their concatenated
+/// weights (each output column is computed exactly as by its own Linear).
+fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> Result<[String; 4]> {
+    let (b, v, p, k, dm) = (ctx.b, ctx.d.variates, ctx.d.patch, ctx.d.components, ctx.embed);
+    let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None))?;
+    let u = g.scoped("unembed", |g| g.linear(h, &wu, &bu));
+    // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
+    let u = g.reshape(&u, &[b, v, p, dm]);
+    g.scoped("output_distribution", |g| {
+        let heads = ["df", "loc_proj", "scale_proj", "mixture_weights"];
+        let wname = "model.output_distribution.heads.weight_t";
+        let bname = "model.output_distribution.heads.bias";
+        g.weight(wname, &[dm, 4 * k], || {
+            let mut rows = Vec::with_capacity(4 * k * dm);
+            for hd in heads {
+                rows.extend(ckpt.tensor(&format!("model.output_distribution.{hd}.weight"))?.to_f32_vec());
+            }
+            Ok(transpose(&rows, 4 * k, dm))
+        })?;
+        g.weight(bname, &[4 * k], || {
+            let mut all = Vec::with_capacity(4 * k);
+            for hd in heads {
+                all.extend(ckpt.tensor(&format!("model.output_distribution.{hd}.bias"))?.to_f32_vec());
+            }
+            Ok(all)
+        })?;
+        let y = g.linear(&u, wname, bname);
+        let parts = g.split(&y, -1, &[k, k, k, k]);
+        let eps = g.scalar(F32_EPS);
+        let two = g.scalar(2.0);
+        let sp = g.op("Softplus", &[&parts[0]], vec![]);
+        let sp = g.binary("Max", &sp, &eps);
+        let df = g.binary("Add", &two, &sp);
+        let sc = g.op("Softplus", &[&parts[2]], vec![]);
+        let scale = g.binary("Max", &sc, &eps);
+        let weights = g.op("Softmax", &[&parts[3]], vec![("axis", Attr::Int(-1))]);
+        Ok([df, parts[1].clone(), scale, weights])
+    })
+}
+
+/// Stores `{prefix}.weight` transposed to `[in, out]` (rows permuted first if asked) and `{prefix}.bias`, and
+/// returns their initializer names.
+fn linear_weights(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    prefix: &str,
+    row_perm: Option<&[usize]>,
+) -> Result<(String, String)> {
+    let w = ckpt.tensor(&format!("{prefix}.weight"))?;
+    let (out, inp) = (w.shape[0], w.shape[1]);
+    let wname = format!("{prefix}.weight_t");
+    let bname = format!("{prefix}.bias");
+    g.weight(&wname, &[inp, out], || {
+        let mut rows = w.to_f32_vec();
+        if let Some(perm) = row_perm {
+            rows = permute_rows(&rows, perm, inp);
+        }
+        Ok(transpose(&rows, out, inp))
+    })?;
+    g.weight(&bname, &[out], || {
+        let mut bias = ckpt.tensor(&bname)?.to_f32_vec();
+        if let Some(perm) = row_perm {
+            bias = permute_rows(&bias, perm, 1);
+        }
+        Ok(bias)
+    })?;
+    Ok((wname, bname))
+}
+
+/// `out[r] = src[perm[r]]` for rows of `width` values.
+fn permute_rows(src: &[f32], perm: &[usize], width: usize) -> Vec<f32> {
+    perm.iter().flat_map(|&r| src[r * width..(r + 1) * width].iter().copied()).collect()
+}
+
+/// Row-major `[rows, cols]` → `[cols, rows]`.
+fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; src.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = src[r * cols + c];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_and_permute() {
+        let m = [1., 2., 3., 4., 5., 6.]; // 2×3
+        assert_eq!(transpose(&m, 2, 3), vec![1., 4., 2., 5., 3., 6.]);
+        assert_eq!(permute_rows(&m, &[1, 0], 3), vec![4., 5., 6., 1., 2., 3.]);
+    }
+}

@@ -1,0 +1,119 @@
+//! The bundle's shared weight file (ONNX external data).
+//!
+//! Every graph of a bundle references the same initializers by name, offset and length, so the 600 MB of the
+//! base model is written once per precision, not once per graph or profile. Tensors are streamed to disk as they
+//! are first requested (peak memory stays at one tensor) and aligned to 4 KiB so ONNX Runtime can map them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::pb::{tensor_proto, StringStringEntryProto, TensorProto};
+
+const ALIGN: u64 = 4096;
+
+struct Entry {
+    dims: Vec<i64>,
+    offset: u64,
+    length: u64,
+}
+
+/// Accumulates weights into one external-data file.
+pub struct WeightStore {
+    path: PathBuf,
+    /// File name as graphs reference it (relative to each graph's directory).
+    location: String,
+    file: BufWriter<File>,
+    len: u64,
+    entries: HashMap<String, Entry>,
+    order: Vec<String>,
+}
+
+impl WeightStore {
+    /// Creates `path`. `location` is how graphs refer to it (e.g. `../weights.fp32.bin`).
+    pub fn create(path: &Path, location: &str) -> Result<Self> {
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            location: location.to_string(),
+            file: BufWriter::with_capacity(1 << 20, file),
+            len: 0,
+            entries: HashMap::new(),
+            order: Vec::new(),
+        })
+    }
+
+    /// Stores `name` unless it is already there; `make` computes its f32 values (row-major `dims`).
+    pub fn add(&mut self, name: &str, dims: &[usize], make: impl FnOnce() -> Result<Vec<f32>>) -> Result<()> {
+        let want: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        if let Some(e) = self.entries.get(name) {
+            if e.dims != want {
+                return Err(Error::Graph {
+                    graph: "weights".into(),
+                    message: format!("weight {name} requested as {want:?} but stored as {:?}", e.dims),
+                });
+            }
+            return Ok(());
+        }
+        let values = make()?;
+        if values.len() != dims.iter().product::<usize>() {
+            return Err(Error::Graph {
+                graph: "weights".into(),
+                message: format!("weight {name}: {} values for dims {dims:?}", values.len()),
+            });
+        }
+        let pad = (ALIGN - self.len % ALIGN) % ALIGN;
+        let io = |e| Error::io(&self.path, e);
+        self.file.write_all(&vec![0u8; pad as usize]).map_err(io)?;
+        let offset = self.len + pad;
+        let mut bytes = Vec::with_capacity(values.len() * 4);
+        for v in &values {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        self.file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
+        let length = bytes.len() as u64;
+        self.len = offset + length;
+        self.entries.insert(name.to_string(), Entry { dims: want, offset, length });
+        self.order.push(name.to_string());
+        Ok(())
+    }
+
+    /// External-data initializers for the stored weights among `used`, in storage order.
+    pub fn references(&self, used: &BTreeSet<String>) -> Vec<TensorProto> {
+        let kv = |k: &str, v: String| StringStringEntryProto { key: k.into(), value: v };
+        self.order
+            .iter()
+            .filter(|n| used.contains(*n))
+            .map(|n| {
+                let e = &self.entries[n];
+                TensorProto {
+                    dims: e.dims.clone(),
+                    data_type: tensor_proto::DataType::Float as i32,
+                    name: n.clone(),
+                    data_location: tensor_proto::DataLocation::External as i32,
+                    external_data: vec![
+                        kv("location", self.location.clone()),
+                        kv("offset", e.offset.to_string()),
+                        kv("length", e.length.to_string()),
+                    ],
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
+    /// Total bytes of weights (without alignment padding).
+    pub fn weight_bytes(&self) -> u64 {
+        self.entries.values().map(|e| e.length).sum()
+    }
+
+    /// Flushes and syncs the file.
+    pub fn finish(mut self) -> Result<()> {
+        self.file.flush().map_err(|e| Error::io(&self.path, e))?;
+        let f = self.file.get_mut();
+        let _ = f.stream_position();
+        f.sync_all().map_err(|e| Error::io(&self.path, e))
+    }
+}

@@ -1,0 +1,43 @@
+//! `totoc export`.
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use exporter::export::{export, ExportEvent, ExportOptions};
+use exporter::graph::CacheUpdate;
+use exporter::profile::ProfileSet;
+
+use crate::cli::{CacheUpdateArg, ExportArgs};
+use crate::progress::Progress;
+
+pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    let start = Instant::now();
+    let set = ProfileSet::from_file(&a.config)?;
+    let profiles = set.select(&a.profiles)?;
+    let opts = ExportOptions {
+        checkpoint: a.checkpoint.clone(),
+        profiles,
+        out: a.out.clone(),
+        cache_update: match a.cache_update {
+            CacheUpdateArg::TensorScatter => CacheUpdate::TensorScatter,
+            CacheUpdateArg::ScatterNd => CacheUpdate::ScatterNd,
+        },
+        force: a.force,
+    };
+    let progress = Progress::new();
+    let manifest = export(&opts, &mut |ev| match ev {
+        ExportEvent::Start { graphs } => progress.set_total(graphs as u64),
+        ExportEvent::Graph { file, nodes } => progress.step(&format!("wrote {file} ({nodes} nodes)")),
+    })
+    .with_context(|| format!("exporting {} to {}", a.checkpoint.display(), a.out.display()))?;
+    progress.finish();
+    let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
+    eprintln!(
+        "exported {} profile(s) to {} ({:.1} MB) in {:.2} s",
+        manifest.profiles.len(),
+        a.out.display(),
+        bytes as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
