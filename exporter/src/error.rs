@@ -30,10 +30,50 @@ pub enum Error {
     TensorShape { name: String, expected: Vec<usize>, actual: Vec<usize> },
     #[error("checkpoint tensor `{name}` has dtype {actual}, expected {expected}")]
     TensorDtype { name: String, expected: String, actual: String },
+    #[error(
+        "{}: not a valid safetensors file: {message}; re-download or re-save the checkpoint",
+        path.display()
+    )]
+    SafetensorsFormat { path: PathBuf, message: String },
+    #[error("{}: tensor `{name}`: {message}; re-download or re-save the checkpoint", path.display())]
+    TensorData { path: PathBuf, name: String, message: String },
+    #[error(
+        "checkpoint holds `{canonical}` twice, as `{first}` and `{second}` (xFormers and torch names); keep \
+         one"
+    )]
+    DuplicateTensor { canonical: String, first: String, second: String },
+    #[error(
+        "checkpoint has exogenous-variable label tensor(s) {names:?}: fine-tuned checkpoints with \
+         exogenous-variable labels (Toto fusion) are not supported; export a base checkpoint"
+    )]
+    ExogenousLabels { names: Vec<String> },
+    #[error(
+        "no checkpoint tensor `{name}`: not a canonical Toto tensor name (see checkpoint::expected_tensors)"
+    )]
+    UnknownTensor { name: String },
 
     // --- profiles
     #[error("profile config: {message}")]
     Profile { message: String },
+    #[error("{file}: line {line}, column {column}: {message}")]
+    ProfileSyntax { file: String, line: u64, column: u64, message: String },
+    #[error("{file}: line {line}: {field} {message}")]
+    ProfileField { file: String, line: u64, field: String, message: String },
+    #[error("unknown profile `{name}`; available: {}", available.join(", "))]
+    UnknownProfile { name: String, available: Vec<String> },
+    #[error(
+        "profile `{profile}`: context {context} + horizon {horizon} need {patches} patches of \
+         {patch_size} points (ceil(context/P) + ceil(horizon/P)), more than this model's limit of \
+         {max_patches}; lower context or horizon"
+    )]
+    ProfileTooLong {
+        profile: String,
+        context: usize,
+        horizon: usize,
+        patch_size: usize,
+        patches: usize,
+        max_patches: usize,
+    },
 
     // --- graph building
     #[error("graph `{graph}`: {message}")]

@@ -3,8 +3,27 @@
 //! A profile bounds one request: at most `batch` series of at most `variates` variates, `context` points of
 //! history, `horizon` forecast points and `samples` sample paths. Every graph of the profile has static shapes
 //! derived from these bounds (see [`crate::signature::Dims`]).
+//!
+//! A file holds a [`ProfileSet`]:
+//! ```yaml
+//! profiles:
+//!   - name: ctx512
+//!     batch: 1
+//!     variates: 1
+//!     context: 512
+//!     horizon: 336
+//!     samples: 0      # optional
+//! ```
+//! [`ProfileSet::from_yaml`] checks what needs no model (positive bounds, unique directory-safe names) and
+//! names the line of each fault; [`ProfileSet::check_against`] checks the bounds against a model.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use serde_saphyr::Spanned;
+
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
 
 /// One static shape profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,4 +41,282 @@ pub struct Profile {
     /// Max sample paths per series (0 = mean forecasts only).
     #[serde(default)]
     pub samples: usize,
+}
+
+impl Profile {
+    /// Patches the profile's KV cache holds: `ceil(context/P) + ceil(horizon/P)`.
+    pub fn patches(&self, model: &ModelConfig) -> usize {
+        self.context.div_ceil(model.patch_size) + self.horizon.div_ceil(model.patch_size)
+    }
+
+    /// Checks the profile's bounds against a model: the patches it needs must stay within
+    /// [`ModelConfig::max_patches`].
+    pub fn check_against(&self, model: &ModelConfig) -> Result<()> {
+        let patches = self.patches(model);
+        if patches > model.max_patches() {
+            return Err(Error::ProfileTooLong {
+                profile: self.name.clone(),
+                context: self.context,
+                horizon: self.horizon,
+                patch_size: model.patch_size,
+                patches,
+                max_patches: model.max_patches(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The profiles of one YAML file, validated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileSet {
+    pub profiles: Vec<Profile>,
+}
+
+impl ProfileSet {
+    /// Reads and validates a profile file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates a profile file's text; `source_name` (usually the path) starts every error
+    /// message.
+    pub fn from_yaml(text: &str, source_name: &str) -> Result<Self> {
+        let raw: RawSet = serde_saphyr::from_str(text).map_err(|e| syntax_error(&e, source_name))?;
+        let at = |line: u64, field: String, message: String| Error::ProfileField {
+            file: source_name.to_string(),
+            line,
+            field,
+            message,
+        };
+        if raw.profiles.value.is_empty() {
+            let line = raw.profiles.referenced.line();
+            return Err(at(line, "profiles".into(), "must list at least one profile".into()));
+        }
+        let mut profiles: Vec<(Profile, u64)> = Vec::with_capacity(raw.profiles.value.len());
+        for (i, item) in raw.profiles.value.into_iter().enumerate() {
+            let p = item.value;
+            let name_line = p.name.referenced.line();
+            let field = |key: &str| format!("profiles[{i}].{key}");
+            check_name(&p.name.value).map_err(|m| at(name_line, field("name"), m))?;
+            if let Some((j, (_, first_line))) =
+                profiles.iter().enumerate().find(|(_, (q, _))| q.name == p.name.value)
+            {
+                let message = format!(
+                    "`{}` repeats profiles[{j}].name (line {first_line}); names must be unique",
+                    p.name.value
+                );
+                return Err(at(name_line, field("name"), message));
+            }
+            for (key, v) in [
+                ("batch", &p.batch),
+                ("variates", &p.variates),
+                ("context", &p.context),
+                ("horizon", &p.horizon),
+            ] {
+                if v.value == 0 {
+                    return Err(at(v.referenced.line(), field(key), "must be ≥ 1".into()));
+                }
+            }
+            let profile = Profile {
+                name: p.name.value,
+                batch: p.batch.value,
+                variates: p.variates.value,
+                context: p.context.value,
+                horizon: p.horizon.value,
+                samples: p.samples.map_or(0, |s| s.value),
+            };
+            profiles.push((profile, name_line));
+        }
+        Ok(ProfileSet { profiles: profiles.into_iter().map(|(p, _)| p).collect() })
+    }
+
+    /// Checks every profile against a model (see [`Profile::check_against`]).
+    pub fn check_against(&self, model: &ModelConfig) -> Result<()> {
+        self.profiles.iter().try_for_each(|p| p.check_against(model))
+    }
+
+    /// The profiles named, in the order asked (duplicates dropped); an empty list selects all of them.
+    pub fn select(&self, names: &[String]) -> Result<Vec<Profile>> {
+        if names.is_empty() {
+            return Ok(self.profiles.clone());
+        }
+        let mut out: Vec<Profile> = Vec::with_capacity(names.len());
+        for name in names {
+            let p = self.get(name).ok_or_else(|| Error::UnknownProfile {
+                name: name.clone(),
+                available: self.profiles.iter().map(|p| p.name.clone()).collect(),
+            })?;
+            if !out.iter().any(|q| q.name == p.name) {
+                out.push(p.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name == name)
+    }
+}
+
+/// The file as written, with the location of every value so that semantic checks can name its line. `Profile`
+/// itself stays plain: it is also serialized into manifests.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSet {
+    profiles: Spanned<Vec<Spanned<RawProfile>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: Spanned<String>,
+    batch: Spanned<usize>,
+    variates: Spanned<usize>,
+    context: Spanned<usize>,
+    horizon: Spanned<usize>,
+    #[serde(default)]
+    samples: Option<Spanned<usize>>,
+}
+
+/// Profile names become directory names in the bundle, so they are restricted to a portable character set.
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
+        return Err(format!(
+            "`{name}` contains {c:?}: names may only use [A-Za-z0-9_-] (each becomes a directory name)"
+        ));
+    }
+    Ok(())
+}
+
+/// A YAML syntax or type error, with serde-saphyr's location but without its multi-line snippet (the message
+/// must fit one log line).
+fn syntax_error(e: &serde_saphyr::Error, source_name: &str) -> Error {
+    let loc = e.location().filter(|l| l.line() > 0);
+    let (line, column) = loc.map_or((0, 0), |l| (l.line(), l.column()));
+    let message = e.without_snippet().to_string();
+    // serde-saphyr ends its messages with the location, which our prefix already gives.
+    let message =
+        message.strip_suffix(&format!(" at line {line}, column {column}")).unwrap_or(&message).to_string();
+    Error::ProfileSyntax { file: source_name.to_string(), line, column, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+# comment
+profiles:
+  - name: a
+    batch: 1
+    variates: 2
+    context: 512
+    horizon: 336
+  - name: b-2_x
+    batch: 8
+    variates: 1
+    context: 64
+    horizon: 64
+    samples: 16
+";
+
+    fn err(text: &str) -> String {
+        ProfileSet::from_yaml(text, "x.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_profiles_with_default_samples() {
+        let set = ProfileSet::from_yaml(GOOD, "x.yaml").unwrap();
+        assert_eq!(set.profiles.len(), 2);
+        assert_eq!(set.profiles[0].samples, 0);
+        assert_eq!(
+            set.profiles[1],
+            Profile { name: "b-2_x".into(), batch: 8, variates: 1, context: 64, horizon: 64, samples: 16 }
+        );
+    }
+
+    #[test]
+    fn zero_bound_names_field_and_line() {
+        let e = err(&GOOD.replace("batch: 8", "batch: 0"));
+        assert_eq!(e, "x.yaml: line 9: profiles[1].batch must be ≥ 1");
+        let e = err(&GOOD.replace("horizon: 336", "horizon: 0"));
+        assert_eq!(e, "x.yaml: line 7: profiles[0].horizon must be ≥ 1");
+    }
+
+    #[test]
+    fn bad_names_are_errors_with_line() {
+        let e = err(&GOOD.replace("name: b-2_x", "name: a"));
+        assert!(
+            e.starts_with("x.yaml: line 8: profiles[1].name `a` repeats profiles[0].name (line 3)"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("name: b-2_x", "name: b/c"));
+        assert!(e.starts_with("x.yaml: line 8: profiles[1].name `b/c` contains '/'"), "{e}");
+        let e = err(&GOOD.replace("name: a", "name: ''"));
+        assert_eq!(e, "x.yaml: line 3: profiles[0].name must not be empty");
+    }
+
+    #[test]
+    fn syntax_type_and_unknown_field_errors_carry_the_line() {
+        let e = err(&GOOD.replace("samples: 16", "samples: 16\n    bogus: 1"));
+        assert!(e.starts_with("x.yaml: line 14, column 5: unknown field `bogus`"), "{e}");
+        assert!(!e.contains("at line"), "location given twice: {e}");
+        let e = err(&GOOD.replace("context: 64", "context: -3"));
+        assert!(e.starts_with("x.yaml: line 11, column"), "{e}");
+        let e = err(&GOOD.replace("    batch: 8\n", ""));
+        assert!(e.contains("batch"), "{e}");
+        let e = err("profiles: [\n");
+        assert!(e.starts_with("x.yaml: line "), "{e}");
+        let e = err(&GOOD.replace("batch: 8", "batch: 8\n    batch: 9"));
+        assert!(e.starts_with("x.yaml: line 10, column 5:") && e.contains("batch"), "{e}");
+    }
+
+    #[test]
+    fn empty_list_is_an_error() {
+        assert_eq!(err("\nprofiles: []\n"), "x.yaml: line 2: profiles must list at least one profile");
+    }
+
+    #[test]
+    fn select_keeps_order_and_lists_available_names() {
+        let set = ProfileSet::from_yaml(GOOD, "x.yaml").unwrap();
+        assert_eq!(set.select(&[]).unwrap().len(), 2);
+        let names = ["b-2_x".to_string(), "a".to_string(), "a".to_string()];
+        let picked: Vec<String> = set.select(&names).unwrap().into_iter().map(|p| p.name).collect();
+        assert_eq!(picked, ["b-2_x", "a"]);
+        let e = set.select(&["zzz".to_string()]).unwrap_err().to_string();
+        assert!(e.contains("`zzz`") && e.contains("a, b-2_x"), "{e}");
+    }
+
+    #[test]
+    fn too_many_patches_names_profile_and_numbers() {
+        let model = crate::checkpoint::tests::tiny_config(16);
+        let long = format!(
+            "profiles:\n  - {{name: long, batch: 1, variates: 1, context: {}, horizon: 16}}\n",
+            16 * 8192
+        );
+        let set = ProfileSet::from_yaml(&long, "x.yaml").unwrap();
+        let e = set.check_against(&model).unwrap_err().to_string();
+        assert!(e.contains("`long`") && e.contains("8193") && e.contains("8192"), "{e}");
+        ProfileSet::from_yaml(GOOD, "x.yaml").unwrap().check_against(&model).unwrap();
+    }
+
+    /// The shipped profile files parse and fit the models they are meant for.
+    #[test]
+    fn shipped_configs_fit_their_models() {
+        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let base = crate::checkpoint::tests::base_config();
+        let set = ProfileSet::from_file(&configs.join("toto-base.yaml")).unwrap();
+        set.check_against(&base).unwrap();
+        let names: Vec<&str> = set.profiles.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["ctx512", "ctx4096", "batch8", "samples64", "samples256"]);
+        let tiny = ProfileSet::from_file(&configs.join("tiny.yaml")).unwrap();
+        for patch in [16, 64] {
+            tiny.check_against(&crate::checkpoint::tests::tiny_config(patch)).unwrap();
+        }
+    }
 }
