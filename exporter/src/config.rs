@@ -93,10 +93,13 @@ impl ModelConfig {
                 self.stride, self.patch_size
             ));
         }
-        if self.embed_dim % self.num_heads != 0 {
-            return bad(format!("embed_dim {} is not divisible by num_heads {}", self.embed_dim, self.num_heads));
+        if !self.embed_dim.is_multiple_of(self.num_heads) {
+            return bad(format!(
+                "embed_dim {} is not divisible by num_heads {}",
+                self.embed_dim, self.num_heads
+            ));
         }
-        if (self.embed_dim / self.num_heads) % 2 != 0 {
+        if !(self.embed_dim / self.num_heads).is_multiple_of(2) {
             return bad(format!(
                 "head dim {} is odd: rotary embeddings rotate pairs of channels",
                 self.embed_dim / self.num_heads
@@ -107,7 +110,7 @@ impl ModelConfig {
         }
         match self.spacewise_every_n_layers {
             -1 => {}
-            n if n >= 1 && self.num_layers % n as usize == 0 => {}
+            n if n >= 1 && self.num_layers.is_multiple_of(n as usize) => {}
             n => {
                 return bad(format!(
                     "spacewise_every_n_layers {n} must be -1 or a positive divisor of num_layers {}",
@@ -121,7 +124,8 @@ impl ModelConfig {
                 self.scaler_cls
             ));
         }
-        if self.output_distribution_classes.len() != 1 || self.output_distribution_classes[0] != MIXTURE_STUDENT_T_CLS
+        if self.output_distribution_classes.len() != 1
+            || self.output_distribution_classes[0] != MIXTURE_STUDENT_T_CLS
         {
             return bad(format!(
                 "output_distribution_classes {:?} is not supported: totoc exports only [{MIXTURE_STUDENT_T_CLS:?}]",

@@ -85,12 +85,20 @@ pub const MIXTURE_OUTPUTS: [&str; 4] = [DF, LOC, SCALE, WEIGHTS];
 
 /// Name of time-wise layer `i`'s key cache input (`out = true`: the updated output).
 pub fn k_cache(i: usize, out: bool) -> String {
-    if out { format!("k_cache_out.{i}") } else { format!("k_cache.{i}") }
+    if out {
+        format!("k_cache_out.{i}")
+    } else {
+        format!("k_cache.{i}")
+    }
 }
 
 /// Name of time-wise layer `i`'s value cache input (`out = true`: the updated output).
 pub fn v_cache(i: usize, out: bool) -> String {
-    if out { format!("v_cache_out.{i}") } else { format!("v_cache.{i}") }
+    if out {
+        format!("v_cache_out.{i}")
+    } else {
+        format!("v_cache.{i}")
+    }
 }
 
 /// Static dimensions of one profile's graphs, derived from the profile and the model.
