@@ -10,10 +10,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     // --- files
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{}: {source}", path.display())]
-    InFile { path: PathBuf, source: Box<Error> },
+    // The cause is part of the message, not a `source`, so error chains print it once.
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{}: {err}", path.display())]
+    InFile { path: PathBuf, err: Box<Error> },
 
     // --- model config
     #[error("invalid model config: {message}")]
@@ -82,14 +83,14 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        Error::Io { path: path.to_path_buf(), source }
+        Error::Io { path: path.to_path_buf(), err: source }
     }
 
     /// Wraps an error with the file it came from (io errors already carry it).
     pub fn in_file(self, path: &Path) -> Self {
         match self {
             e @ (Error::Io { .. } | Error::InFile { .. }) => e,
-            e => Error::InFile { path: path.to_path_buf(), source: Box::new(e) },
+            e => Error::InFile { path: path.to_path_buf(), err: Box::new(e) },
         }
     }
 }

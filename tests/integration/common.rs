@@ -1,0 +1,66 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A committed fixture checkpoint, e.g. `tiny`.
+pub fn fixture_checkpoint(config: &str) -> PathBuf {
+    root().join("tests/fixtures").join(config).join("checkpoint")
+}
+
+pub fn tiny_profiles() -> PathBuf {
+    root().join("configs/tiny.yaml")
+}
+
+/// Runs the built `totoc` binary.
+pub fn totoc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_totoc")).args(args).output().expect("run totoc")
+}
+
+/// Runs totoc and asserts success, returning stdout.
+pub fn totoc_ok(args: &[&str]) -> String {
+    let out = totoc(args);
+    assert!(
+        out.status.success(),
+        "totoc {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+/// Runs totoc expecting failure; returns stderr.
+pub fn totoc_err(args: &[&str]) -> String {
+    let out = totoc(args);
+    assert!(!out.status.success(), "totoc {args:?} unexpectedly succeeded");
+    String::from_utf8(out.stderr).expect("utf8")
+}
+
+/// Exports `config`'s fixture checkpoint with the tiny profiles into `out`.
+pub fn export_fixture(config: &str, out: &Path) {
+    let ck = fixture_checkpoint(config);
+    totoc_ok(&[
+        "export",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--config",
+        tiny_profiles().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+}
+
+/// Copies a checkpoint directory.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}

@@ -1,0 +1,231 @@
+//! `totoc export`: the bundle's shape, determinism, the ONNX checker, and clear errors on bad input.
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn export_writes_graphs_shared_weights_and_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bundle");
+    export_fixture("tiny", &out);
+    let m = manifest(&out);
+    let files: Vec<&str> =
+        m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        files,
+        [
+            "weights.fp32.bin",
+            "small.prefill.onnx",
+            "small.decode.onnx",
+            "sampled.prefill.onnx",
+            "sampled.decode.onnx"
+        ]
+    );
+    // Weights are stored once: the graphs are small, the weight file holds every parameter once.
+    let params: u64 = fs::metadata(out.join("weights.fp32.bin")).unwrap().len();
+    for f in &files[1..] {
+        assert!(fs::metadata(out.join(f)).unwrap().len() < 200_000, "{f} embeds weights");
+    }
+    assert!(params > 0);
+    assert_eq!(m["opset"], 24);
+    assert_eq!(m["cache_update"], "tensor_scatter");
+    let dec = &m["profiles"][0]["graphs"][1];
+    let ins: Vec<&str> =
+        dec["inputs"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(ins.contains(&"k_cache.2") && ins.contains(&"write_pos"), "{ins:?}");
+    // No partial directories left behind.
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
+#[test]
+fn reexport_is_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    export_fixture("tiny_spacefirst", &a);
+    export_fixture("tiny_spacefirst", &b);
+    for e in fs::read_dir(&a).unwrap() {
+        let name = e.unwrap().file_name();
+        assert_eq!(fs::read(a.join(&name)).unwrap(), fs::read(b.join(&name)).unwrap(), "{name:?} differs");
+    }
+}
+
+/// The venv with the official `onnx` package (scripts/setup-onnx-checker.sh; `TOTOC_ONNX_PYTHON` overrides).
+fn onnx_python() -> String {
+    if let Ok(p) = std::env::var("TOTOC_ONNX_PYTHON") {
+        return p;
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    let p = format!("{home}/.cache/totoc/onnx-venv/bin/python");
+    assert!(
+        Path::new(&p).exists(),
+        "the ONNX checker venv is missing: run scripts/setup-onnx-checker.sh (or set TOTOC_ONNX_PYTHON)"
+    );
+    p
+}
+
+#[test]
+fn every_graph_passes_onnx_full_check() {
+    let py = onnx_python();
+    let tmp = tempfile::tempdir().unwrap();
+    for config in ["tiny", "tiny_spacefirst", "tiny_alltime", "tiny64"] {
+        let out = tmp.path().join(config);
+        export_fixture(config, &out);
+        let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
+        assert!(res.status.success(), "{config}: {}", String::from_utf8_lossy(&res.stderr));
+        assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), 4);
+    }
+    // The portable ScatterND variant too.
+    let out = tmp.path().join("scatternd");
+    let ck = fixture_checkpoint("tiny");
+    totoc_ok(&[
+        "export",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--config",
+        tiny_profiles().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--cache-update",
+        "scatter-nd",
+    ]);
+    let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
+    assert!(res.status.success(), "scatter-nd: {}", String::from_utf8_lossy(&res.stderr));
+}
+
+/// Exports a modified copy of the tiny checkpoint and expects a failure mentioning `needle`, with nothing written.
+fn expect_export_error(modify: impl FnOnce(&Path), profiles: Option<&str>, needle: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ck = tmp.path().join("ck");
+    copy_dir(&fixture_checkpoint("tiny"), &ck);
+    modify(&ck);
+    let yaml = tmp.path().join("p.yaml");
+    fs::write(&yaml, profiles.unwrap_or(&fs::read_to_string(tiny_profiles()).unwrap())).unwrap();
+    let out = tmp.path().join("out");
+    let err = totoc_err(&[
+        "export",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--config",
+        yaml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    assert!(!out.exists(), "a failed export left {out:?}");
+    let stray: Vec<_> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("out"))
+        .collect();
+    assert!(stray.is_empty(), "partial output left: {stray:?}");
+}
+
+#[test]
+fn truncated_safetensors_is_a_clear_error() {
+    expect_export_error(
+        |ck| {
+            let p = ck.join("model.safetensors");
+            let len = fs::metadata(&p).unwrap().len();
+            let f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+            f.set_len(len - 100).unwrap();
+        },
+        None,
+        "model.safetensors",
+    );
+}
+
+/// Rewrites one tensor's header entry of a safetensors file, keeping the byte layout valid.
+fn edit_header(ck: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = ck.join("model.safetensors");
+    let bytes = fs::read(&p).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    edit(&mut header);
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while h.len() < n {
+        h.push(b' ');
+    }
+    assert!(h.len() <= n, "edited header grew");
+    let mut out = bytes[..8].to_vec();
+    out.extend_from_slice(&h);
+    out.extend_from_slice(&bytes[8 + n..]);
+    fs::write(&p, out).unwrap();
+}
+
+/// Rewrites a safetensors file without one tensor (offsets of the others recomputed).
+fn drop_tensor(ck: &Path, name: &str) {
+    let p = ck.join("model.safetensors");
+    let bytes = fs::read(&p).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let data = &bytes[8 + n..];
+    let mut out_header = serde_json::Map::new();
+    let mut out_data = Vec::new();
+    for (k, v) in header {
+        if k == name || k == "__metadata__" {
+            continue;
+        }
+        let offs = v["data_offsets"].as_array().unwrap();
+        let (a, b) = (offs[0].as_u64().unwrap() as usize, offs[1].as_u64().unwrap() as usize);
+        let start = out_data.len();
+        out_data.extend_from_slice(&data[a..b]);
+        let mut v = v.clone();
+        v["data_offsets"] = serde_json::json!([start, out_data.len()]);
+        out_header.insert(k, v);
+    }
+    let h = serde_json::to_vec(&out_header).unwrap();
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&h);
+    out.extend_from_slice(&out_data);
+    fs::write(&p, out).unwrap();
+}
+
+#[test]
+fn wrong_dtype_is_a_clear_error() {
+    expect_export_error(
+        |ck| {
+            edit_header(ck, |h| {
+                // Same byte size: an I32 tensor where F32 is expected.
+                h["model.unembed.bias"]["dtype"] = "I32".into();
+            })
+        },
+        None,
+        "model.unembed.bias",
+    );
+}
+
+#[test]
+fn missing_tensor_is_a_clear_error() {
+    expect_export_error(|ck| drop_tensor(ck, "model.unembed.bias"), None, "model.unembed.bias");
+}
+
+#[test]
+fn unknown_config_key_is_a_clear_error() {
+    expect_export_error(
+        |ck| {
+            let p = ck.join("config.json");
+            let mut c: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+            c["rope_scaling"] = 2.into();
+            fs::write(&p, serde_json::to_vec(&c).unwrap()).unwrap();
+        },
+        None,
+        "rope_scaling",
+    );
+}
+
+#[test]
+fn profile_larger_than_the_model_allows_is_a_clear_error() {
+    expect_export_error(
+        |_| {},
+        Some("profiles:\n  - name: huge\n    batch: 1\n    variates: 1\n    context: 1000000\n    horizon: 64\n"),
+        "huge",
+    );
+}
