@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test of totoc: formatting and lints, Rust unit + integration tests (against the committed toto-ts
+# golden fixtures, through ONNX Runtime CPU), the official ONNX checker on exported graphs, and the live check
+# that the committed fixtures still match what toto-ts 0.2.0 produces.
+#
+# Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
+# and the toto-ts reference venv (~3.3 GB download once; skip the live check with TOTOC_SKIP_LIVE_REFERENCE=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== fetching ONNX Runtime"
+TOTOC_ORT_LIB=$(scripts/fetch-onnxruntime.sh)
+export TOTOC_ORT_LIB
+echo "== setting up the ONNX checker venv"
+TOTOC_ONNX_PYTHON=$(scripts/setup-onnx-checker.sh)
+export TOTOC_ONNX_PYTHON
+
+echo "== cargo fmt / clippy"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== cargo test"
+cargo test --workspace
+
+if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
+  echo "== live reference check skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
+else
+  echo "== live reference check: regenerate fixtures with toto-ts and compare"
+  tests/reference/regen_fixtures.sh --check
+fi
+echo "== all tests passed"
