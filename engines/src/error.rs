@@ -1,0 +1,107 @@
+//! Errors of the engines crate. Each variant carries the structured facts of the failure (the request and
+//! variate at fault, the expected and actual sizes) and its message says how to fix it.
+//!
+//! Request errors name where the request came from in `at` (`"requests.jsonl line 3"`, `"request body"`), so
+//! the CLI and the server can print them as they are.
+
+use std::path::{Path, PathBuf};
+
+/// Result alias of the engines crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // --- files
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Exporter(#[from] exporter::Error),
+
+    // --- ONNX Runtime
+    #[error("ONNX Runtime library: {message}\n{help}")]
+    OrtLibrary { message: String, help: String },
+    #[error("ONNX Runtime: {context}: {message}")]
+    Ort { context: String, message: String },
+    #[error("execution provider {provider}: {message}")]
+    Provider { provider: String, message: String },
+    /// A graph's session or I/O binding (graph.rs).
+    #[error("graph {graph}: {message}")]
+    Session { graph: String, message: String },
+    /// A graph input or output: unknown name, wrong element type, not host-accessible (graph.rs).
+    #[error("graph {graph}, tensor `{name}`: {message}")]
+    Tensor { graph: String, name: String, message: String },
+    /// An engine bundle that is missing, malformed, modified or built for something else (engine_bundle.rs).
+    #[error("engine bundle {}: {message}", path.display())]
+    Engine { path: PathBuf, message: String },
+
+    // --- request syntax
+    #[error("{at}: {message}")]
+    RequestSyntax { at: String, message: String },
+    #[error("{at}: cannot tell the request format of `{}`; name it *.json, *.jsonl or *.csv, or give the format", path.display())]
+    UnknownFormat { at: String, path: PathBuf },
+    #[error("{at}: `{field}` is missing; {fix}")]
+    MissingField { at: String, field: &'static str, fix: &'static str },
+
+    // --- request values
+    #[error("{at}: `target` has no variates; give at least one series, e.g. \"target\": [[1.0, 2.0, 3.0]]")]
+    NoVariates { at: String },
+    #[error("{at}: variate {variate} is empty; every series needs at least one point")]
+    EmptySeries { at: String, variate: usize },
+    #[error("{at}: variate {variate} has {len} points but variate 0 has {expected}; all variates must share one time axis (use null for missing points)")]
+    RaggedTarget { at: String, variate: usize, len: usize, expected: usize },
+    #[error("{at}: variate {variate}, t={t}: {value} is not a finite f32; use null to mark a missing point")]
+    NonFinite { at: String, variate: usize, t: usize, value: String },
+    #[error(
+        "{at}: variate {variate} has no observed point (all null); drop it or give it at least one value"
+    )]
+    AllMissing { at: String, variate: usize },
+    #[error("{at}: `horizon` is 0; ask for at least one step")]
+    ZeroHorizon { at: String },
+    #[error("{at}: `id_mask` has {len} ids for {variates} variates; give one group id per variate")]
+    IdMaskLength { at: String, len: usize, variates: usize },
+    #[error("{at}: `id_mask` id {id} of variate {variate} is negative; group ids must be >= 0")]
+    NegativeId { at: String, variate: usize, id: i64 },
+    #[error("{at}: quantile {q} is outside (0, 1); use levels such as 0.1, 0.5, 0.9")]
+    QuantileRange { at: String, q: f64 },
+    #[error("{at}: quantiles need sampled paths but `samples` is 0; set \"samples\" (e.g. 256) or drop \"quantiles\"")]
+    QuantilesWithoutSamples { at: String },
+    #[error("{at}: {samples} samples exceed this engine's limit of {limit}; ask for at most {limit}")]
+    TooManySamples { at: String, samples: usize, limit: usize },
+
+    // --- host math
+    #[error("{what}: expected {expected} values, got {actual}")]
+    Length { what: String, expected: usize, actual: usize },
+
+    // --- responses
+    #[error("{}: {count} responses do not fit one JSON document; write them to a .jsonl file", path.display())]
+    ResponseCount { path: PathBuf, count: usize },
+
+    // --- equivalence checks
+    #[error("{output} at step {step}, variate {variate}, t={t}: |Δ|={error:.1e} > tol {tol:.1e} ({failures} of {count} values out of tolerance)")]
+    Mismatch {
+        output: String,
+        step: usize,
+        variate: usize,
+        t: usize,
+        error: f64,
+        tol: f64,
+        failures: usize,
+        count: usize,
+    },
+}
+
+impl Error {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.to_path_buf(), source }
+    }
+
+    /// A length check of host math inputs.
+    pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
+        if expected == actual {
+            Ok(())
+        } else {
+            Err(Error::Length { what: what.to_string(), expected, actual })
+        }
+    }
+}
