@@ -1,0 +1,150 @@
+//! Golden cases: toto-ts reference outputs (written by `tests/reference/regen_fixtures.py`) and the checks that
+//! compare an engine against them — the mixture parameters of every step and the mean forecast, on the
+//! deterministic mean path.
+//!
+//! A case file is `{"request": <request>, "reference": {"mean": [V][H], "steps": [{"df", "loc", "scale",
+//! "weights": [V][P][K], "scaler_loc", "scaler_scale": [V], ...}], ...}}` (see tests/reference/README.md).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
+use crate::error::{Error, Result};
+use crate::forecaster::Forecaster;
+use crate::request::{parse_requests, ForecastRequest, Format, Limits, Overrides};
+
+/// Reference outputs of one step.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RefStep {
+    pub df: Vec<Vec<Vec<f32>>>,
+    pub loc: Vec<Vec<Vec<f32>>>,
+    pub scale: Vec<Vec<Vec<f32>>>,
+    pub weights: Vec<Vec<Vec<f32>>>,
+    pub scaler_loc: Vec<f32>,
+    pub scaler_scale: Vec<f32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Reference {
+    pub mean: Vec<Vec<f32>>,
+    pub steps: Vec<RefStep>,
+    #[serde(default)]
+    pub samples: Option<Vec<Vec<Vec<f32>>>>,
+}
+
+/// One golden case.
+#[derive(Debug, Clone)]
+pub struct GoldenCase {
+    pub name: String,
+    pub request: ForecastRequest,
+    pub reference: Reference,
+}
+
+#[derive(Deserialize)]
+struct RawCase {
+    request: serde_json::Value,
+    reference: Reference,
+}
+
+impl GoldenCase {
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let raw: RawCase = serde_json::from_str(&text).map_err(|e| Error::RequestSyntax {
+            at: path.display().to_string(),
+            message: format!("not a golden case file ({e})"),
+        })?;
+        let at = path.display().to_string();
+        let mut reqs = parse_requests(
+            &raw.request.to_string(),
+            Format::Json,
+            &at,
+            &Overrides::default(),
+            &Limits::default(),
+        )?;
+        let name = path.file_stem().map_or_else(|| at.clone(), |s| s.to_string_lossy().to_string());
+        Ok(GoldenCase { name, request: reqs.remove(0), reference: raw.reference })
+    }
+
+    /// The case as a mean-path request (the steps are recorded on the mean path for sampled cases too).
+    pub fn mean_request(&self) -> ForecastRequest {
+        ForecastRequest { samples: 0, quantiles: Vec::new(), ..self.request.clone() }
+    }
+}
+
+/// Every `*.json` case under `dir` (recursively), sorted by path.
+pub fn find_cases(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let p = e.map_err(|e| Error::io(&d, e))?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Tolerances: the forecast mean in original units against each variate's context σ; the mixture parameters,
+/// which are in scaled units (σ ≈ 1 by construction), against an absolute 1e-4.
+pub struct Tolerances {
+    pub mean: Tolerance,
+    pub params: Tolerance,
+}
+
+impl Default for Tolerances {
+    fn default() -> Self {
+        Tolerances { mean: Tolerance::default(), params: Tolerance::default() }
+    }
+}
+
+/// Runs a case's mean path through the engine and compares every step's mixture parameters and the mean
+/// forecast with the reference. Returns one report per output and step (`mean` last).
+pub fn check_case(f: &mut Forecaster, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {
+    let req = case.mean_request();
+    let out = f.forecast(std::slice::from_ref(&req), true)?.remove(0);
+    let v = req.variates();
+    let mut reports = Vec::new();
+    if out.steps.len() != case.reference.steps.len() {
+        return Err(Error::Length {
+            what: format!("{}: decode steps", case.name),
+            expected: case.reference.steps.len(),
+            actual: out.steps.len(),
+        });
+    }
+    for (i, (got, want)) in out.steps.iter().zip(&case.reference.steps).enumerate() {
+        for (name, a, r) in [
+            ("df", &got.df, &want.df),
+            ("loc", &got.loc, &want.loc),
+            ("scale", &got.scale, &want.scale),
+            ("weights", &got.weights, &want.weights),
+        ] {
+            let r: Vec<f32> = r.iter().flatten().flatten().copied().collect();
+            reports.push(compare(name, i, a, &r, v, Scale::Absolute(1.0), &tol.params)?);
+        }
+        for (name, a, r) in [
+            ("scaler_loc", &got.scaler_loc, &want.scaler_loc),
+            ("scaler_scale", &got.scaler_scale, &want.scaler_scale),
+        ] {
+            reports.push(compare(name, i, a, r, v, Scale::Absolute(0.0), &tol.mean)?);
+        }
+    }
+    let sigma: Vec<f64> = req.target.iter().map(|s| context_sigma(s)).collect();
+    let a: Vec<f32> = out.response.mean.iter().flatten().copied().collect();
+    let r: Vec<f32> = case.reference.mean.iter().flatten().copied().collect();
+    reports.push(compare(
+        "mean",
+        out.steps.len().saturating_sub(1),
+        &a,
+        &r,
+        v,
+        Scale::PerVariate(&sigma),
+        &tol.mean,
+    )?);
+    Ok(reports)
+}
