@@ -23,6 +23,134 @@ pub enum CacheUpdateArg {
 pub enum Command {
     /// Export a Toto HF checkpoint to a bundle of static-shape ONNX graphs (one prefill + one decode per profile).
     Export(ExportArgs),
+    /// Build an engine bundle (ONNX Runtime CPU, CUDA or TensorRT) from an export bundle.
+    BuildEngine(BuildEngineArgs),
+    /// Forecast with an engine: JSON, JSON Lines or CSV in; JSON or JSON Lines out.
+    Forecast(ForecastArgs),
+    /// Check an engine against golden toto-ts outputs (its own golden set, or --fixtures DIR).
+    Verify(VerifyArgs),
+    /// Benchmark an engine on the reference workloads, side by side with toto-ts if given its checkpoint.
+    Bench(BenchArgs),
+}
+
+/// Where ONNX Runtime comes from (shared by every command that runs graphs).
+#[derive(Debug, clap::Args)]
+pub struct OrtArgs {
+    /// Path of libonnxruntime.so (default: $TOTOC_ORT_LIB, $ORT_DYLIB_PATH, next to totoc, ~/.cache/totoc).
+    #[arg(long)]
+    pub ort_lib: Option<PathBuf>,
+}
+
+/// Engine targets.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TargetArg {
+    /// ONNX Runtime CPU (the embedded default).
+    Cpu,
+    /// ONNX Runtime CUDA execution provider (CUDA graphs with --cuda-graph).
+    Cuda,
+    /// ONNX Runtime TensorRT execution provider (EPContext engine files).
+    Tensorrt,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildEngineArgs {
+    /// Export bundle directory (from `totoc export`).
+    #[arg(long)]
+    pub artifacts: PathBuf,
+    /// Output engine directory (written atomically).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub target: TargetArg,
+    /// GPU device ordinal (cuda, tensorrt).
+    #[arg(long, default_value_t = 0)]
+    pub device: i32,
+    /// Capture each graph as a CUDA graph (cuda, tensorrt).
+    #[arg(long)]
+    pub cuda_graph: bool,
+    /// CPU intra-op threads recorded in the engine (default: physical cores at load).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Build only these profiles (repeatable; default: all).
+    #[arg(long = "profile")]
+    pub profiles: Vec<String>,
+    /// Replace the output directory if it exists.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub ort: OrtArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ForecastArgs {
+    /// Engine bundle directory (from `totoc build-engine`).
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// Requests: .json (one request), .jsonl (one per line) or .csv (one column per variate).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where to write the responses (.json for one, .jsonl for several); default: stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Forecast points (overrides the requests'; required for CSV).
+    #[arg(long)]
+    pub horizon: Option<usize>,
+    /// Sample paths (0 = mean forecast).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Quantile levels from the samples, e.g. 0.1,0.5,0.9.
+    #[arg(long, value_delimiter = ',')]
+    pub quantiles: Option<Vec<f64>>,
+    /// Seed of the sample paths.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Leave out the sample paths from the output (keep mean and quantiles).
+    #[arg(long)]
+    pub no_samples_output: bool,
+    /// CPU intra-op threads (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Engine bundle directory.
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// Directory of golden case files (*.json, searched recursively); default: the engine's own golden set.
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Engine bundle directory (CPU engine of the base model for the figures).
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// Runs per case (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Context points of the benchmark series.
+    #[arg(long, default_value_t = 512)]
+    pub context: usize,
+    /// The same checkpoint in HF layout: also time toto-ts eager (tests/reference/bench_reference.py) in this run.
+    #[arg(long)]
+    pub reference_checkpoint: Option<PathBuf>,
+    /// Python of the toto-ts venv (default: ~/.cache/totoc/reference-venv/bin/python).
+    #[arg(long)]
+    pub reference_python: Option<PathBuf>,
+    /// CPU intra-op threads (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write the results as JSON too.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
 }
 
 #[derive(Debug, clap::Args)]

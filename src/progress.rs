@@ -39,6 +39,14 @@ impl Progress {
         }
     }
 
+    /// A message that is not a unit of work.
+    pub fn note(&self, msg: &str) {
+        match self {
+            Progress::Bar(b) => b.suspend(|| eprintln!("{msg}")),
+            Progress::Lines => eprintln!("{msg}"),
+        }
+    }
+
     pub fn finish(&self) {
         if let Progress::Bar(b) = self {
             b.finish_and_clear();

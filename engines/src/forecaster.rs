@@ -7,18 +7,20 @@ use crate::engine_bundle::{EngineBundle, EngineProfile};
 use crate::error::{Error, Result};
 use crate::request::ForecastRequest;
 use crate::scaler::ScalerConfig;
-use crate::session::{cost, fits, forecast_chunk, Forecast};
+use crate::session::{cost, fits, forecast_chunk, Forecast, StepTimings};
 
 /// Serves forecast requests from one engine bundle.
 pub struct Forecaster {
     bundle: EngineBundle,
     scaler: ScalerConfig,
+    /// Wall time of every graph run so far (cleared by the caller when it wants).
+    pub timings: StepTimings,
 }
 
 impl Forecaster {
     pub fn new(bundle: EngineBundle) -> Self {
         let scaler = scaler_config(&bundle.manifest().model);
-        Self { bundle, scaler }
+        Self { bundle, scaler, timings: StepTimings::default() }
     }
 
     pub fn bundle(&self) -> &EngineBundle {
@@ -87,6 +89,7 @@ impl Forecaster {
                     &batch,
                     (&name, &label),
                     record_steps,
+                    &mut self.timings,
                 )?;
                 for (i, f) in chunk.into_iter().zip(out) {
                     results[i] = Some(f);

@@ -18,5 +18,12 @@ pub mod mixture;
 pub mod request;
 pub mod rope;
 pub mod scaler;
+pub mod runtime;
+pub mod backend;
+pub mod graph;
+pub mod engine_bundle;
 
 pub use error::{Error, Result};
+pub mod session;
+pub mod forecaster;
+pub mod golden;

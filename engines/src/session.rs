@@ -20,6 +20,13 @@ use crate::request::{ForecastRequest, ForecastResponse, QuantileForecast};
 use crate::rope;
 use crate::scaler::{CausalScaler, PatchStats, ScalerConfig};
 
+/// Wall time of each graph run, for benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct StepTimings {
+    pub prefill: Vec<std::time::Duration>,
+    pub decode: Vec<std::time::Duration>,
+}
+
 /// The mixture parameters of one step of the mean path, for equivalence checks (`[V][P][K]` each).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepRecord {
@@ -79,6 +86,7 @@ pub fn forecast_chunk(
     reqs: &[&ForecastRequest],
     labels: (&str, &str),
     record_steps: bool,
+    timings: &mut StepTimings,
 ) -> Result<Vec<Forecast>> {
     if reqs.is_empty() {
         return Ok(Vec::new());
@@ -135,7 +143,9 @@ pub fn forecast_chunk(
             prefill.input_mut::<f32>(name)?.copy_from_slice(t);
         }
     }
+    let t0 = std::time::Instant::now();
     prefill.run()?;
+    timings.prefill.push(t0.elapsed());
 
     // --- rows: one per mean-path series, `samples` per sampled series.
     let mut rows = Vec::new();
@@ -221,7 +231,9 @@ pub fn forecast_chunk(
         }
         feed_decode(decode, d, reqs, &mut rows, &new_patches)?;
         // Caches are updated in place (or ping-ponged) by the runner itself.
+        let t0 = std::time::Instant::now();
         decode.run()?;
+        timings.decode.push(t0.elapsed());
     }
 
     // --- assemble responses.

@@ -1,0 +1,386 @@
+//! Helpers shared by the engines integration tests: tiny ONNX models written with `exporter::pb`, and a
+//! synthetic export bundle (two graphs typed per `exporter::signature`, one shared external weights file).
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use exporter::config::ModelConfig;
+use exporter::manifest::{file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT};
+use exporter::pb::{
+    attribute_proto::AttributeType, tensor_proto, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
+    ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto, TensorShapeProto,
+    TypeProto, ValueInfoProto,
+};
+use exporter::profile::Profile;
+use exporter::signature::{self, DType, Dims, GraphKind, TensorSig};
+use prost::Message;
+
+/// The ORT library for tests: the same search as `engines::runtime`; a missing library fails the test with the
+/// fetch instructions instead of silently passing.
+pub fn init_ort() -> &'static engines::runtime::Runtime {
+    match engines::runtime::init(None) {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+pub fn onnx_type(d: DType) -> i32 {
+    match d {
+        DType::F32 => tensor_proto::DataType::Float as i32,
+        DType::F16 => tensor_proto::DataType::Float16 as i32,
+        DType::I64 => tensor_proto::DataType::Int64 as i32,
+    }
+}
+
+pub fn vi(name: &str, dtype: DType, shape: &[usize]) -> ValueInfoProto {
+    let dim = shape
+        .iter()
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+            denotation: String::new(),
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: onnx_type(dtype),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            denotation: String::new(),
+        }),
+        doc_string: String::new(),
+    }
+}
+
+pub fn sig_vi(s: &TensorSig) -> ValueInfoProto {
+    vi(&s.name, s.dtype, &s.shape)
+}
+
+pub enum A {
+    I(i64),
+    Is(Vec<i64>),
+    S(&'static str),
+}
+
+pub fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, A)>) -> NodeProto {
+    let attribute = attrs
+        .into_iter()
+        .map(|(n, a)| {
+            let mut p = AttributeProto { name: n.into(), ..Default::default() };
+            match a {
+                A::I(i) => {
+                    p.r#type = AttributeType::Int as i32;
+                    p.i = i;
+                }
+                A::Is(v) => {
+                    p.r#type = AttributeType::Ints as i32;
+                    p.ints = v;
+                }
+                A::S(s) => {
+                    p.r#type = AttributeType::String as i32;
+                    p.s = s.as_bytes().to_vec();
+                }
+            }
+            p
+        })
+        .collect();
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: format!("{op}_{}", outputs.first().copied().unwrap_or("")),
+        op_type: op.into(),
+        attribute,
+        ..Default::default()
+    }
+}
+
+pub fn const_i64(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: tensor_proto::DataType::Int64 as i32,
+        name: name.into(),
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn const_f32(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: tensor_proto::DataType::Float as i32,
+        name: name.into(),
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+/// An f32 initializer stored in an external file.
+pub fn external_f32(name: &str, dims: &[i64], location: &str, offset: u64) -> TensorProto {
+    let len = dims.iter().product::<i64>() as u64 * 4;
+    let kv = |k: &str, v: String| StringStringEntryProto { key: k.into(), value: v };
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: tensor_proto::DataType::Float as i32,
+        name: name.into(),
+        data_location: tensor_proto::DataLocation::External as i32,
+        external_data: vec![
+            kv("location", location.into()),
+            kv("offset", offset.to_string()),
+            kv("length", len.to_string()),
+        ],
+        ..Default::default()
+    }
+}
+
+pub fn model(
+    name: &str,
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    initializer: Vec<TensorProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> ModelProto {
+    ModelProto {
+        ir_version: 11,
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
+        producer_name: "totoc-tests".into(),
+        graph: Some(GraphProto {
+            node: nodes,
+            name: name.into(),
+            initializer,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn save(m: &ModelProto, path: &Path) {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(path, m.encode_to_vec()).unwrap();
+}
+
+/// Writes little-endian f32 values, padded to 4 KiB like the exporter's weight store; returns the offsets.
+pub fn write_weights(path: &Path, tensors: &[&[f32]]) -> Vec<u64> {
+    let mut bytes = Vec::new();
+    let mut offsets = Vec::new();
+    for t in tensors {
+        while bytes.len() % 4096 != 0 {
+            bytes.push(0);
+        }
+        offsets.push(bytes.len() as u64);
+        for v in *t {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+    offsets
+}
+
+/// A decode-style KV-cache model: `k_cache_out.0 = TensorScatter(k_cache.0, update, write_pos)` (opset 24,
+/// `mode=linear`, axis -2) and `read = ReduceSum(k_cache_out.0, axes=[2])` (a read of the whole cache).
+/// Shapes: cache `[b, h, s, d]`, update `[b, h, 1, d]`, write_pos `[b]`, read `[b, h, d]`.
+pub fn tensor_scatter_model(b: usize, h: usize, s: usize, d: usize) -> ModelProto {
+    let f = DType::F32;
+    model(
+        "scatter",
+        24,
+        vec![
+            node(
+                "TensorScatter",
+                &["k_cache.0", "update", "write_pos"],
+                &["k_cache_out.0"],
+                vec![("mode", A::S("linear"))],
+            ),
+            node("ReduceSum", &["k_cache_out.0", "axes"], &["read"], vec![("keepdims", A::I(0))]),
+        ],
+        vec![const_i64("axes", &[1], &[2])],
+        vec![
+            vi("k_cache.0", f, &[b, h, s, d]),
+            vi("update", f, &[b, h, 1, d]),
+            vi("write_pos", DType::I64, &[b]),
+        ],
+        vec![vi("k_cache_out.0", f, &[b, h, s, d]), vi("read", f, &[b, h, d])],
+    )
+}
+
+/// The tiny model config and profile behind [`synthetic_bundle`]: embed 8, 2 heads (Dh 4), 2 time-wise layers (3 layers, the last space-wise),
+/// patch 4, 2 mixture components.
+pub fn tiny_config() -> ModelConfig {
+    ModelConfig::from_json(
+        r#"{
+        "patch_size": 4, "stride": 4, "embed_dim": 8, "num_layers": 3, "num_heads": 2, "mlp_hidden_dim": 16,
+        "dropout": 0.0, "spacewise_every_n_layers": 3,
+        "scaler_cls": "<class 'model.scaler.CausalPatchStdMeanScaler'>",
+        "output_distribution_classes": ["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
+        "output_distribution_kwargs": {"k_components": 2},
+        "spacewise_first": false
+    }"#,
+    )
+    .expect("tiny config")
+}
+
+pub fn tiny_profile() -> Profile {
+    Profile { name: "tiny".into(), batch: 1, variates: 2, context: 8, horizon: 8, samples: 3 }
+}
+
+/// Writes a synthetic export bundle under `dir` that follows the real layout: `manifest.json`,
+/// `weights.fp32.bin` shared by both graphs, and `<profile>.{prefill,decode}.onnx` typed per
+/// `exporter::signature` (the flat layout of `exporter::export`).
+///
+/// The graphs are stand-ins with real data flow: every mixture output is `patches`-derived through a MatMul with
+/// the shared weight `w` (`[P, P]`, stored inside `w_wide`), so results can be checked on the host; the decode graph writes
+/// `update = patches · w` broadcast over heads into slot `write_pos` of each cache with `TensorScatter`.
+pub fn synthetic_bundle(dir: &Path) -> Manifest {
+    let cfg = tiny_config();
+    let profile = tiny_profile();
+    let dims = Dims::new(&cfg, &profile);
+    let p = dims.patch;
+    // `w` [P, P] is stored as the first P columns of `w_wide` [P, WIDE] (2 KiB: big enough for ONNX Runtime to
+    // keep it external in optimised models, so the engine's weight merging is exercised)
+    const WIDE: usize = 128;
+    let w: Vec<f32> = (0..p * p).map(|i| (i as f32 * 0.25) - 1.0).collect();
+    let w_wide: Vec<f32> = (0..p * WIDE)
+        .map(|i| if i % WIDE < p { w[(i / WIDE) * p + i % WIDE] } else { (i % 13) as f32 })
+        .collect();
+    let b: Vec<f32> = (0..p).map(|i| i as f32 * 0.5).collect();
+    std::fs::create_dir_all(dir).unwrap();
+    let offsets = write_weights(&dir.join("weights.fp32.bin"), &[&w_wide, &b]);
+    let loc = "weights.fp32.bin";
+    let weights = || {
+        vec![
+            external_f32("w_wide", &[p as i64, WIDE as i64], loc, offsets[0]),
+            external_f32("bias", &[p as i64], loc, offsets[1]),
+            const_i64("w_cols_start", &[1], &[0]),
+            const_i64("w_cols_end", &[1], &[p as i64]),
+            const_i64("w_cols_axis", &[1], &[2]),
+        ]
+    };
+
+    let mut graphs = Vec::new();
+    for kind in GraphKind::ALL {
+        let ins = signature::inputs(kind, &dims, DType::F32);
+        let outs = signature::outputs(kind, &dims, DType::F32);
+        let rows = dims.rows(kind);
+        let (v, k, h, s, dh) = (dims.variates, dims.components, dims.heads, dims.max_slots, dims.head_dim);
+        let mut nodes = Vec::new();
+        let mut inits = weights();
+        // y = patches · w + bias: prefill uses the last context slot, decode the one patch: [rows, V, P]
+        match kind {
+            GraphKind::Prefill => {
+                inits.push(const_i64("last_start", &[1], &[dims.context_slots as i64 - 1]));
+                inits.push(const_i64("last_end", &[1], &[dims.context_slots as i64]));
+                inits.push(const_i64("slot_axis", &[1], &[2]));
+                inits.push(const_i64("shape_rvp", &[3], &[rows as i64, v as i64, p as i64]));
+                nodes.push(node(
+                    "Slice",
+                    &["patches", "last_start", "last_end", "slot_axis"],
+                    &["last"],
+                    vec![],
+                ));
+                nodes.push(node("Reshape", &["last", "shape_rvp"], &["x"], vec![]));
+            }
+            GraphKind::Decode => nodes.push(node("Identity", &["patches"], &["x"], vec![])),
+        }
+        nodes.push(node("MatMul", &["x", "w_wide"], &["xw_wide"], vec![]));
+        nodes.push(node("Slice", &["xw_wide", "w_cols_start", "w_cols_end", "w_cols_axis"], &["xw"], vec![]));
+        nodes.push(node("Add", &["xw", "bias"], &["y"], vec![]));
+        // mixture outputs [rows, V, P, K]: y broadcast over components, plus distinct offsets
+        inits.push(const_i64("unsq_k", &[1], &[3]));
+        inits.push(const_i64("mix_shape", &[4], &[rows as i64, v as i64, p as i64, k as i64]));
+        nodes.push(node("Unsqueeze", &["y", "unsq_k"], &["y4"], vec![]));
+        nodes.push(node("Expand", &["y4", "mix_shape"], &["y_mix"], vec![]));
+        for (i, name) in signature::MIXTURE_OUTPUTS.iter().enumerate() {
+            let c = format!("off_{name}");
+            inits.push(const_f32(&c, &[1], &[i as f32 * 10.0]));
+            nodes.push(node("Add", &["y_mix", &c], &[name], vec![]));
+        }
+        // caches [rows·V, H, S, Dh]
+        match kind {
+            GraphKind::Prefill => {
+                // cache = patches-derived constant pattern: broadcast mean of y into every slot
+                inits.push(const_i64(
+                    "cache_shape",
+                    &[4],
+                    &[(rows * v) as i64, h as i64, s as i64, dh as i64],
+                ));
+                inits.push(const_i64("y_cols", &[4], &[(rows * v) as i64, 1, 1, p as i64]));
+                nodes.push(node("Reshape", &["y", "y_cols"], &["y_cols4"], vec![]));
+                nodes.push(node("Expand", &["y_cols4", "cache_shape"], &["cache_full"], vec![]));
+                for i in 0..dims.time_layers {
+                    let (ko, vo) = (signature::k_cache(i, true), signature::v_cache(i, true));
+                    nodes.push(node("Identity", &["cache_full"], &[&ko], vec![]));
+                    nodes.push(node("Neg", &["cache_full"], &[&vo], vec![]));
+                }
+            }
+            GraphKind::Decode => {
+                inits.push(const_i64("upd_shape", &[4], &[(rows * v) as i64, 1, 1, p as i64]));
+                inits.push(const_i64("upd_full", &[4], &[(rows * v) as i64, h as i64, 1, dh as i64]));
+                inits.push(const_i64("pos_rep", &[2], &[rows as i64, v as i64]));
+                inits.push(const_i64("pos_flat", &[1], &[(rows * v) as i64]));
+                inits.push(const_i64("unsq_v", &[1], &[1]));
+                nodes.push(node("Reshape", &["y", "upd_shape"], &["upd4"], vec![]));
+                nodes.push(node("Expand", &["upd4", "upd_full"], &["upd"], vec![]));
+                nodes.push(node("Neg", &["upd"], &["upd_neg"], vec![]));
+                nodes.push(node("Unsqueeze", &["write_pos", "unsq_v"], &["wp2"], vec![]));
+                nodes.push(node("Expand", &["wp2", "pos_rep"], &["wp_rv"], vec![]));
+                nodes.push(node("Reshape", &["wp_rv", "pos_flat"], &["wp"], vec![]));
+                for i in 0..dims.time_layers {
+                    let (ki, vi_) = (signature::k_cache(i, false), signature::v_cache(i, false));
+                    let (ko, vo) = (signature::k_cache(i, true), signature::v_cache(i, true));
+                    nodes.push(node(
+                        "TensorScatter",
+                        &[&ki, "upd", "wp"],
+                        &[&ko],
+                        vec![("mode", A::S("linear"))],
+                    ));
+                    nodes.push(node(
+                        "TensorScatter",
+                        &[&vi_, "upd_neg", "wp"],
+                        &[&vo],
+                        vec![("mode", A::S("linear"))],
+                    ));
+                }
+            }
+        }
+        // every declared input must exist; unused ones (id_mask, rope tables, ...) are fine for ORT
+        let m = model(
+            kind.as_str(),
+            24,
+            nodes,
+            inits,
+            ins.iter().map(sig_vi).collect(),
+            outs.iter().map(sig_vi).collect(),
+        );
+        let file = format!("{}.{}.onnx", profile.name, kind.as_str());
+        save(&m, &dir.join(&file));
+        graphs.push(GraphEntry { kind, file, inputs: ins, outputs: outs });
+    }
+
+    let paths: Vec<String> = vec![
+        "weights.fp32.bin".to_string(),
+        format!("{}.prefill.onnx", profile.name),
+        format!("{}.decode.onnx", profile.name),
+    ];
+    let manifest = Manifest {
+        format: BUNDLE_FORMAT.into(),
+        totoc_version: "0.0.0-test".into(),
+        checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
+        model: cfg,
+        precision: DType::F32,
+        opset: 24,
+        cache_update: "tensor_scatter".into(),
+        profiles: vec![ProfileEntry { profile, dims, graphs }],
+        files: file_entries(dir, &paths).unwrap(),
+    };
+    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+    manifest
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}

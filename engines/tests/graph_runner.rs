@@ -1,0 +1,213 @@
+//! `GraphRunner` on ONNX Runtime CPU: fixed-address I/O, in-place KV caches (checked against a host model of
+//! the cache over several steps), the ping-pong fallback, cache broadcast and provider reporting.
+mod common;
+
+use engines::backend::{session_config, Stage, Target};
+use engines::graph::{CacheMode, GraphRunner, SharedWeights};
+use exporter::signature::DType;
+
+use common::*;
+
+fn load(path: &std::path::Path, name: &str) -> GraphRunner {
+    let rt = init_ort();
+    let target = Target::cpu(Some(1));
+    let cfg = session_config(&target, &Stage::Load { bundle_dir: path.parent().unwrap().to_path_buf() });
+    GraphRunner::load(rt, path, name, &target, &cfg, None).unwrap()
+}
+
+/// Steps a `[b,h,s,d]` scatter graph `steps` times and checks the cache and the read against a host copy.
+fn check_cache_steps(runner: &mut GraphRunner, [b, h, s, d]: [usize; 4], steps: usize) {
+    let mut expect = vec![0f32; b * h * s * d];
+    runner.input_mut::<f32>("k_cache.0").unwrap().fill(0.0);
+    for step in 0..steps {
+        let slot = (step * 3) % s;
+        let upd: Vec<f32> = (0..b * h * d).map(|i| (step * 100 + i) as f32).collect();
+        runner.input_mut::<f32>("update").unwrap().copy_from_slice(&upd);
+        runner.input_mut::<i64>("write_pos").unwrap().fill(slot as i64);
+        runner.run().unwrap();
+        for bh in 0..b * h {
+            expect[(bh * s + slot) * d..(bh * s + slot + 1) * d].copy_from_slice(&upd[bh * d..(bh + 1) * d]);
+        }
+        assert_eq!(runner.output::<f32>("k_cache_out.0").unwrap(), &expect[..], "cache after step {step}");
+        assert_eq!(
+            runner.input::<f32>("k_cache.0").unwrap(),
+            &expect[..],
+            "the next run's input is the new cache"
+        );
+        let read = runner.output::<f32>("read").unwrap();
+        for bh in 0..b * h {
+            for k in 0..d {
+                let want: f32 = (0..s).map(|j| expect[(bh * s + j) * d + k]).sum();
+                assert!((read[bh * d + k] - want).abs() <= 1e-3 * want.abs().max(1.0), "read at step {step}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tensor_scatter_cache_updates_in_place_without_a_copy() {
+    let dir = tempdir();
+    let path = dir.path().join("scatter.onnx");
+    let dims = [2, 2, 8, 4];
+    save(&tensor_scatter_model(dims[0], dims[1], dims[2], dims[3]), &path);
+    let mut r = load(&path, "scatter");
+    assert_eq!(r.cache_mode(), CacheMode::InPlace);
+    assert_eq!(r.cache_inputs().collect::<Vec<_>>(), ["k_cache.0"]);
+    check_cache_steps(&mut r, dims, 12);
+    assert_eq!(r.cache_copies_logged(), 0, "ORT copied the cache: the in-place binding did not take");
+    assert_eq!(r.main_provider(), Some("CPUExecutionProvider"));
+    assert_eq!(r.providers().iter().map(|p| p.nodes).sum::<usize>(), 2, "{:?}", r.providers());
+}
+
+#[test]
+fn scatter_nd_cache_updates_in_place_too() {
+    // k_cache_out = ScatterND(k_cache, indices [b,h,1,3] = (b, h, pos), update [b,h,1,d]); read = ReduceSum
+    let (b, h, s, d) = (2usize, 2usize, 8usize, 4usize);
+    let f = DType::F32;
+    let m = model(
+        "scatter_nd",
+        18,
+        vec![
+            node("ScatterND", &["k_cache.0", "indices", "update"], &["k_cache_out.0"], vec![]),
+            node("ReduceSum", &["k_cache_out.0", "axes"], &["read"], vec![("keepdims", A::I(0))]),
+        ],
+        vec![const_i64("axes", &[1], &[2])],
+        vec![
+            vi("k_cache.0", f, &[b, h, s, d]),
+            vi("indices", DType::I64, &[b, h, 3]),
+            vi("update", f, &[b, h, d]),
+        ],
+        vec![vi("k_cache_out.0", f, &[b, h, s, d]), vi("read", f, &[b, h, d])],
+    );
+    let dir = tempdir();
+    let path = dir.path().join("nd.onnx");
+    save(&m, &path);
+    let mut r = load(&path, "nd");
+    assert_eq!(r.cache_mode(), CacheMode::InPlace);
+    let mut expect = vec![0f32; b * h * s * d];
+    for step in 0..6 {
+        let slot = step % s;
+        let idx: Vec<i64> =
+            (0..b * h).flat_map(|bh| [(bh / h) as i64, (bh % h) as i64, slot as i64]).collect();
+        r.input_mut::<i64>("indices").unwrap().copy_from_slice(&idx);
+        let upd: Vec<f32> = (0..b * h * d).map(|i| (step * 10 + i) as f32).collect();
+        r.input_mut::<f32>("update").unwrap().copy_from_slice(&upd);
+        r.run().unwrap();
+        for bh in 0..b * h {
+            expect[(bh * s + slot) * d..(bh * s + slot + 1) * d].copy_from_slice(&upd[bh * d..(bh + 1) * d]);
+        }
+        assert_eq!(r.output::<f32>("k_cache_out.0").unwrap(), &expect[..]);
+    }
+}
+
+#[test]
+fn a_cache_read_before_its_update_falls_back_to_ping_pong() {
+    // `k_cache.0` is also read directly (old cache), so writing in place would change what that read sees.
+    let (b, h, s, d) = (1usize, 2usize, 4usize, 4usize);
+    let f = DType::F32;
+    let m = model(
+        "old_read",
+        24,
+        vec![
+            node(
+                "TensorScatter",
+                &["k_cache.0", "update", "write_pos"],
+                &["k_cache_out.0"],
+                vec![("mode", A::S("linear"))],
+            ),
+            node("ReduceSum", &["k_cache.0", "axes"], &["read"], vec![("keepdims", A::I(0))]),
+        ],
+        vec![const_i64("axes", &[1], &[2])],
+        vec![
+            vi("k_cache.0", f, &[b, h, s, d]),
+            vi("update", f, &[b, h, 1, d]),
+            vi("write_pos", DType::I64, &[b]),
+        ],
+        vec![vi("k_cache_out.0", f, &[b, h, s, d]), vi("read", f, &[b, h, d])],
+    );
+    let dir = tempdir();
+    let path = dir.path().join("old.onnx");
+    save(&m, &path);
+    let mut r = load(&path, "old_read");
+    assert_eq!(r.cache_mode(), CacheMode::PingPong);
+    let mut expect = vec![0f32; b * h * s * d];
+    for step in 0..5 {
+        let before: Vec<f32> = expect.clone();
+        let upd: Vec<f32> = (0..b * h * d).map(|i| (step * 10 + i + 1) as f32).collect();
+        r.input_mut::<f32>("update").unwrap().copy_from_slice(&upd);
+        r.input_mut::<i64>("write_pos").unwrap().fill((step % s) as i64);
+        r.run().unwrap();
+        for bh in 0..b * h {
+            let o = (bh * s + step % s) * d;
+            expect[o..o + d].copy_from_slice(&upd[bh * d..(bh + 1) * d]);
+        }
+        assert_eq!(r.output::<f32>("k_cache_out.0").unwrap(), &expect[..], "step {step}");
+        assert_eq!(r.input::<f32>("k_cache.0").unwrap(), &expect[..]);
+        let read = r.output::<f32>("read").unwrap();
+        let want: f32 = (0..s).map(|j| before[j * d]).sum();
+        assert_eq!(read[0], want, "the read sees the cache before this step's write");
+    }
+}
+
+#[test]
+fn unknown_names_and_wrong_types_are_clear_errors() {
+    let dir = tempdir();
+    let path = dir.path().join("scatter.onnx");
+    save(&tensor_scatter_model(1, 1, 2, 2), &path);
+    let mut r = load(&path, "scatter");
+    let e = r.input_mut::<f32>("nope").unwrap_err().to_string();
+    assert!(e.contains("nope") && e.contains("k_cache.0") && e.contains("scatter"), "{e}");
+    let e = r.input_mut::<i64>("update").unwrap_err().to_string();
+    assert!(e.contains("update") && e.contains("i64"), "{e}");
+    assert!(r.output::<f32>("k_cache.0").is_err());
+}
+
+#[test]
+fn copy_cache_rows_broadcasts_prefill_rows_into_decode_rows() {
+    let dir = tempdir();
+    let manifest = synthetic_bundle(dir.path());
+    let p = &manifest.profiles[0];
+    let rt = init_ort();
+    let target = Target::cpu(Some(1));
+    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
+    let weights = SharedWeights::new(rt);
+    let mut runners: Vec<GraphRunner> = p
+        .graphs
+        .iter()
+        .map(|g| {
+            GraphRunner::load(rt, &dir.path().join(&g.file), &g.file, &target, &cfg, Some(&weights)).unwrap()
+        })
+        .collect();
+    let mut decode = runners.pop().unwrap();
+    let mut prefill = runners.pop().unwrap();
+    assert_eq!(prefill.cache_mode(), CacheMode::None);
+    assert_eq!(decode.cache_mode(), CacheMode::InPlace);
+    let d = &p.dims;
+    let pn = prefill.input_mut::<f32>("patches").unwrap();
+    for (i, x) in pn.iter_mut().enumerate() {
+        *x = i as f32 * 0.1;
+    }
+    prefill.run().unwrap();
+    // decode rows ordered (b, sample, v); prefill rows (b, v)
+    let samples = d.decode_rows / d.batch;
+    let rows: Vec<usize> = (0..d.batch)
+        .flat_map(|b| (0..samples).flat_map(move |_| (0..d.variates).map(move |v| b * d.variates + v)))
+        .collect();
+    decode.copy_cache_rows(&prefill, &rows).unwrap();
+    let row = d.heads * d.max_slots * d.head_dim;
+    for name in ["k_cache", "v_cache"] {
+        for i in 0..d.time_layers {
+            let src = prefill.output::<f32>(&format!("{name}_out.{i}")).unwrap().to_vec();
+            let dst = decode.input::<f32>(&format!("{name}.{i}")).unwrap();
+            for (r, &s) in rows.iter().enumerate() {
+                assert_eq!(&dst[r * row..(r + 1) * row], &src[s * row..(s + 1) * row]);
+            }
+        }
+    }
+    // a decode step then writes slot `write_pos` in place
+    decode.input_mut::<i64>("write_pos").unwrap().fill(d.context_slots as i64);
+    decode.run().unwrap();
+    assert_eq!(decode.cache_copies_logged(), 0);
+    let bad = decode.copy_cache_rows(&prefill, &rows[..1]).unwrap_err().to_string();
+    assert!(bad.contains("row map"), "{bad}");
+}
