@@ -144,7 +144,8 @@ pub enum BuildEvent {
     Start { graphs: usize },
     /// One graph optimised/compiled.
     Graph { file: String, seconds: f64 },
-    /// Weights of the optimised graphs merged into one file.
+    /// Weights of the optimised graphs merged into one file: `unique_bytes` now in [`ENGINE_WEIGHTS`] (each
+    /// tensor once), `merged_bytes` in the per-graph files ONNX Runtime wrote before merging.
     Weights { unique_bytes: u64, merged_bytes: u64 },
     /// A built graph loaded back and checked.
     Checked { file: String },
