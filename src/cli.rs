@@ -173,4 +173,7 @@ pub struct ExportArgs {
     /// Replace the output directory if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Golden toto-ts cases of this checkpoint to carry in the bundle (for `totoc verify` anywhere).
+    #[arg(long)]
+    pub golden: Option<PathBuf>,
 }

@@ -13,6 +13,7 @@ use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use crate::error::{Error, Result};
 use crate::forecaster::Forecaster;
 use crate::request::{parse_requests, ForecastRequest, Format, Limits, Overrides};
+use crate::session::Forecast;
 
 /// Reference outputs of one step.
 #[derive(Debug, Clone, Deserialize)]
@@ -108,6 +109,12 @@ impl Default for Tolerances {
 pub fn check_case(f: &mut Forecaster, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {
     let req = case.mean_request();
     let out = f.forecast(std::slice::from_ref(&req), true)?.remove(0);
+    compare_forecast(&out, case, tol)
+}
+
+/// Compares a mean-path forecast made with `record_steps` against the case's reference.
+pub fn compare_forecast(out: &Forecast, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {
+    let req = case.mean_request();
     let v = req.variates();
     let mut reports = Vec::new();
     if out.steps.len() != case.reference.steps.len() {

@@ -2,36 +2,11 @@
 //! and run on every golden case through the forecast session (host scaler, rotary tables, mixture mean); every
 //! step's mixture parameters and the mean forecast must match toto-ts's KV-cache path within
 //! `1e-4·σ + 1e-6·|ref|`.
-use std::path::{Path, PathBuf};
+mod support;
 
-use engines::backend::Target;
-use engines::engine_bundle::{build_engine, BuildOptions, EngineBundle};
-use engines::forecaster::Forecaster;
 use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
-use exporter::export::{export, ExportOptions};
 use exporter::graph::CacheUpdate;
-use exporter::profile::ProfileSet;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// Exports and builds `config`'s fixture checkpoint; returns a forecaster on the CPU engine.
-pub fn cpu_forecaster(config: &str, dir: &Path, cache_update: CacheUpdate) -> Forecaster {
-    let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
-    let bundle = dir.join("bundle");
-    let opts = ExportOptions {
-        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
-        profiles,
-        out: bundle.clone(),
-        cache_update,
-        force: false,
-    };
-    export(&opts, &mut |_| {}).unwrap();
-    let engine = dir.join("engine");
-    build_engine(&bundle, &Target::cpu(Some(1)), &engine, &BuildOptions::default(), &mut |_| {}).unwrap();
-    Forecaster::new(EngineBundle::load(&engine, None).unwrap())
-}
+use support::{cpu_forecaster, root};
 
 fn check_config(config: &str, cache_update: CacheUpdate) {
     let tmp = tempfile::tempdir().unwrap();

@@ -35,6 +35,9 @@ pub struct ExportOptions {
     pub cache_update: CacheUpdate,
     /// Replace a non-empty output directory.
     pub force: bool,
+    /// Golden toto-ts cases for this checkpoint (`tests/reference/run_reference.py` output) to carry in the
+    /// bundle under `golden/`, so `totoc verify` can check any engine built from it anywhere.
+    pub golden: Option<PathBuf>,
 }
 
 /// Progress of an export, for a progress bar or log lines.
@@ -44,6 +47,40 @@ pub enum ExportEvent {
     Start { graphs: usize },
     /// One graph written.
     Graph { file: String, nodes: usize },
+}
+
+/// Directory of golden cases inside a bundle.
+pub const GOLDEN_DIR: &str = "golden";
+
+/// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
+fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        return Err(Error::Config { message: format!("--golden {}: no *.json case files", dir.display()) });
+    }
+    std::fs::create_dir_all(bundle.join(GOLDEN_DIR)).map_err(|e| Error::io(bundle, e))?;
+    let mut out = Vec::new();
+    for p in names {
+        let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Config { message: format!("golden case is not JSON: {e}") }.in_file(&p))?;
+        if v.get("request").is_none() || v.get("reference").is_none() {
+            return Err(Error::Config {
+                message: "golden case needs `request` and `reference` (tests/reference/run_reference.py writes them)"
+                    .into(),
+            }
+            .in_file(&p));
+        }
+        let rel = format!("{GOLDEN_DIR}/{}", p.file_name().expect("file").to_string_lossy());
+        write_atomic(&bundle.join(&rel), &bytes)?;
+        out.push(rel);
+    }
+    Ok(out)
 }
 
 /// Runs the export; on any error nothing is left at `opts.out`.
@@ -96,6 +133,9 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         profiles.push(ProfileEntry { profile: profile.clone(), dims, graphs });
     }
     weights.finish()?;
+    if let Some(dir) = &opts.golden {
+        files.extend(copy_golden(dir, stage.path())?);
+    }
 
     let manifest = Manifest {
         format: BUNDLE_FORMAT.into(),

@@ -23,6 +23,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             CacheUpdateArg::ScatterNd => CacheUpdate::ScatterNd,
         },
         force: a.force,
+        golden: a.golden.clone(),
     };
     let progress = Progress::new();
     let manifest = export(&opts, &mut |ev| match ev {
