@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use exporter::config::ModelConfig;
 use exporter::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
+use exporter::export::GOLDEN_DIR;
 use exporter::manifest::{file_entries, verify_files, CheckpointInfo, FileEntry, Manifest, MANIFEST_FILE};
 use exporter::pb::{tensor_proto, ModelProto, StringStringEntryProto};
 use exporter::profile::Profile;
@@ -231,6 +232,12 @@ pub fn build_engine(
         }
     }
 
+    // The export's golden toto-ts cases travel with the engine, so `totoc verify --engine` works anywhere.
+    for f in source.files.iter().filter(|f| f.path.starts_with(&format!("{GOLDEN_DIR}/"))) {
+        let dst = stage.path().join(&f.path);
+        std::fs::create_dir_all(dst.parent().expect("golden/")).map_err(|e| Error::io(&dst, e))?;
+        std::fs::copy(artifacts.join(&f.path), &dst).map_err(|e| Error::io(&dst, e))?;
+    }
     let files = bundle_files(stage.path())?;
     let manifest = EngineManifest {
         format: ENGINE_FORMAT.into(),

@@ -7,7 +7,7 @@ use crate::engine_bundle::{EngineBundle, EngineProfile};
 use crate::error::{Error, Result};
 use crate::request::ForecastRequest;
 use crate::scaler::ScalerConfig;
-use crate::session::{cost, fits, forecast_chunk, Forecast, StepTimings};
+use crate::session::{cost, fits, forecast_chunk, ChunkConfig, Forecast, StepTimings};
 
 /// Serves forecast requests from one engine bundle.
 pub struct Forecaster {
@@ -81,16 +81,14 @@ impl Forecaster {
             let (prefill, decode) = pe.runners();
             for chunk in chunks {
                 let batch: Vec<&ForecastRequest> = chunk.iter().map(|&i| &reqs[i]).collect();
-                let out = forecast_chunk(
-                    prefill,
-                    decode,
-                    &dims,
-                    &self.scaler,
-                    &batch,
-                    (&name, &label),
+                let cfg = ChunkConfig {
+                    dims: &dims,
+                    scaler: &self.scaler,
+                    profile: &name,
+                    engine: &label,
                     record_steps,
-                    &mut self.timings,
-                )?;
+                };
+                let out = forecast_chunk(prefill, decode, &cfg, &batch, &mut self.timings)?;
                 for (i, f) in chunk.into_iter().zip(out) {
                     results[i] = Some(f);
                 }

@@ -93,16 +93,12 @@ pub fn find_cases(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Tolerances: the forecast mean in original units against each variate's context σ; the mixture parameters,
 /// which are in scaled units (σ ≈ 1 by construction), against an absolute 1e-4.
+#[derive(Default)]
 pub struct Tolerances {
     pub mean: Tolerance,
     pub params: Tolerance,
 }
 
-impl Default for Tolerances {
-    fn default() -> Self {
-        Tolerances { mean: Tolerance::default(), params: Tolerance::default() }
-    }
-}
 
 /// Runs a case's mean path through the engine and compares every step's mixture parameters and the mean
 /// forecast with the reference. Returns one report per output and step (`mean` last).

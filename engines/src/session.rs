@@ -77,17 +77,27 @@ struct Row {
     out: Vec<Vec<f32>>,
 }
 
-/// Runs `reqs` (all fitting this profile, at most `d.batch` of them) and returns one forecast each.
+/// What a chunk runs with besides its graphs and requests.
+pub struct ChunkConfig<'a> {
+    pub dims: &'a Dims,
+    pub scaler: &'a ScalerConfig,
+    /// Profile and engine names for the responses.
+    pub profile: &'a str,
+    pub engine: &'a str,
+    /// Keep each request's per-step mixture parameters (first path) for equivalence checks.
+    pub record_steps: bool,
+}
+
+/// Runs `reqs` (all fitting this profile, at most `dims.batch` of them) and returns one forecast each.
 pub fn forecast_chunk(
     prefill: &mut GraphRunner,
     decode: &mut GraphRunner,
-    d: &Dims,
-    scaler_cfg: &ScalerConfig,
+    cfg: &ChunkConfig,
     reqs: &[&ForecastRequest],
-    labels: (&str, &str),
-    record_steps: bool,
     timings: &mut StepTimings,
 ) -> Result<Vec<Forecast>> {
+    let (d, scaler_cfg, record_steps) = (cfg.dims, cfg.scaler, cfg.record_steps);
+    let labels = (cfg.profile, cfg.engine);
     if reqs.is_empty() {
         return Ok(Vec::new());
     }
@@ -125,10 +135,10 @@ pub fn forecast_chunk(
             series_scalers.push(scalers);
             prefill_patches.push(s_b);
         }
-        fill_ids(prefill.input_mut::<i64>(signature::ID_MASK)?, reqs, v, d.batch, |b| Some(b));
+        fill_ids(prefill.input_mut::<i64>(signature::ID_MASK)?, reqs, v, d.batch, Some);
         let last = prefill.input_mut::<i64>(signature::LAST_INDEX)?;
-        for b in 0..d.batch {
-            last[b] = prefill_patches.get(b).map_or(0, |s| *s as i64 - 1);
+        for (b, l) in last.iter_mut().enumerate() {
+            *l = prefill_patches.get(b).map_or(0, |s| *s as i64 - 1);
         }
         let n = sc * dh;
         let mut tables = [vec![0f32; d.batch * n], vec![0f32; d.batch * n], vec![0f32; d.batch * n]];
@@ -318,8 +328,8 @@ fn feed_decode(
     fill_ids(decode.input_mut::<i64>(signature::ID_MASK)?, reqs, v, d.decode_rows, |r| series[r]);
     {
         let wp = decode.input_mut::<i64>(signature::WRITE_POS)?;
-        for r in 0..d.decode_rows {
-            wp[r] = rows.get(r).map_or(0, |row| row.pos as i64);
+        for (r, w) in wp.iter_mut().enumerate() {
+            *w = rows.get(r).map_or(0, |row| row.pos as i64);
         }
     }
     let mut tables =
