@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use exporter::config::ModelConfig;
-use exporter::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
 use exporter::export::GOLDEN_DIR;
+use exporter::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
 use exporter::manifest::{file_entries, verify_files, CheckpointInfo, FileEntry, Manifest, MANIFEST_FILE};
 use exporter::pb::{tensor_proto, ModelProto, StringStringEntryProto};
 use exporter::profile::Profile;

@@ -69,6 +69,10 @@ pub enum Error {
     #[error("{at}: {samples} samples exceed this engine's limit of {limit}; ask for at most {limit}")]
     TooManySamples { at: String, samples: usize, limit: usize },
 
+    // --- profile selection
+    #[error("request {request}: no profile of this engine fits it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine")]
+    NoProfile { request: usize, why: String },
+
     // --- host math
     #[error("{what}: expected {expected} values, got {actual}")]
     Length { what: String, expected: usize, actual: usize },

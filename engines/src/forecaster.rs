@@ -38,20 +38,24 @@ impl Forecaster {
 
     /// The cheapest profile whose static shapes fit `req`, or an error saying what does not fit where.
     pub fn choose_profile(&self, req: &ForecastRequest) -> Result<&EngineProfile> {
+        self.choose_profile_for(0, req)
+    }
+
+    fn choose_profile_for(&self, index: usize, req: &ForecastRequest) -> Result<&EngineProfile> {
         let profiles = &self.bundle.manifest().profiles;
         profiles
             .iter()
             .filter(|p| fits(&p.dims, p.profile.samples, req))
             .min_by_key(|p| cost(&p.dims, req))
-            .ok_or_else(|| no_profile_error(profiles, req))
+            .ok_or_else(|| Error::NoProfile { request: index + 1, why: no_profile_reason(profiles, req) })
     }
 
     /// Forecasts every request (one response each, in order). `record_steps` keeps the per-step mixture
     /// parameters of each request's first path (for `verify`).
     pub fn forecast(&mut self, reqs: &[ForecastRequest], record_steps: bool) -> Result<Vec<Forecast>> {
         let mut chosen = Vec::with_capacity(reqs.len());
-        for r in reqs {
-            chosen.push(self.choose_profile(r)?.profile.name.clone());
+        for (i, r) in reqs.iter().enumerate() {
+            chosen.push(self.choose_profile_for(i, r)?.profile.name.clone());
         }
         let label = self.engine_label();
         let mut results: Vec<Option<Forecast>> = (0..reqs.len()).map(|_| None).collect();
@@ -108,7 +112,7 @@ pub fn scaler_config(model: &ModelConfig) -> ScalerConfig {
     }
 }
 
-fn no_profile_error(profiles: &[EngineProfile], req: &ForecastRequest) -> Error {
+fn no_profile_reason(profiles: &[EngineProfile], req: &ForecastRequest) -> String {
     let max = |f: fn(&EngineProfile) -> usize| profiles.iter().map(f).max().unwrap_or(0);
     let mut why = Vec::new();
     if req.variates() > max(|p| p.profile.variates) {
@@ -128,12 +132,5 @@ fn no_profile_error(profiles: &[EngineProfile], req: &ForecastRequest) -> Error 
             "no single profile covers this combination of variates, context, horizon and samples".into(),
         );
     }
-    Error::Session {
-        graph: "profile selection".into(),
-        message: format!(
-            "no profile of this engine fits the request: {}; export a profile that covers it (configs/*.yaml) \
-             and rebuild the engine",
-            why.join(", ")
-        ),
-    }
+    why.join(", ")
 }

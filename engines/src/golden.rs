@@ -99,7 +99,6 @@ pub struct Tolerances {
     pub params: Tolerance,
 }
 
-
 /// Runs a case's mean path through the engine and compares every step's mixture parameters and the mean
 /// forecast with the reference. Returns one report per output and step (`mean` last).
 pub fn check_case(f: &mut Forecaster, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {

@@ -12,18 +12,18 @@
 //!
 //! Errors are one [`Error`] enum ([`error`]).
 
+pub mod backend;
 pub mod compare;
+pub mod engine_bundle;
 pub mod error;
+pub mod graph;
 pub mod mixture;
 pub mod request;
 pub mod rope;
-pub mod scaler;
 pub mod runtime;
-pub mod backend;
-pub mod graph;
-pub mod engine_bundle;
+pub mod scaler;
 
 pub use error::{Error, Result};
-pub mod session;
 pub mod forecaster;
 pub mod golden;
+pub mod session;

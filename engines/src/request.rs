@@ -166,6 +166,8 @@ fn json_error(text: &str, at: &str, e: &serde_json::Error) -> Error {
     let rest = rest.trim_start_matches(['-', '+']);
     let message = if rest.starts_with("NaN") || rest.starts_with("Infinity") {
         format!("{e}: NaN/Infinity are not JSON numbers; use null to mark a missing point")
+    } else if e.to_string().starts_with("number out of range") {
+        format!("{e}: values must be finite f32 numbers (|x| < 3.4e38); use null to mark a missing point")
     } else {
         e.to_string()
     };

@@ -3,3 +3,4 @@
 //! test, which uses the venv made by `scripts/setup-onnx-checker.sh`.
 mod common;
 mod export;
+mod forecast;
