@@ -222,22 +222,19 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
         let input = tmp.path().join(file);
         fs::write(&input, body).unwrap();
         let output = tmp.path().join(format!("{file}.out.json"));
-        let out = totoc(
-            &[
-                "forecast",
-                "--engine",
-                engine().to_str().unwrap(),
-                "--input",
-                input.to_str().unwrap(),
-                "--output",
-                output.to_str().unwrap(),
-                "--horizon",
-                if file.ends_with(".csv") { "4" } else { "" },
-            ]
-            .into_iter()
-            .filter(|a| !a.is_empty() && !(*a == "--horizon" && !file.ends_with(".csv")))
-            .collect::<Vec<_>>(),
-        );
+        let mut args = vec![
+            "forecast",
+            "--engine",
+            engine().to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+        ];
+        if file.ends_with(".csv") {
+            args.extend(["--horizon", "4"]);
+        }
+        let out = totoc(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{file}: {err}");
         assert!(err.contains(needle), "{file}: expected {needle:?} in: {err}");
