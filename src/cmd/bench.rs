@@ -27,6 +27,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(ck) => Some(run_reference(&a, ck)?),
         None => None,
     };
+    engines::runtime::set_intra_threads(a.threads);
     let mut bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
         .with_context(|| format!("loading engine {}", a.engine.display()))?;
     bundle.set_cpu_threads(a.threads);
@@ -64,8 +65,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         let min = times.iter().map(ms).fold(f64::INFINITY, f64::min);
         rows.push((name, samples, horizon, profile, med, min));
     }
+    // Peak RSS first: the bandwidth probe below allocates its own 512 MiB.
     let rss_mb = peak_rss_mb();
-    let bw = read_bandwidth_gbs();
+    let rss_now_mb = proc_status_mb("VmRSS:");
+    let bw = read_bandwidth_gbs(engines::runtime::intra_threads());
     let floor_ms = weight_bytes as f64 / (bw * 1e9) * 1e3;
     let step = median(step_ms);
     let pre = median(prefill_ms);
@@ -105,14 +108,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     );
     let ref_rss = reference.as_ref().and_then(|r| r["peak_rss_mb"].as_f64());
     println!(
-        "peak RSS: totoc {rss_mb:.0} MB = {:.2}× the weight bytes{}",
+        "peak RSS: totoc {rss_mb:.0} MB = {:.2}× the weight bytes (steady state after the runs {rss_now_mb:.0} MB = \
+         {:.2}×){}",
         rss_mb * 1e6 / weight_bytes as f64,
+        rss_now_mb * 1e6 / weight_bytes as f64,
         ref_rss.map(|r| format!("; toto-ts {r:.0} MB")).unwrap_or_default()
     );
     if let Some(path) = &a.json {
         let doc = json!({"engine": a.engine, "runs": a.runs, "context": a.context, "cases": out_cases,
             "decode_step_ms": step, "prefill_ms": pre, "floor_ms": floor_ms, "read_bandwidth_gbs": bw,
-            "weight_bytes": weight_bytes, "peak_rss_mb": rss_mb, "reference": reference});
+            "weight_bytes": weight_bytes, "peak_rss_mb": rss_mb, "rss_after_runs_mb": rss_now_mb, "reference": reference});
         exporter::fsutil::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
@@ -159,22 +164,32 @@ fn param_count(model: &exporter::config::ModelConfig) -> usize {
 
 /// Peak resident set size of this process (VmHWM), MB.
 fn peak_rss_mb() -> f64 {
+    proc_status_mb("VmHWM:")
+}
+
+/// A size field of /proc/self/status, MB.
+fn proc_status_mb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
 }
 
-/// Sequential read bandwidth of this machine (GB/s): sums a 512 MiB buffer, best of 3.
-fn read_bandwidth_gbs() -> f64 {
+/// Read bandwidth of this machine (GB/s) with `threads` threads each summing its share of a 512 MiB buffer,
+/// best of 5: what a decode step, which streams every weight once on the same threads, can at best achieve.
+fn read_bandwidth_gbs(threads: usize) -> f64 {
     let buf: Vec<u64> = (0..(512usize << 20) / 8).map(|i| i as u64).collect();
+    let chunk = buf.len().div_ceil(threads.max(1));
     let mut best = f64::INFINITY;
-    for _ in 0..3 {
+    for _ in 0..5 {
         let t = Instant::now();
-        let s: u64 = buf.iter().fold(0u64, |a, &x| a.wrapping_add(x));
-        std::hint::black_box(s);
+        std::thread::scope(|s| {
+            for part in buf.chunks(chunk) {
+                s.spawn(move || std::hint::black_box(part.iter().fold(0u64, |a, &x| a.wrapping_add(x))));
+            }
+        });
         best = best.min(t.elapsed().as_secs_f64());
     }
     (buf.len() * 8) as f64 / best / 1e9

@@ -12,6 +12,7 @@ use crate::cli::ForecastArgs;
 pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let overrides =
         Overrides { horizon: a.horizon, samples: a.samples, quantiles: a.quantiles.clone(), seed: a.seed };
+    engines::runtime::set_intra_threads(a.threads);
     let mut bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
         .with_context(|| format!("loading engine {}", a.engine.display()))?;
     bundle.set_cpu_threads(a.threads);
