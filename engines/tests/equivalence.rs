@@ -50,3 +50,28 @@ fn tiny64_matches_toto() {
 fn scatter_nd_variant_matches_toto() {
     check_config("tiny", CacheUpdate::ScatterNd);
 }
+
+/// Several requests in one chunk (different contexts, variate counts, horizons, one padded batch row) give the
+/// same forecasts as each request alone.
+#[test]
+fn batching_matches_single_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let dir = root().join("tests/fixtures/tiny/cases");
+    let reqs: Vec<_> = ["mean_4v_groups", "mean_short", "mean_1v"]
+        .iter()
+        .map(|n| GoldenCase::read(&dir.join(format!("{n}.json"))).unwrap().mean_request())
+        .collect();
+    let together = f.forecast(&reqs, false).unwrap();
+    // All three land in profile `small` (batch 2): one full chunk and one with a padded row.
+    assert!(together.iter().all(|t| t.response.profile == "small"));
+    for (i, r) in reqs.iter().enumerate() {
+        let alone = f.forecast(std::slice::from_ref(r), false).unwrap().remove(0);
+        let (a, b) = (&together[i].response.mean, &alone.response.mean);
+        for (va, vb) in a.iter().zip(b) {
+            for (x, y) in va.iter().zip(vb) {
+                assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "request {i}: {x} batched vs {y} alone");
+            }
+        }
+    }
+}

@@ -44,6 +44,48 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     assert_eq!(left.len(), 1, "{left:?}");
 }
 
+/// Every graph must be capturable as one static computation (a CUDA graph, a TensorRT engine): no control flow,
+/// no data-dependent shapes, no shape arithmetic at run time, fully static I/O.
+#[test]
+fn graphs_are_static_and_control_flow_free() {
+    use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
+    use prost::Message;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bundle");
+    export_fixture("tiny", &out);
+    let forbidden = ["If", "Loop", "Scan", "NonZero", "Shape", "Size", "Range", "Unique", "TopK", "Compress"];
+    for e in fs::read_dir(&out).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "onnx") {
+            continue;
+        }
+        let m = ModelProto::decode(fs::read(&path).unwrap().as_slice()).unwrap();
+        let g = m.graph.unwrap();
+        for n in &g.node {
+            assert!(!forbidden.contains(&n.op_type.as_str()), "{path:?}: {} is a {}", n.name, n.op_type);
+        }
+        for vi in g.input.iter().chain(&g.output) {
+            let Some(Ty::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.clone()) else { panic!() };
+            for d in t.shape.unwrap().dim {
+                assert!(
+                    matches!(d.value, Some(Dim::DimValue(v)) if v > 0),
+                    "{path:?}: {} is not static",
+                    vi.name
+                );
+            }
+        }
+        // Every KV cache output has a cache input of the same name stem (the in-place contract).
+        let ins: Vec<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
+        if path.to_string_lossy().ends_with("decode.onnx") {
+            for o in g.output.iter().filter(|o| o.name.contains("cache_out")) {
+                assert!(ins.contains(&o.name.replace("_out", "").as_str()), "{}", o.name);
+            }
+            let writes = g.node.iter().filter(|n| n.op_type == "TensorScatter").count();
+            assert_eq!(writes, 2 * 3, "one TensorScatter per K and V cache of the 3 time-wise layers");
+        }
+    }
+}
+
 #[test]
 fn reexport_is_byte_identical() {
     let tmp = tempfile::tempdir().unwrap();
