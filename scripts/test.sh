@@ -20,7 +20,12 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== cargo test"
-cargo test --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace 2>&1 | tee "$log"
+read -r passed failed ignored < <(awk '/^test result:/ {
+    for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i; if ($(i+1) ~ /^ignored;?$/) g += $i }
+  } END { print p + 0, f + 0, g + 0 }' "$log")
 
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
   echo "== live reference check skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
@@ -29,3 +34,4 @@ else
   tests/reference/regen_fixtures.sh --check
 fi
 echo "== all tests passed"
+echo "totoc: $passed passed, $failed failed, $ignored skipped"

@@ -44,16 +44,23 @@ pub fn totoc_err(args: &[&str]) -> String {
 
 /// Exports `config`'s fixture checkpoint with the tiny profiles into `out`.
 pub fn export_fixture(config: &str, out: &Path) {
-    let ck = fixture_checkpoint(config);
-    totoc_ok(&[
+    export_fixture_with(config, out, &[]);
+}
+
+/// [`export_fixture`] with extra `totoc export` flags.
+pub fn export_fixture_with(config: &str, out: &Path, extra: &[&str]) {
+    let (ck, profiles) = (fixture_checkpoint(config), tiny_profiles());
+    let mut args = vec![
         "export",
         "--checkpoint",
         ck.to_str().unwrap(),
         "--config",
-        tiny_profiles().to_str().unwrap(),
+        profiles.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    totoc_ok(&args);
 }
 
 /// Copies a directory tree.

@@ -125,18 +125,7 @@ fn every_graph_passes_onnx_full_check() {
     }
     // The portable ScatterND variant too.
     let out = tmp.path().join("scatternd");
-    let ck = fixture_checkpoint("tiny");
-    totoc_ok(&[
-        "export",
-        "--checkpoint",
-        ck.to_str().unwrap(),
-        "--config",
-        tiny_profiles().to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--cache-update",
-        "scatter-nd",
-    ]);
+    export_fixture_with("tiny", &out, &["--cache-update", "scatter-nd"]);
     let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
     assert!(res.status.success(), "scatter-nd: {}", String::from_utf8_lossy(&res.stderr));
 }
