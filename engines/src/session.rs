@@ -238,6 +238,8 @@ pub fn forecast_chunk(
                 .map(|cr| rows.get(cr / v).map_or(0, |row| row.series * v + cr % v))
                 .collect();
             decode.copy_cache_rows(prefill, &map)?;
+            // Padded variates and rows start from zeros, not from an earlier chunk's patches.
+            decode.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
         }
         feed_decode(decode, d, reqs, &mut rows, &new_patches)?;
         // Caches are updated in place (or ping-ponged) by the runner itself.
