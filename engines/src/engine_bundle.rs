@@ -677,8 +677,9 @@ impl EngineBundle {
             check_signature(&r, g, &path)?;
             Ok(r)
         };
-        let prefill = load(GraphKind::Prefill)?;
-        let decode = load(GraphKind::Decode)?;
+        let (prefill, decode) = self
+            .weights
+            .trim_while(|| Ok::<_, Error>((load(GraphKind::Prefill)?, load(GraphKind::Decode)?)))?;
         self.weights.release_pages();
         self.loaded.push(ProfileEngine { profile: entry, prefill, decode });
         Ok(self.loaded.last_mut().expect("pushed"))

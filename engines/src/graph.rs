@@ -279,10 +279,37 @@ impl SharedWeights {
     /// are built, prepacked weights live in the shared container and the raw pages are rarely read again; any
     /// later read faults them back in from the page cache.
     pub fn release_pages(&self) {
-        for m in self.maps.lock().unwrap_or_else(|p| p.into_inner()).values() {
-            // SAFETY: read-only file mapping: discarded pages are re-read from the file on access.
-            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
-        }
+        release_mapped_pages(&self.maps);
+    }
+
+    /// Runs `f`, which builds sessions over these weights, while a background thread drops the mapped pages
+    /// every few milliseconds. ONNX Runtime reads each weight once to prepack it; without trimming, the whole
+    /// mapped file and the prepacked copy are resident together at the end of a build (base model: peak RSS
+    /// 1.39 GB = 2.3× the weights for one profile); with it only the prepacked copy plus the pages read in the
+    /// last window are.
+    pub fn trim_while<R>(&self, f: impl FnOnce() -> R) -> R {
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let maps = &self.maps;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    release_mapped_pages(maps);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            });
+            let r = f();
+            done.store(true, Ordering::Relaxed);
+            r
+        })
+    }
+}
+
+fn release_mapped_pages(maps: &Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>) {
+    let maps: Vec<Arc<memmap2::Mmap>> =
+        maps.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+    for m in maps {
+        // SAFETY: read-only file mapping: discarded pages are re-read from the file on access.
+        let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
 }
 
