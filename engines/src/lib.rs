@@ -1,5 +1,14 @@
 //! totoc's engines: ONNX Runtime backends for the exported Toto graphs and the host side of a forecast.
 //!
+//! Running graphs:
+//! * [`runtime`]: finds and loads libonnxruntime (`ort` with `load-dynamic`) once per process, with one global
+//!   intra-op thread pool;
+//! * [`backend`]: engine targets (CPU, CUDA with CUDA graphs, TensorRT with EPContext engines) and their session
+//!   options, as pure, unit-tested configuration;
+//! * [`graph`]: [`graph::GraphRunner`], one graph with preallocated, fixed-address I/O bound once, KV caches
+//!   updated in place, weights shared across sessions;
+//! * [`engine_bundle`]: `build-engine` and loading a hash-verified engine bundle.
+//!
 //! The host does in Rust what the static graphs leave out (f64 where toto-ts uses it):
 //! * [`request`]: the forecast request/response format shared with the Python reference harness, and its
 //!   JSON / JSON Lines / CSV readers with validation;
@@ -7,8 +16,12 @@
 //!   patch for decode, and de-normalises with the last input patch's statistics;
 //! * [`rope`]: the rotary and xPos tables the graphs take as inputs (prefill and decode centres);
 //! * [`mixture`]: the graph's Student-T mixture outputs turned into mean forecasts, seeded sample paths and
-//!   quantiles;
-//! * [`compare`]: tolerance checks against the toto-ts reference (`1e-4·σ + 1e-6·|ref|`).
+//!   quantiles.
+//!
+//! Forecasting: [`session`] runs a chunk of requests through one profile's prefill and decode graphs (one prefill
+//! per series, its cache broadcast to every sample path); [`forecaster::Forecaster`] picks the cheapest profile
+//! per request and batches. Checking: [`compare`] (tolerances against toto-ts, `1e-4·σ + 1e-6·|ref|`) and
+//! [`golden`] (reference cases, as `totoc verify` runs them).
 //!
 //! Errors are one [`Error`] enum ([`error`]).
 
@@ -16,14 +29,14 @@ pub mod backend;
 pub mod compare;
 pub mod engine_bundle;
 pub mod error;
+pub mod forecaster;
+pub mod golden;
 pub mod graph;
 pub mod mixture;
 pub mod request;
 pub mod rope;
 pub mod runtime;
 pub mod scaler;
+pub mod session;
 
 pub use error::{Error, Result};
-pub mod forecaster;
-pub mod golden;
-pub mod session;
