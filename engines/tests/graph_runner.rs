@@ -104,27 +104,7 @@ fn scatter_nd_cache_updates_in_place_too() {
 fn a_cache_read_before_its_update_falls_back_to_ping_pong() {
     // `k_cache.0` is also read directly (old cache), so writing in place would change what that read sees.
     let (b, h, s, d) = (1usize, 2usize, 4usize, 4usize);
-    let f = DType::F32;
-    let m = model(
-        "old_read",
-        24,
-        vec![
-            node(
-                "TensorScatter",
-                &["k_cache.0", "update", "write_pos"],
-                &["k_cache_out.0"],
-                vec![("mode", A::S("linear"))],
-            ),
-            node("ReduceSum", &["k_cache.0", "axes"], &["read"], vec![("keepdims", A::I(0))]),
-        ],
-        vec![const_i64("axes", &[1], &[2])],
-        vec![
-            vi("k_cache.0", f, &[b, h, s, d]),
-            vi("update", f, &[b, h, 1, d]),
-            vi("write_pos", DType::I64, &[b]),
-        ],
-        vec![vi("k_cache_out.0", f, &[b, h, s, d]), vi("read", f, &[b, h, d])],
-    );
+    let m = tensor_scatter_model_reading("k_cache.0", b, h, s, d);
     let dir = tempdir();
     let path = dir.path().join("old.onnx");
     save(&m, &path);

@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use exporter::config::ModelConfig;
+use exporter::graph::builder::{attribute, Attr};
 use exporter::manifest::{file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT};
 use exporter::pb::{
-    attribute_proto::AttributeType, tensor_proto, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
-    ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    tensor_proto, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use exporter::profile::Profile;
 use exporter::signature::{self, DType, Dims, GraphKind, TensorSig};
@@ -67,22 +67,12 @@ pub fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, A)>) 
     let attribute = attrs
         .into_iter()
         .map(|(n, a)| {
-            let mut p = AttributeProto { name: n.into(), ..Default::default() };
-            match a {
-                A::I(i) => {
-                    p.r#type = AttributeType::Int as i32;
-                    p.i = i;
-                }
-                A::Is(v) => {
-                    p.r#type = AttributeType::Ints as i32;
-                    p.ints = v;
-                }
-                A::S(s) => {
-                    p.r#type = AttributeType::String as i32;
-                    p.s = s.as_bytes().to_vec();
-                }
-            }
-            p
+            let a = match a {
+                A::I(i) => Attr::Int(i),
+                A::Is(v) => Attr::Ints(v),
+                A::S(s) => Attr::Str(s),
+            };
+            attribute(n, a)
         })
         .collect();
     NodeProto {
@@ -185,6 +175,12 @@ pub fn write_weights(path: &Path, tensors: &[&[f32]]) -> Vec<u64> {
 /// `mode=linear`, axis -2) and `read = ReduceSum(k_cache_out.0, axes=[2])` (a read of the whole cache).
 /// Shapes: cache `[b, h, s, d]`, update `[b, h, 1, d]`, write_pos `[b]`, read `[b, h, d]`.
 pub fn tensor_scatter_model(b: usize, h: usize, s: usize, d: usize) -> ModelProto {
+    tensor_scatter_model_reading("k_cache_out.0", b, h, s, d)
+}
+
+/// [`tensor_scatter_model`] whose `read` sums `read_from` (`k_cache.0` reads the *old* cache, which forbids an
+/// in-place update).
+pub fn tensor_scatter_model_reading(read_from: &str, b: usize, h: usize, s: usize, d: usize) -> ModelProto {
     let f = DType::F32;
     model(
         "scatter",
@@ -196,7 +192,7 @@ pub fn tensor_scatter_model(b: usize, h: usize, s: usize, d: usize) -> ModelProt
                 &["k_cache_out.0"],
                 vec![("mode", A::S("linear"))],
             ),
-            node("ReduceSum", &["k_cache_out.0", "axes"], &["read"], vec![("keepdims", A::I(0))]),
+            node("ReduceSum", &[read_from, "axes"], &["read"], vec![("keepdims", A::I(0))]),
         ],
         vec![const_i64("axes", &[1], &[2])],
         vec![

@@ -29,7 +29,8 @@ pub enum Attr {
     Str(&'static str),
 }
 
-fn attribute(name: &str, value: Attr) -> AttributeProto {
+/// An ONNX attribute proto.
+pub fn attribute(name: &str, value: Attr) -> AttributeProto {
     let mut a = AttributeProto { name: name.to_string(), ..Default::default() };
     match value {
         Attr::Int(i) => {
