@@ -35,10 +35,10 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         let reports =
             check_case(&mut f, &case, &tol).with_context(|| format!("running {}", path.display()))?;
         // One row per output: the worst step.
-        let mut names: Vec<&str> = reports.iter().map(|r| r.output.as_str()).collect();
-        names.dedup();
+        // Output names in first-seen order (reports come step by step).
         let mut seen = std::collections::BTreeSet::new();
-        for name in names.into_iter().filter(|n| seen.insert(*n)) {
+        let names: Vec<&str> = reports.iter().map(|r| r.output.as_str()).filter(|n| seen.insert(*n)).collect();
+        for name in names {
             let of: Vec<_> = reports.iter().filter(|r| r.output == name).collect();
             let max = of.iter().map(|r| r.max_abs).fold(0.0, f64::max);
             let med = of.iter().map(|r| r.median_abs).fold(0.0, f64::max);
