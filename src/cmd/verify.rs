@@ -37,7 +37,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         // One row per output: the worst step.
         // Output names in first-seen order (reports come step by step).
         let mut seen = std::collections::BTreeSet::new();
-        let names: Vec<&str> = reports.iter().map(|r| r.output.as_str()).filter(|n| seen.insert(*n)).collect();
+        let names: Vec<&str> =
+            reports.iter().map(|r| r.output.as_str()).filter(|n| seen.insert(*n)).collect();
         for name in names {
             let of: Vec<_> = reports.iter().filter(|r| r.output == name).collect();
             let max = of.iter().map(|r| r.max_abs).fold(0.0, f64::max);
