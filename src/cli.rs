@@ -68,7 +68,8 @@ pub struct BuildEngineArgs {
     /// Capture each graph as a CUDA graph (cuda, tensorrt).
     #[arg(long)]
     pub cuda_graph: bool,
-    /// CPU intra-op threads recorded in the engine (default: physical cores at load).
+    /// CPU threads recorded in the engine: the default size of the process's thread pool when it is loaded
+    /// (default: physical cores; `forecast --threads` overrides).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Build only these profiles (repeatable; default: all).

@@ -600,6 +600,11 @@ impl EngineBundle {
             path: dir.to_path_buf(),
             message: format!("{e} (rebuild it with `totoc build-engine`)"),
         })?;
+        // CPU threads are one process-wide pool (see `runtime`): a count recorded at build time is its default,
+        // unless the caller already chose one (`runtime::set_intra_threads`) or the runtime is already running.
+        if let Target::Cpu { threads: Some(n) } = manifest.target {
+            runtime::default_intra_threads(n);
+        }
         let rt = runtime::init(ort_lib)?;
         if matches!(manifest.target, Target::TensorRt { .. }) && manifest.ort_version != rt.version() {
             return Err(Error::Engine {
@@ -633,13 +638,6 @@ impl EngineBundle {
 
     pub fn target(&self) -> &Target {
         &self.target
-    }
-
-    /// Overrides the CPU intra-op thread count for profiles loaded from now on (`None`: physical cores).
-    pub fn set_cpu_threads(&mut self, threads: Option<usize>) {
-        if let Target::Cpu { threads: t } = &mut self.target {
-            *t = threads;
-        }
     }
 
     pub fn profile_names(&self) -> impl Iterator<Item = &str> {

@@ -290,6 +290,16 @@ pub fn set_intra_threads(threads: Option<usize>) {
     INTRA_THREADS.store(threads.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Sets the pool size unless one was already set (used for the thread count recorded in an engine).
+pub fn default_intra_threads(threads: usize) {
+    let _ = INTRA_THREADS.compare_exchange(
+        0,
+        threads,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
 /// Threads of the global intra-op pool.
 pub fn intra_threads() -> usize {
     match INTRA_THREADS.load(std::sync::atomic::Ordering::Relaxed) {

@@ -28,9 +28,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     engines::runtime::set_intra_threads(a.threads);
-    let mut bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
+    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
         .with_context(|| format!("loading engine {}", a.engine.display()))?;
-    bundle.set_cpu_threads(a.threads);
     let weight_bytes = 4 * param_count(&bundle.manifest().model) as u64;
     let mut f = Forecaster::new(bundle);
     let series = bench_series(a.context);

@@ -13,9 +13,8 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let overrides =
         Overrides { horizon: a.horizon, samples: a.samples, quantiles: a.quantiles.clone(), seed: a.seed };
     engines::runtime::set_intra_threads(a.threads);
-    let mut bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
+    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
         .with_context(|| format!("loading engine {}", a.engine.display()))?;
-    bundle.set_cpu_threads(a.threads);
     let max_samples = bundle.manifest().profiles.iter().map(|p| p.profile.samples).max().unwrap_or(0);
     let reqs = read_requests(&a.input, None, &overrides, &Limits { max_samples })?;
     let mut f = Forecaster::new(bundle);
