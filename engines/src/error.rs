@@ -13,8 +13,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     // --- files
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    // The cause is part of the message, not a `source`, so error chains print it once.
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
     #[error(transparent)]
     Exporter(#[from] exporter::Error),
 
@@ -97,7 +98,7 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        Error::Io { path: path.to_path_buf(), source }
+        Error::Io { path: path.to_path_buf(), err: source }
     }
 
     /// A length check of host math inputs.
