@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use exporter::config::ModelConfig;
-use exporter::graph::builder::{attribute, Attr};
+use exporter::graph::builder::{attribute, value_info, Attr};
 use exporter::manifest::{file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT};
 use exporter::pb::{
-    tensor_proto, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
+    ValueInfoProto,
 };
 use exporter::profile::Profile;
 use exporter::signature::{self, DType, Dims, GraphKind, TensorSig};
@@ -24,37 +24,12 @@ pub fn init_ort() -> &'static engines::runtime::Runtime {
     }
 }
 
-pub fn onnx_type(d: DType) -> i32 {
-    match d {
-        DType::F32 => tensor_proto::DataType::Float as i32,
-        DType::F16 => tensor_proto::DataType::Float16 as i32,
-        DType::I64 => tensor_proto::DataType::Int64 as i32,
-    }
-}
-
 pub fn vi(name: &str, dtype: DType, shape: &[usize]) -> ValueInfoProto {
-    let dim = shape
-        .iter()
-        .map(|&d| tensor_shape_proto::Dimension {
-            value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
-            denotation: String::new(),
-        })
-        .collect();
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: onnx_type(dtype),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            denotation: String::new(),
-        }),
-        doc_string: String::new(),
-    }
+    value_info(&TensorSig { name: name.into(), dtype, shape: shape.to_vec() })
 }
 
 pub fn sig_vi(s: &TensorSig) -> ValueInfoProto {
-    vi(&s.name, s.dtype, &s.shape)
+    value_info(s)
 }
 
 pub enum A {
