@@ -188,6 +188,25 @@ fn mem() -> (f64, f64, f64, f64) {
     (field(&status, "VmRSS:"), field(&status, "RssAnon:"), field(&status, "RssFile:"), field(&rollup, "Pss:"))
 }
 
+/// The RSS experiments' models: one 64 MiB weight (`weights.bin`, 4096×4096 f32) used by a `prefill` (8 rows)
+/// and a `decode` (1 row) MatMul graph, as a profile's two graphs share the model's weights.
+fn shared_weight_models(dir: &std::path::Path, n: usize) {
+    let w: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32 - 48.0) * 1e-3).collect();
+    write_weights(&dir.join("weights.bin"), &[&w]);
+    drop(w);
+    for (name, rows) in [("prefill", 8usize), ("decode", 1)] {
+        let m = model(
+            name,
+            17,
+            vec![node("MatMul", &["x", "w"], &["y"], vec![])],
+            vec![external_f32("w", &[n as i64, n as i64], "weights.bin", 0)],
+            vec![vi("x", exporter::signature::DType::F32, &[rows, n])],
+            vec![vi("y", exporter::signature::DType::F32, &[rows, n])],
+        );
+        save(&m, &dir.join(format!("{name}.onnx")));
+    }
+}
+
 /// Two graphs (rows 1 and 8) computing `x · W` with one shared external `W` [N, N] f32; variant from
 /// `$EXP_VARIANT`: `one` (a single session), `default`, `prepacked` (shared PrepackedWeights),
 /// `noprepack` (`session.disable_prepacking`), `shared_init` (W added once as an initializer OrtValue to both),
@@ -201,20 +220,7 @@ fn rss_two_sessions_one_weight() {
     let n = 4096usize;
     let rt = init_ort();
     let dir = tempdir();
-    let w: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32 - 48.0) * 1e-3).collect();
-    write_weights(&dir.path().join("weights.bin"), &[&w]);
-    for (name, rows) in [("prefill", 8usize), ("decode", 1)] {
-        let m = model(
-            name,
-            17,
-            vec![node("MatMul", &["x", "w"], &["y"], vec![])],
-            vec![external_f32("w", &[n as i64, n as i64], "weights.bin", 0)],
-            vec![vi("x", exporter::signature::DType::F32, &[rows, n])],
-            vec![vi("y", exporter::signature::DType::F32, &[rows, n])],
-        );
-        save(&m, &dir.path().join(format!("{name}.onnx")));
-    }
-    drop(w);
+    shared_weight_models(dir.path(), n);
     let base = mem();
     println!("[{variant}] W = {} MiB; baseline rss {:.0} MiB", n * n * 4 / 1048576, base.0);
     let prepacked = ort::session::builder::PrepackedWeights::new();
@@ -414,20 +420,7 @@ fn rss_graph_runner_weight_sharing() {
     let n = 4096usize;
     let rt = init_ort();
     let dir = tempdir();
-    let w: Vec<f32> = (0..n * n).map(|i| ((i % 97) as f32 - 48.0) * 1e-3).collect();
-    write_weights(&dir.path().join("weights.bin"), &[&w]);
-    drop(w);
-    for (name, rows) in [("prefill", 8usize), ("decode", 1)] {
-        let m = model(
-            name,
-            17,
-            vec![node("MatMul", &["x", "w"], &["y"], vec![])],
-            vec![external_f32("w", &[n as i64, n as i64], "weights.bin", 0)],
-            vec![vi("x", exporter::signature::DType::F32, &[rows, n])],
-            vec![vi("y", exporter::signature::DType::F32, &[rows, n])],
-        );
-        save(&m, &dir.path().join(format!("{name}.onnx")));
-    }
+    shared_weight_models(dir.path(), n);
     let target = Target::cpu(Some(1));
     let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
     let shared = SharedWeights::new(rt);
