@@ -70,6 +70,15 @@ pub enum Error {
     #[error("{at}: {samples} samples exceed this engine's limit of {limit}; ask for at most {limit}")]
     TooManySamples { at: String, samples: usize, limit: usize },
 
+    // --- engine limits
+    /// `what` reads as "5 variates", "horizon 400", "512 samples".
+    #[error("{at}: {what} exceed this engine's limit of {limit}; ask for at most {limit}, or export a profile that covers it (configs/*.yaml) and rebuild the engine")]
+    Limit { at: String, what: String, limit: usize },
+    #[error("{at}: the context has {given} points but this engine holds {limit} and `strict_context` is set; send the last {limit} points or drop `strict_context` to have them kept")]
+    ContextTooLong { at: String, given: usize, limit: usize },
+    #[error("{at}: variate {variate} has no observed point in the last {used} points the engine keeps; drop it or send a context with recent observations")]
+    AllMissingAfterCut { at: String, variate: usize, used: usize },
+
     // --- profile selection
     #[error("request {request}: no profile of this engine fits it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine")]
     NoProfile { request: usize, why: String },

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::forecaster::Forecaster;
 use crate::request::{parse_requests, ForecastRequest, Format, Limits, Overrides};
 use crate::session::Forecast;
 
@@ -101,9 +101,9 @@ pub struct Tolerances {
 
 /// Runs a case's mean path through the engine and compares every step's mixture parameters and the mean
 /// forecast with the reference. Returns one report per output and step (`mean` last).
-pub fn check_case(f: &mut Forecaster, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {
+pub fn check_case(engine: &Engine, case: &GoldenCase, tol: &Tolerances) -> Result<Vec<Report>> {
     let req = case.mean_request();
-    let out = f.forecast(std::slice::from_ref(&req), true)?.remove(0);
+    let out = engine.forecast_traced(vec![req], true).remove(0)?;
     compare_forecast(&out, case, tol)
 }
 
@@ -137,7 +137,7 @@ pub fn compare_forecast(out: &Forecast, case: &GoldenCase, tol: &Tolerances) -> 
         }
     }
     let sigma: Vec<f64> = req.target.iter().map(|s| context_sigma(s)).collect();
-    let a: Vec<f32> = out.response.mean.iter().flatten().copied().collect();
+    let a: Vec<f32> = out.response.point().iter().flatten().copied().collect();
     let r: Vec<f32> = case.reference.mean.iter().flatten().copied().collect();
     reports.push(compare(
         "mean",

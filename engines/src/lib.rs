@@ -23,10 +23,13 @@
 //! per request and batches. Checking: [`compare`] (tolerances against toto-ts, `1e-4·σ + 1e-6·|ref|`) and
 //! [`golden`] (reference cases, as `totoc verify` runs them).
 //!
+//! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy).
+//!
 //! Errors are one [`Error`] enum ([`error`]).
 
 pub mod backend;
 pub mod compare;
+pub mod engine;
 pub mod engine_bundle;
 pub mod error;
 pub mod forecaster;

@@ -30,9 +30,28 @@ use crate::error::{Error, Result};
 /// Quantile levels of a sampled request that does not name any.
 pub const DEFAULT_QUANTILES: [f64; 3] = [0.1, 0.5, 0.9];
 
+/// A request's identifier, echoed in its response: a string or an integer, as the request gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Int(i64),
+    Str(String),
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestId::Int(i) => write!(f, "{i}"),
+            RequestId::Str(s) => f.write_str(s),
+        }
+    }
+}
+
 /// A validated forecast request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ForecastRequest {
+    /// Echoed in the response.
+    pub id: Option<RequestId>,
     /// `[variate][time]`, `None` = missing; all variates have the same length ≥ 1 and at least one value.
     pub target: Vec<Vec<Option<f32>>>,
     /// One group id ≥ 0 per variate.
@@ -43,6 +62,11 @@ pub struct ForecastRequest {
     /// Levels in (0, 1); empty on the mean path.
     pub quantiles: Vec<f64>,
     pub seed: u64,
+    /// A context longer than the engine holds is an error instead of being cut to its most recent points.
+    pub strict_context: bool,
+    /// Set when the engine's context policy cut this request's context ([`crate::engine::admit`]).
+    #[serde(skip)]
+    pub context_cut: Option<ContextCut>,
 }
 
 impl ForecastRequest {
@@ -60,6 +84,8 @@ impl ForecastRequest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRequest {
+    #[serde(default)]
+    id: Option<RequestId>,
     target: Vec<Vec<Option<f32>>>,
     #[serde(default)]
     id_mask: Option<Vec<i64>>,
@@ -71,6 +97,8 @@ struct RawRequest {
     quantiles: Option<Vec<f64>>,
     #[serde(default)]
     seed: Option<u64>,
+    #[serde(default)]
+    strict_context: Option<bool>,
 }
 
 /// Input formats.
@@ -104,6 +132,8 @@ pub struct Overrides {
     pub samples: Option<usize>,
     pub quantiles: Option<Vec<f64>>,
     pub seed: Option<u64>,
+    /// `--strict-context`.
+    pub strict_context: Option<bool>,
 }
 
 /// What the engine serving the requests can do.
@@ -217,7 +247,16 @@ fn parse_csv(text: &str, at: &str, overrides: &Overrides, limits: &Limits) -> Re
             target[v].push(value);
         }
     }
-    let raw = RawRequest { target, id_mask: None, horizon: None, samples: None, quantiles: None, seed: None };
+    let raw = RawRequest {
+        id: None,
+        target,
+        id_mask: None,
+        horizon: None,
+        samples: None,
+        quantiles: None,
+        seed: None,
+        strict_context: None,
+    };
     validate(raw, at, overrides, limits)
 }
 
@@ -231,6 +270,7 @@ fn validate(raw: RawRequest, at: &str, o: &Overrides, limits: &Limits) -> Result
     })?;
     let samples = o.samples.or(raw.samples).unwrap_or(0);
     let seed = o.seed.or(raw.seed).unwrap_or(0);
+    let strict_context = o.strict_context.or(raw.strict_context).unwrap_or(false);
     let quantiles = match (o.quantiles.clone().or(raw.quantiles), samples) {
         (Some(q), 0) if !q.is_empty() => return Err(Error::QuantilesWithoutSamples { at: at_s() }),
         (Some(q), _) => q,
@@ -276,7 +316,17 @@ fn validate(raw: RawRequest, at: &str, o: &Overrides, limits: &Limits) -> Result
     if samples > limits.max_samples {
         return Err(Error::TooManySamples { at: at_s(), samples, limit: limits.max_samples });
     }
-    Ok(ForecastRequest { target, id_mask, horizon, samples, quantiles, seed })
+    Ok(ForecastRequest {
+        id: raw.id,
+        target,
+        id_mask,
+        horizon,
+        samples,
+        quantiles,
+        seed,
+        strict_context,
+        context_cut: None,
+    })
 }
 
 /// Forecasts at one quantile level.
@@ -287,18 +337,44 @@ pub struct QuantileForecast {
     pub values: Vec<Vec<f32>>,
 }
 
+/// How a context longer than the engine holds was cut (its most recent points were kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextCut {
+    /// Points the request gave.
+    pub given: usize,
+    /// Points the forecast used: the last `used` of them.
+    pub used: usize,
+}
+
 /// An engine's answer to one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ForecastResponse {
-    /// `[variate][horizon]`: the mean path, or the mean over the sampled paths.
-    pub mean: Vec<Vec<f32>>,
+    /// The request's `id`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<RequestId>,
+    /// `[variate][horizon]`, Toto 1.0: the mean path, or the mean over the sampled paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<Vec<Vec<f32>>>,
+    /// `[variate][horizon]`, Toto 2.0: the median (its point forecast).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<Vec<Vec<f32>>>,
     /// One entry per requested level, in request order.
     pub quantiles: Vec<QuantileForecast>,
     /// `[path][variate][horizon]` when sampling, else `null`.
     pub samples: Option<Vec<Vec<Vec<f32>>>>,
+    /// Set when the context was cut to the most recent points the engine holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_truncated: Option<ContextCut>,
     /// The profile and engine that produced it.
     pub profile: String,
     pub engine: String,
+}
+
+impl ForecastResponse {
+    /// The point forecast `[variate][horizon]`: the mean (Toto 1.0) or the median (Toto 2.0).
+    pub fn point(&self) -> &[Vec<f32>] {
+        self.mean.as_deref().or(self.median.as_deref()).unwrap_or(&[])
+    }
 }
 
 /// Serialises responses: `.jsonl` → one compact line each; otherwise exactly one JSON document.
@@ -433,7 +509,13 @@ mod tests {
 
     #[test]
     fn overrides_replace_request_values() {
-        let o = Overrides { horizon: Some(9), samples: Some(16), quantiles: Some(vec![0.25]), seed: Some(5) };
+        let o = Overrides {
+            horizon: Some(9),
+            samples: Some(16),
+            quantiles: Some(vec![0.25]),
+            seed: Some(5),
+            strict_context: Some(true),
+        };
         let r = parse_requests(
             r#"{"target": [[1]], "horizon": 2, "samples": 0, "seed": 1}"#,
             Format::Json,
@@ -444,6 +526,7 @@ mod tests {
         .unwrap()
         .remove(0);
         assert_eq!((r.horizon, r.samples, r.quantiles.clone(), r.seed), (9, 16, vec![0.25], 5));
+        assert!(r.strict_context);
     }
 
     #[test]
@@ -487,9 +570,12 @@ mod tests {
     #[test]
     fn responses_round_trip_and_write_atomically() {
         let r = ForecastResponse {
-            mean: vec![vec![1.5, 2.25]],
+            id: None,
+            mean: Some(vec![vec![1.5, 2.25]]),
+            median: None,
             quantiles: vec![QuantileForecast { q: 0.5, values: vec![vec![1.0, 2.0]] }],
             samples: None,
+            context_truncated: None,
             profile: "tiny".into(),
             engine: "cpu".into(),
         };

@@ -254,9 +254,12 @@ pub fn forecast_chunk(
         let mine: Vec<&Row> = rows.iter().filter(|r| r.series == b).collect();
         let response = if req.samples == 0 {
             ForecastResponse {
-                mean: mine[0].out.clone(),
+                id: req.id.clone(),
+                mean: Some(mine[0].out.clone()),
+                median: None,
                 quantiles: Vec::new(),
                 samples: None,
+                context_truncated: None,
                 profile: labels.0.to_string(),
                 engine: labels.1.to_string(),
             }
@@ -271,7 +274,10 @@ pub fn forecast_chunk(
             let set = SampleSet::new(&flat, mine.len(), nv, h)?;
             let qs = set.quantiles(&req.quantiles);
             ForecastResponse {
-                mean: set.mean(),
+                id: req.id.clone(),
+                mean: Some(set.mean()),
+                median: None,
+                context_truncated: None,
                 quantiles: req
                     .quantiles
                     .iter()

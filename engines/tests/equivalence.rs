@@ -6,17 +6,17 @@ mod support;
 
 use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
 use exporter::graph::CacheUpdate;
-use support::{cpu_forecaster, root};
+use support::{cpu_engine, root};
 
 fn check_config(config: &str, cache_update: CacheUpdate) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster(config, tmp.path(), cache_update);
+    let f = cpu_engine(config, tmp.path(), cache_update);
     let cases = find_cases(&root().join("tests/fixtures").join(config).join("cases")).unwrap();
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for path in cases {
         let case = GoldenCase::read(&path).unwrap();
-        let reports = check_case(&mut f, &case, &Tolerances::default()).unwrap();
+        let reports = check_case(&f, &case, &Tolerances::default()).unwrap();
         let worst = reports.iter().filter(|r| r.output == "mean").map(|r| r.max_abs).fold(0.0, f64::max);
         eprintln!("{config}/{}: {} checks, mean max |Δ| {worst:.2e}", case.name, reports.len());
         for r in reports.iter().filter(|r| !r.passed()) {
@@ -56,18 +56,18 @@ fn scatter_nd_variant_matches_toto() {
 #[test]
 fn batching_matches_single_requests() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
     let dir = root().join("tests/fixtures/tiny/cases");
     let reqs: Vec<_> = ["mean_4v_groups", "mean_short", "mean_1v"]
         .iter()
         .map(|n| GoldenCase::read(&dir.join(format!("{n}.json"))).unwrap().mean_request())
         .collect();
-    let together = f.forecast(&reqs, false).unwrap();
+    let together: Vec<_> = f.forecast(reqs.clone()).into_iter().map(|r| r.unwrap()).collect();
     // All three land in profile `small` (batch 2): one full chunk and one with a padded row.
-    assert!(together.iter().all(|t| t.response.profile == "small"));
+    assert!(together.iter().all(|t| t.profile == "small"));
     for (i, r) in reqs.iter().enumerate() {
-        let alone = f.forecast(std::slice::from_ref(r), false).unwrap().remove(0);
-        let (a, b) = (&together[i].response.mean, &alone.response.mean);
+        let alone = f.forecast(vec![r.clone()]).remove(0).unwrap();
+        let (a, b) = (together[i].point(), alone.point());
         for (va, vb) in a.iter().zip(b) {
             for (x, y) in va.iter().zip(vb) {
                 assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "request {i}: {x} batched vs {y} alone");

@@ -7,7 +7,7 @@ mod support;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::graph::CacheUpdate;
 
-use support::cpu_forecaster;
+use support::cpu_engine;
 
 /// Two-sample KS statistic D = sup |F_a − F_b|.
 fn ks_statistic(a: &[f32], b: &[f32]) -> f64 {
@@ -47,13 +47,13 @@ fn mean_var(x: &[f32]) -> (f64, f64) {
 #[test]
 fn ks_test_per_horizon_step_against_toto_samples() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     for name in ["sampled_256", "sampled_2v"] {
         let case = GoldenCase::read(&root.join(format!("{name}.json"))).unwrap();
         let theirs = case.reference.samples.clone().expect("sampled fixture has samples");
-        let ours = f.forecast(std::slice::from_ref(&case.request), false).unwrap().remove(0).response;
+        let ours = f.forecast(vec![case.request.clone()]).remove(0).unwrap();
         let ours = ours.samples.expect("samples returned");
         assert_eq!(ours.len(), theirs.len());
         let (v, h) = (case.request.variates(), case.request.horizon);
@@ -96,7 +96,7 @@ fn ks_test_per_horizon_step_against_toto_samples() {
 #[ignore = "diagnostic: KS ratios over many seeds"]
 fn ks_diagnostic_many_seeds() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let case = GoldenCase::read(&root.join("sampled_256.json")).unwrap();
@@ -104,7 +104,7 @@ fn ks_diagnostic_many_seeds() {
     for seed in 0..8u64 {
         let mut req = case.request.clone();
         req.seed = seed;
-        let ours = f.forecast(std::slice::from_ref(&req), false).unwrap().remove(0).response.samples.unwrap();
+        let ours = f.forecast(vec![req.clone()]).remove(0).unwrap().samples.unwrap();
         let ratios: Vec<f64> = (0..req.horizon)
             .map(|t| {
                 let a: Vec<f32> = ours.iter().map(|p| p[0][t]).collect();
@@ -124,28 +124,28 @@ fn ks_diagnostic_many_seeds() {
 #[test]
 fn same_seed_same_paths_other_seed_other_paths() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let case = GoldenCase::read(&root.join("sampled_2v.json")).unwrap();
-    let a = f.forecast(std::slice::from_ref(&case.request), false).unwrap().remove(0).response.samples;
-    let b = f.forecast(std::slice::from_ref(&case.request), false).unwrap().remove(0).response.samples;
+    let a = f.forecast(vec![case.request.clone()]).remove(0).unwrap().samples;
+    let b = f.forecast(vec![case.request.clone()]).remove(0).unwrap().samples;
     assert_eq!(a, b);
     let mut other = case.request.clone();
     other.seed += 1;
-    let c = f.forecast(std::slice::from_ref(&other), false).unwrap().remove(0).response.samples;
+    let c = f.forecast(vec![other.clone()]).remove(0).unwrap().samples;
     assert_ne!(a, c);
 }
 
 #[test]
 fn a_perturbed_engine_output_fails_naming_output_step_and_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut f = cpu_forecaster("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let path = find_cases(&root).unwrap().into_iter().find(|p| p.ends_with("mean_4v_groups.json")).unwrap();
     let case = GoldenCase::read(&path).unwrap();
-    let mut out = f.forecast(&[case.mean_request()], true).unwrap().remove(0);
+    let mut out = f.forecast_traced(vec![case.mean_request()], true).remove(0).unwrap();
     let tol = Tolerances::default();
     assert!(compare_forecast(&out, &case, &tol).unwrap().iter().all(|r| r.passed()));
     // One mixture location of variate 2, step 1, off by 0.01 (scaled units).

@@ -39,6 +39,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut prefill_ms = Vec::new();
     for (name, samples, horizon) in CASES {
         let req = ForecastRequest {
+            id: None,
+            strict_context: false,
+            context_cut: None,
             target: vec![series.clone()],
             id_mask: vec![0],
             horizon,

@@ -2,23 +2,36 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use engines::engine_bundle::EngineBundle;
-use engines::forecaster::Forecaster;
+use anyhow::{bail, Context};
+use engines::engine::{Engine, LoadOptions};
 use engines::request::{read_requests, responses_to_string, write_responses, Format, Limits, Overrides};
 
 use crate::cli::ForecastArgs;
 
 pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
-    let overrides =
-        Overrides { horizon: a.horizon, samples: a.samples, quantiles: a.quantiles.clone(), seed: a.seed };
-    engines::runtime::set_intra_threads(a.threads);
-    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
-        .with_context(|| format!("loading engine {}", a.engine.display()))?;
-    let max_samples = bundle.manifest().profiles.iter().map(|p| p.profile.samples).max().unwrap_or(0);
-    let reqs = read_requests(&a.input, None, &overrides, &Limits { max_samples })?;
-    let mut f = Forecaster::new(bundle);
-    let mut responses: Vec<_> = f.forecast(&reqs, false)?.into_iter().map(|f| f.response).collect();
+    let overrides = Overrides {
+        horizon: a.horizon,
+        samples: a.samples,
+        quantiles: a.quantiles.clone(),
+        seed: a.seed,
+        strict_context: None,
+    };
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, ..LoadOptions::default() };
+    let engine =
+        Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
+    let limits = Limits { max_samples: engine.info().limits.max_samples };
+    let mut reqs = read_requests(&a.input, None, &overrides, &limits)?;
+    // Every request is checked before any is run: a bad one stops the run with nothing written.
+    for (i, r) in reqs.iter_mut().enumerate() {
+        engine.admit(r, &format!("{} request {}", a.input.display(), i + 1))?;
+    }
+    let mut responses = Vec::with_capacity(reqs.len());
+    for (i, r) in engine.forecast(reqs).into_iter().enumerate() {
+        match r {
+            Ok(r) => responses.push(r),
+            Err(e) => bail!("{} request {}: {e}", a.input.display(), i + 1),
+        }
+    }
     if a.no_samples_output {
         for r in &mut responses {
             r.samples = None;

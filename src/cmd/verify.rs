@@ -2,8 +2,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use engines::engine_bundle::EngineBundle;
-use engines::forecaster::Forecaster;
+use engines::engine::{Engine, LoadOptions};
 use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
 
 use crate::cli::VerifyArgs;
@@ -21,9 +20,9 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     if cases.is_empty() {
         bail!("{} holds no golden case (*.json)", dir.display());
     }
-    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
-        .with_context(|| format!("loading engine {}", a.engine.display()))?;
-    let mut f = Forecaster::new(bundle);
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), ..LoadOptions::default() };
+    let engine =
+        Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
     let tol = Tolerances::default();
     println!(
         "{:<28} {:<12} {:>6} {:>10} {:>10} {:>9}  verdict",
@@ -33,7 +32,7 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     for path in &cases {
         let case = GoldenCase::read(path)?;
         let reports =
-            check_case(&mut f, &case, &tol).with_context(|| format!("running {}", path.display()))?;
+            check_case(&engine, &case, &tol).with_context(|| format!("running {}", path.display()))?;
         // One row per output: the worst step.
         // Output names in first-seen order (reports come step by step).
         let mut seen = std::collections::BTreeSet::new();

@@ -2,8 +2,8 @@
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
-use engines::engine_bundle::{build_engine, BuildOptions, EngineBundle};
-use engines::forecaster::Forecaster;
+use engines::engine::{Engine, LoadOptions};
+use engines::engine_bundle::{build_engine, BuildOptions};
 use exporter::export::{export, ExportOptions};
 use exporter::graph::CacheUpdate;
 use exporter::profile::ProfileSet;
@@ -12,8 +12,8 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Exports and builds `config`'s fixture checkpoint; returns a forecaster on the CPU engine.
-pub fn cpu_forecaster(config: &str, dir: &Path, cache_update: CacheUpdate) -> Forecaster {
+/// Exports and builds `config`'s fixture checkpoint; returns the loaded CPU engine.
+pub fn cpu_engine(config: &str, dir: &Path, cache_update: CacheUpdate) -> Engine {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
@@ -27,5 +27,5 @@ pub fn cpu_forecaster(config: &str, dir: &Path, cache_update: CacheUpdate) -> Fo
     export(&opts, &mut |_| {}).unwrap();
     let engine = dir.join("engine");
     build_engine(&bundle, &Target::cpu(Some(1)), &engine, &BuildOptions::default(), &mut |_| {}).unwrap();
-    Forecaster::new(EngineBundle::load(&engine, None).unwrap())
+    Engine::load(&engine, &LoadOptions::default()).unwrap()
 }
