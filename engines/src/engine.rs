@@ -144,6 +144,28 @@ impl Engine {
         &self.manifest
     }
 
+    /// Loads every graph of the engine and runs each once (a server calls this before it reports ready, so no
+    /// request pays for a first load). Returns how many graphs ran.
+    pub fn warm_up(&self) -> Result<usize> {
+        let mut forecaster = self.forecaster.lock().unwrap_or_else(|p| p.into_inner());
+        let profiles = self.manifest.profiles.clone();
+        for p in &profiles {
+            let req = ForecastRequest {
+                id: None,
+                target: vec![vec![Some(1.0); p.profile.context]; p.profile.variates],
+                id_mask: vec![0; p.profile.variates],
+                horizon: p.profile.horizon,
+                samples: p.profile.samples,
+                quantiles: Vec::new(),
+                seed: 0,
+                strict_context: false,
+                context_cut: None,
+            };
+            forecaster.forecast(std::slice::from_ref(&req), false)?;
+        }
+        Ok(2 * profiles.len())
+    }
+
     /// Checks `req` against the engine's limits and applies the context policy: a context longer than
     /// `max_context` keeps its last `max_context` points (recorded in `req.context_cut` and returned), unless
     /// `req.strict_context`. Admitting a request twice changes nothing. `at` names the request in errors.
