@@ -29,7 +29,7 @@ pub enum Command {
     Forecast(ForecastArgs),
     /// Check an engine against golden toto-ts outputs (its own golden set, or --fixtures DIR).
     Verify(VerifyArgs),
-    /// Benchmark an engine on the reference workloads, side by side with toto-ts if given its checkpoint.
+    /// Benchmark engines on reference workloads, interleaved, side by side with toto-ts if given its checkpoint.
     Bench(BenchArgs),
 }
 
@@ -75,6 +75,10 @@ pub struct BuildEngineArgs {
     /// Build only these profiles (repeatable; default: all).
     #[arg(long = "profile")]
     pub profiles: Vec<String>,
+    /// Memory the engine will have where it runs (weights + shape buckets), e.g. 8G; buckets that could never
+    /// fit are left out with a note. Default: 80% of this container's (or machine's) memory.
+    #[arg(long)]
+    pub memory_budget: Option<String>,
     /// Replace the output directory if it exists.
     #[arg(long)]
     pub force: bool,
@@ -111,6 +115,10 @@ pub struct ForecastArgs {
     /// CPU intra-op threads (default: physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Memory the engine may use (weights + shape buckets), e.g. 8G; larger calls run in several passes.
+    /// Default: 80% of this container's (or machine's) memory.
+    #[arg(long)]
+    pub memory_budget: Option<String>,
     #[command(flatten)]
     pub ort: OrtArgs,
 }
@@ -129,27 +137,38 @@ pub struct VerifyArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Engine bundle directory (CPU engine of the base model for the figures).
-    #[arg(long)]
-    pub engine: PathBuf,
-    /// Runs per case (the median is reported).
+    /// An engine to time, as LABEL=DIR (or DIR); repeatable: every workload runs on every engine that can serve
+    /// it, interleaved run by run, and the first engine is compared with the best of the others.
+    #[arg(long = "engine", required = true, value_name = "LABEL=DIR")]
+    pub engines: Vec<String>,
+    /// Timed runs per workload and engine (the median is reported).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Context points of the benchmark series.
+    /// Context points of every benchmark series.
     #[arg(long, default_value_t = 512)]
     pub context: usize,
-    /// The same checkpoint in HF layout: also time toto-ts eager (tests/reference/bench_reference.py) in this run.
+    /// The checkpoint the engines were exported from (HF layout): also time toto-ts eager on the same workloads
+    /// in this run.
     #[arg(long)]
     pub reference_checkpoint: Option<PathBuf>,
-    /// Python of the toto-ts venv (default: ~/.cache/totoc/reference-venv/bin/python).
+    /// Python of a venv with toto-ts 0.2.0 (default: ~/.cache/totoc/reference-venv/bin/python).
     #[arg(long)]
     pub reference_python: Option<PathBuf>,
-    /// CPU intra-op threads (default: physical cores).
+    /// CPU intra-op threads, for totoc and toto-ts alike (default: physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Write the results as JSON too.
+    /// Memory budget of each engine, e.g. 8G (default: 80% of this container's or machine's memory).
+    #[arg(long)]
+    pub memory_budget: Option<String>,
+    /// Skip the per-workload peak-RSS measurements (one child process each).
+    #[arg(long)]
+    pub no_rss: bool,
+    /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Internal: run one workload in this process and print its peak RSS (the parent's RSS probe).
+    #[arg(long, hide = true)]
+    pub rss_probe: Option<String>,
     #[command(flatten)]
     pub ort: OrtArgs,
 }

@@ -14,14 +14,22 @@
 //! * [`Engine::info`] says what the engine holds (model generation, point forecast, limits, target), which a
 //!   server reports as its model metadata.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::engine_bundle::{EngineBundle, EngineManifest};
+use exporter::bucket::Bucket;
+use exporter::signature::{self, GraphKind};
+
+use crate::engine_bundle::{EngineBundle, EngineGraph, EngineManifest};
 use crate::error::{Error, Result};
-use crate::forecaster::Forecaster;
+use crate::graph::GraphRunner;
+use crate::memory::human;
+use crate::plan::{Available, Pins, Shape};
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
-use crate::session::Forecast;
+use crate::rope;
+use crate::scaler::ScalerConfig;
+use crate::session::{self, Forecast, Graphs, HostConfig, RunRecord};
 
 /// How to load an engine.
 #[derive(Debug, Clone, Default)]
@@ -30,8 +38,8 @@ pub struct LoadOptions {
     pub ort_lib: Option<PathBuf>,
     /// CPU intra-op threads of the process (default: the engine's recorded count, else physical cores).
     pub threads: Option<usize>,
-    /// Bytes the engine may use for its graphs' buffers (KV caches, inputs, outputs); default: the memory
-    /// limit of this container (cgroup) or machine.
+    /// Bytes the engine may hold: its weights plus its loaded buckets (see [`crate::memory`]); default: 80% of
+    /// the memory limit of this container (cgroup) or machine.
     pub memory_budget: Option<u64>,
 }
 
@@ -91,12 +99,64 @@ pub struct EngineInfo {
     pub has_golden: bool,
 }
 
+/// Options of one [`Engine::forecast_with`] call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Keep each request's per-step mixture parameters (first path), as `totoc verify` compares them.
+    pub record_steps: bool,
+    /// Run only on these buckets (tests and diagnostics: the same request on a small and a large bucket).
+    pub pins: Pins,
+}
+
+/// What one bucket has run since the engine was loaded (a fixed-size record per bucket: nothing grows).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BucketStats {
+    /// The bucket's graph, e.g. `default.decode.n64.t13`.
+    pub name: String,
+    pub kind: GraphKind,
+    pub rows: usize,
+    pub slots: usize,
+    pub runs: u64,
+    /// Rows that held real work, summed over runs (occupancy = `rows_used / (runs × rows)`).
+    pub rows_used: u64,
+    pub seconds: f64,
+    /// Whether its buffers are allocated now.
+    pub loaded: bool,
+}
+
+/// One bucket the engine may run.
+struct Slot {
+    graph: EngineGraph,
+    profile: String,
+}
+
+/// A loaded bucket: its runner (`None` while a session holds it) and when it was last used.
+struct Loaded {
+    bucket: Bucket,
+    runner: Option<GraphRunner>,
+    memory: u64,
+    last_used: u64,
+}
+
+/// What calls share, behind the engine's lock.
+#[derive(Default)]
+struct Exec {
+    loaded: Vec<Loaded>,
+    tick: u64,
+    totals: HashMap<Bucket, (u64, u64, f64)>,
+    last_call: Vec<RunRecord>,
+}
+
 /// A loaded engine (see the module docs).
 pub struct Engine {
     dir: PathBuf,
     info: EngineInfo,
-    manifest: EngineManifest,
-    forecaster: Mutex<Forecaster>,
+    bundle: EngineBundle,
+    slots: HashMap<Bucket, Slot>,
+    available: Vec<Available>,
+    budget: u64,
+    scaler: ScalerConfig,
+    exec: Mutex<Exec>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -106,11 +166,41 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Opens the engine bundle at `dir` (every file hash-checked; see [`EngineBundle::load`]).
+    /// Opens the engine bundle at `dir` (every file hash-checked; see [`EngineBundle::load`]). No graph is
+    /// loaded yet: each bucket is loaded when a call first needs it (or by [`warm_up`](Self::warm_up)).
     pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self> {
         crate::runtime::set_intra_threads(opts.threads);
         let bundle = EngineBundle::load(dir, opts.ort_lib.as_deref())?;
         let manifest = bundle.manifest().clone();
+        let budget = opts.memory_budget.unwrap_or_else(crate::memory::default_budget);
+        if manifest.weights_bytes >= budget {
+            return Err(Error::Engine {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
+                    human(manifest.weights_bytes),
+                    human(budget)
+                ),
+            });
+        }
+        // Identical shapes in several profiles are one graph: keep the first.
+        let mut slots: HashMap<Bucket, Slot> = HashMap::new();
+        for (p, g) in manifest.graphs() {
+            slots
+                .entry(g.bucket)
+                .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
+        }
+        let available = usable_buckets(&slots, manifest.weights_bytes, budget);
+        if !available.iter().any(|a| a.bucket.kind == GraphKind::Prefill) {
+            return Err(Error::Engine {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "no bucket fits the memory budget ({}) beside the weights ({}); give a larger --memory-budget",
+                    human(budget),
+                    human(manifest.weights_bytes)
+                ),
+            });
+        }
         let max = |f: fn(&crate::engine_bundle::EngineProfile) -> usize| {
             manifest.profiles.iter().map(f).max().unwrap_or(0)
         };
@@ -120,16 +210,24 @@ impl Engine {
             max_horizon: max(|p| p.profile.horizon),
             max_samples: max(|p| p.profile.samples),
         };
-        let forecaster = Forecaster::new(bundle);
         let info = EngineInfo {
             model: ModelFamily::Toto1,
             target: manifest.target.name().to_string(),
             ort_version: manifest.ort_version.clone(),
-            label: forecaster.engine_label(),
+            label: format!("{} (onnxruntime {})", manifest.target.name(), manifest.ort_version),
             limits,
             has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
         };
-        Ok(Engine { dir: dir.to_path_buf(), info, manifest, forecaster: Mutex::new(forecaster) })
+        Ok(Engine {
+            dir: dir.to_path_buf(),
+            info,
+            scaler: scaler_config(&manifest.model),
+            bundle,
+            slots,
+            available,
+            budget,
+            exec: Mutex::new(Exec::default()),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -141,78 +239,313 @@ impl Engine {
     }
 
     pub fn manifest(&self) -> &EngineManifest {
-        &self.manifest
+        self.bundle.manifest()
     }
 
-    /// Loads every graph of the engine and runs each once (a server calls this before it reports ready, so no
-    /// request pays for a first load). Returns how many graphs ran.
+    /// The memory budget this engine keeps to (bytes: weights + loaded buckets).
+    pub fn memory_budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The buckets this engine runs calls on (those whose buffers fit its budget beside the weights).
+    pub fn buckets(&self) -> Vec<Bucket> {
+        self.available.iter().map(|a| a.bucket).collect()
+    }
+
+    /// Loads every bucket and runs each once on placeholder inputs (a server calls this before it reports
+    /// ready, so no request pays for a first load). Buckets are evicted again as the budget requires. Returns
+    /// how many buckets ran.
     pub fn warm_up(&self) -> Result<usize> {
-        let mut forecaster = self.forecaster.lock().unwrap_or_else(|p| p.into_inner());
-        let profiles = self.manifest.profiles.clone();
-        for p in &profiles {
-            let req = ForecastRequest {
-                id: None,
-                target: vec![vec![Some(1.0); p.profile.context]; p.profile.variates],
-                id_mask: vec![0; p.profile.variates],
-                horizon: p.profile.horizon,
-                samples: p.profile.samples,
-                quantiles: Vec::new(),
-                seed: 0,
-                strict_context: false,
-                context_cut: None,
-            };
-            forecaster.forecast(std::slice::from_ref(&req), false)?;
+        let mut exec = self.lock();
+        let mut buckets = self.buckets();
+        buckets.sort();
+        for &b in &buckets {
+            let mut pool = Pool { engine: self, exec: &mut exec };
+            let mut runner = pool.take(b, &[])?;
+            let result = warm(&mut runner, b);
+            pool.put(b, runner);
+            result?;
         }
-        Ok(2 * profiles.len())
+        Ok(buckets.len())
     }
 
     /// Checks `req` against the engine's limits and applies the context policy: a context longer than
     /// `max_context` keeps its last `max_context` points (recorded in `req.context_cut` and returned), unless
     /// `req.strict_context`. Admitting a request twice changes nothing. `at` names the request in errors.
     pub fn admit(&self, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
-        admit(&self.info.limits, req, at)
+        admit(&self.info.limits, req, at)?;
+        crate::plan::fits(&self.shape(req), &self.available, Pins::default())
+            .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
+        Ok(req.context_cut)
     }
 
     /// Forecasts a group of requests: one result per request, in order (see the module docs). Each request is
     /// admitted first ([`admit`](Self::admit)), so a context cut is reported in its response.
     pub fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<Result<ForecastResponse>> {
-        self.forecast_traced(reqs, false).into_iter().map(|r| r.map(|f| f.response)).collect()
+        self.forecast_with(reqs, RunOptions::default()).into_iter().map(|r| r.map(|f| f.response)).collect()
     }
 
     /// [`forecast`](Self::forecast), keeping each request's per-step mixture parameters (first path) for
     /// equivalence checks (`totoc verify`).
     pub fn forecast_traced(&self, reqs: Vec<ForecastRequest>, record_steps: bool) -> Vec<Result<Forecast>> {
+        self.forecast_with(reqs, RunOptions { record_steps, ..RunOptions::default() })
+    }
+
+    /// [`forecast`](Self::forecast) with [`RunOptions`].
+    pub fn forecast_with(&self, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
         let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
         let mut admitted = Vec::new();
         let mut index = Vec::new();
-        let mut forecaster = self.forecaster.lock().unwrap_or_else(|p| p.into_inner());
         for (i, mut req) in reqs.into_iter().enumerate() {
             let at = format!("request {}", i + 1);
-            let admitted_req =
-                self.admit(&mut req, &at).and_then(|_| forecaster.choose_profile(&req).map(|_| ()));
-            match admitted_req {
-                Ok(()) => {
+            let checked = admit(&self.info.limits, &mut req, &at).and_then(|_| {
+                crate::plan::fits(&self.shape(&req), &self.available, opts.pins)
+                    .map_err(|why| Error::Unservable { at: at.clone(), why })
+            });
+            match checked {
+                Ok(_) => {
                     admitted.push(req);
                     index.push(i);
                 }
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
-        match forecaster.forecast(&admitted, record_steps) {
-            Ok(results) => {
-                for ((i, mut f), req) in index.into_iter().zip(results).zip(&admitted) {
-                    f.response.context_truncated = req.context_cut;
-                    out[i] = Some(Ok(f));
+        if !admitted.is_empty() {
+            let shapes: Vec<Shape> = admitted.iter().map(|r| self.shape(r)).collect();
+            let results = match crate::plan::plan(&shapes, &self.available, opts.pins) {
+                Ok(plan) => {
+                    let d = self.manifest().profiles.first().and_then(|p| p.graphs.first()).map(|g| g.dims);
+                    let cfg = HostConfig {
+                        scaler: &self.scaler,
+                        patch: self.manifest().model.patch_size,
+                        head_dim: d.map_or(0, |d| d.head_dim),
+                        components: d.map_or(0, |d| d.components),
+                        engine: &self.info.label,
+                        record_steps: opts.record_steps,
+                    };
+                    let mut exec = self.lock();
+                    exec.last_call.clear();
+                    let mut pool = Pool { engine: self, exec: &mut exec };
+                    session::run(&plan, &admitted, &cfg, &mut pool)
                 }
-            }
-            Err(e) => {
-                let message = e.to_string();
-                for i in index {
-                    out[i] = Some(Err(Error::Session { graph: "forecast".into(), message: message.clone() }));
+                Err(e) => {
+                    let message = e.to_string();
+                    admitted
+                        .iter()
+                        .map(|_| Err(Error::Session { graph: "plan".into(), message: message.clone() }))
+                        .collect()
                 }
+            };
+            for (i, r) in index.into_iter().zip(results) {
+                out[i] = Some(r);
             }
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    /// The graph runs of the last call (bounded by that call's size).
+    pub fn last_call(&self) -> Vec<RunRecord> {
+        self.lock().last_call.clone()
+    }
+
+    /// What each bucket has run so far (one fixed-size record per bucket).
+    pub fn bucket_stats(&self) -> Vec<BucketStats> {
+        let exec = self.lock();
+        let mut v: Vec<BucketStats> = self
+            .available
+            .iter()
+            .map(|a| {
+                let (runs, rows_used, seconds) = exec.totals.get(&a.bucket).copied().unwrap_or_default();
+                BucketStats {
+                    name: self.label(a.bucket).0,
+                    kind: a.bucket.kind,
+                    rows: a.bucket.rows,
+                    slots: a.bucket.slots,
+                    runs,
+                    rows_used,
+                    seconds,
+                    loaded: exec.loaded.iter().any(|l| l.bucket == a.bucket),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn shape(&self, req: &ForecastRequest) -> Shape {
+        let p = self.manifest().model.patch_size;
+        Shape {
+            variates: req.variates(),
+            slots: req.context_len().div_ceil(p).max(1),
+            steps: req.horizon.div_ceil(p).max(1),
+            paths: req.samples.max(1),
+        }
+    }
+
+    fn label(&self, bucket: Bucket) -> (String, String) {
+        match self.slots.get(&bucket) {
+            Some(s) => {
+                (s.graph.file.strip_suffix(".onnx").unwrap_or(&s.graph.file).to_string(), s.profile.clone())
+            }
+            None => (format!("{bucket:?}"), String::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Exec> {
+        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The buckets whose buffers fit the budget beside the weights: prefill buckets on their own, decode buckets
+/// together with the largest usable prefill (a pass holds both while it prefills).
+fn usable_buckets(slots: &HashMap<Bucket, Slot>, weights: u64, budget: u64) -> Vec<Available> {
+    let room = budget.saturating_sub(weights);
+    let prefill: Vec<Available> = slots
+        .values()
+        .filter(|s| s.graph.bucket.kind == GraphKind::Prefill && s.graph.memory_bytes <= room)
+        .map(|s| Available { bucket: s.graph.bucket, memory_bytes: s.graph.memory_bytes })
+        .collect();
+    let largest_prefill = prefill.iter().map(|a| a.memory_bytes).max().unwrap_or(0);
+    let mut out: Vec<Available> = slots
+        .values()
+        .filter(|s| {
+            s.graph.bucket.kind == GraphKind::Decode && s.graph.memory_bytes + largest_prefill <= room
+        })
+        .map(|s| Available { bucket: s.graph.bucket, memory_bytes: s.graph.memory_bytes })
+        .chain(prefill)
+        .collect();
+    out.sort_by_key(|a| a.bucket);
+    out
+}
+
+/// The engine's buckets as a session sees them: loaded on demand, least recently used evicted to stay within
+/// the budget.
+struct Pool<'e> {
+    engine: &'e Engine,
+    exec: &'e mut Exec,
+}
+
+impl Graphs for Pool<'_> {
+    fn take(&mut self, bucket: Bucket, keep: &[Bucket]) -> Result<GraphRunner> {
+        self.exec.tick += 1;
+        let tick = self.exec.tick;
+        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
+            l.last_used = tick;
+            return l.runner.take().ok_or_else(|| Error::Session {
+                graph: self.engine.label(bucket).0,
+                message: "already in use by this call".into(),
+            });
+        }
+        let slot = self.engine.slots.get(&bucket).ok_or_else(|| Error::Session {
+            graph: format!("{bucket:?}"),
+            message: "not a bucket of this engine".into(),
+        })?;
+        let need = slot.graph.memory_bytes;
+        let weights = self.engine.manifest().weights_bytes;
+        loop {
+            let used: u64 = self.exec.loaded.iter().map(|l| l.memory).sum();
+            if weights + used + need <= self.engine.budget {
+                break;
+            }
+            let victim = self
+                .exec
+                .loaded
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.runner.is_some() && !keep.contains(&l.bucket))
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => drop(self.exec.loaded.swap_remove(i)),
+                None => {
+                    return Err(Error::Engine {
+                        path: self.engine.dir.clone(),
+                        message: format!(
+                        "bucket {} needs {} beside the weights ({}) and the buckets in use ({}): over the \
+                             memory budget ({}); give a larger --memory-budget",
+                        self.engine.label(bucket).0,
+                        human(need),
+                        human(weights),
+                        human(used),
+                        human(self.engine.budget)
+                    ),
+                    })
+                }
+            }
+        }
+        let runner = self.engine.bundle.load_graph(&slot.graph)?;
+        self.exec.loaded.push(Loaded { bucket, runner: None, memory: need, last_used: tick });
+        Ok(runner)
+    }
+
+    fn put(&mut self, bucket: Bucket, runner: GraphRunner) {
+        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
+            l.runner = Some(runner);
+        }
+    }
+
+    fn record(&mut self, run: RunRecord) {
+        let t = self.exec.totals.entry(run.bucket).or_default();
+        t.0 += 1;
+        t.1 += run.rows_used as u64;
+        t.2 += run.seconds;
+        self.exec.last_call.push(run);
+    }
+
+    fn label(&self, bucket: Bucket) -> (String, String) {
+        self.engine.label(bucket)
+    }
+}
+
+/// Runs a bucket once on placeholder inputs: zero patches, one group per row, every row at slot 0 with valid
+/// rotary tables (so the run computes finite values end to end).
+fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
+    let dh = runner
+        .inputs()
+        .find(|s| s.name == signature::ROPE_COS)
+        .and_then(|s| s.shape.last().copied())
+        .unwrap_or(0);
+    runner.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    for (r, g) in runner.input_mut::<i64>(signature::GROUP_ID)?.iter_mut().enumerate() {
+        *g = r as i64;
+    }
+    let n = bucket.rows;
+    let (width, index) = match bucket.kind {
+        GraphKind::Prefill => (bucket.slots * dh, signature::LAST_INDEX),
+        GraphKind::Decode => (dh, signature::WRITE_POS),
+    };
+    runner.input_mut::<i64>(index)?.fill(0);
+    let mut tables = [vec![0f32; n * width], vec![0f32; n * width], vec![0f32; n * width]];
+    for r in 0..n {
+        let span = r * width..(r + 1) * width;
+        let [c, s, x] = &mut tables;
+        match bucket.kind {
+            GraphKind::Prefill => rope::fill_prefill(
+                bucket.slots,
+                1,
+                dh,
+                &mut c[span.clone()],
+                &mut s[span.clone()],
+                &mut x[span],
+            ),
+            GraphKind::Decode => {
+                rope::fill_decode(0, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span])
+            }
+        }
+    }
+    for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
+        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+    }
+    runner.run()
+}
+
+/// The host scaler's settings from the model config.
+pub fn scaler_config(model: &exporter::config::ModelConfig) -> ScalerConfig {
+    ScalerConfig {
+        patch: model.patch_size,
+        min_scale: 0.1,
+        stabilize_with_global: model.stabilize_with_global,
+        scale_factor_exponent: model.scale_factor_exponent,
     }
 }
 
@@ -304,6 +637,8 @@ mod tests {
 
     #[test]
     fn engines_are_shareable_between_threads() {
+        fn send<T: Send>() {}
+        send::<GraphRunner>();
         fn sync<T: Send + Sync>() {}
         sync::<Engine>();
     }

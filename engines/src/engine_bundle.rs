@@ -1,45 +1,51 @@
 //! Engine bundles: `totoc build-engine` turns a verified export bundle into a directory of graphs ready for one
-//! target, and [`EngineBundle`] loads it back (hash-checked) and creates each profile's [`GraphRunner`]s lazily.
+//! target, and [`EngineBundle`] loads it back (every file hash-checked) and loads each bucket's graph on demand.
 //!
 //! Layout (written atomically through a staging directory):
 //! ```text
-//! manifest.json                 format totoc-engine/1: target, session options, source bundle hash and
-//!                               signatures, sha256 + size of every other file
-//! weights.opt.bin               CPU/CUDA: every weight of every optimised graph once (content-deduplicated)
-//! <profile>.<graph>.opt.onnx    CPU/CUDA: ONNX Runtime's optimised graph (level Extended), weights external
-//! <profile>.<graph>.trt_ctx.onnx  TensorRT: EPContext model (embed_mode 0) ...
-//! trt/                            ... and the TensorRT engines + timing cache it points to
+//! manifest.json                           format totoc-engine/2: target, session options, memory budget, source
+//!                                         bundle hash, every bucket's graph and memory need, sha256 + size of
+//!                                         every other file
+//! weights.fp32.bin                        CPU/CUDA: the export's weights, once for every bucket
+//! <profile>.<kind>.n<N>.<s|t><S>.onnx     CPU/CUDA: each bucket's graph, optimised by ONNX Runtime when loaded
+//! <stem>.trt_ctx.onnx + trt/              TensorRT: EPContext model (embed_mode 0) and the engine it points to
+//! golden/*.json                           the export's golden cases, for `totoc verify`
 //! ```
-//! ONNX Runtime writes one weight file per optimised graph (`session.optimized_model_external_initializers_file_name`,
-//! initializers ≥ 1 KiB; ~0.93 MB per graph for the tiny test model, i.e. the whole model once per graph). The
-//! prefill and decode graphs hold the same weights under the same names, so the build merges them into one
-//! content-addressed `weights.opt.bin` and points every optimised graph at it; each rewritten graph is then
-//! checked against ONNX Runtime's own file on a deterministic input (bit-for-bit) before it is kept.
+//! CPU and CUDA engines keep the exported graphs: ONNX Runtime's optimised graph runs no faster when it is saved
+//! than when it is made at load (measured on the base model: prefill 47 vs 48 ms, decode 35 vs 35 ms), while
+//! saving it wrote a full weight copy per graph — with a dozen buckets per profile, gigabytes of build output and
+//! minutes of build time for nothing. The build instead checks every bucket: it loads it with the shared weights
+//! and requires the graph's I/O to be the manifest's, and drops buckets that could never fit the memory budget
+//! (with a note). Weights exist once on disk and, when loaded, once in memory however many buckets there are
+//! (see [`crate::graph::SharedWeights`]).
 
-use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use exporter::bucket::Bucket;
 use exporter::config::ModelConfig;
-use exporter::export::GOLDEN_DIR;
-use exporter::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
-use exporter::manifest::{file_entries, verify_files, CheckpointInfo, FileEntry, Manifest, MANIFEST_FILE};
-use exporter::pb::{tensor_proto, ModelProto, StringStringEntryProto};
+use exporter::export::{GOLDEN_DIR, WEIGHTS_FP32};
+use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
+use exporter::manifest::{
+    file_entries, format_mismatch, verify_files, CheckpointInfo, FileEntry, FormatTag, Manifest,
+    MANIFEST_FILE,
+};
+use exporter::pb::ModelProto;
 use exporter::profile::Profile;
-use exporter::signature::{DType, Dims, GraphKind, TensorSig};
+use exporter::signature::{DType, GraphDims, TensorSig};
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, session_config, SessionConfig, Stage, Target};
 use crate::error::{Error, Result};
-use crate::graph::{CacheMode, GraphRunner, ProviderNodes, SharedWeights};
+use crate::graph::{GraphRunner, ProviderNodes, SharedWeights};
+use crate::memory::human;
 use crate::runtime::{self, Runtime};
 
 /// Format tag of engine bundles.
-pub const ENGINE_FORMAT: &str = "totoc-engine/1";
-/// The merged weight file of CPU/CUDA engines.
-pub const ENGINE_WEIGHTS: &str = "weights.opt.bin";
+pub const ENGINE_FORMAT: &str = "totoc-engine/2";
+/// Version number of [`ENGINE_FORMAT`] (`format_version` in the manifest).
+pub const ENGINE_FORMAT_VERSION: u32 = 2;
 
 /// Where an engine came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,50 +59,59 @@ pub struct SourceBundle {
     pub cache_update: String,
 }
 
-/// One graph of an engine profile.
+/// One bucket's graph in an engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineGraph {
-    pub kind: GraphKind,
+    pub bucket: Bucket,
+    pub dims: GraphDims,
     /// The model to load, relative to the bundle.
     pub file: String,
     /// The export bundle's graph it was built from.
     pub source_file: String,
+    /// Estimated bytes of the bucket's buffers when loaded (`Bucket::memory_bytes`).
+    pub memory_bytes: u64,
     pub inputs: Vec<TensorSig>,
     pub outputs: Vec<TensorSig>,
-    /// Session settings used to build it (paths relative to the bundle, as `./...`).
-    pub build_session: SessionConfig,
-    /// Session settings it is loaded with (same convention; re-derived from the target at load).
+    /// Session settings it is loaded with (paths relative to the bundle, as `./...`; re-derived at load).
     pub load_session: SessionConfig,
-    /// Nodes per execution provider as ONNX Runtime assigned them when the build loaded the result (empty if
-    /// the build could not load it, e.g. TensorRT engines are only checked on their GPU).
+    /// Nodes per execution provider as ONNX Runtime assigned them when the build loaded it (empty if the build
+    /// could not load it here, e.g. GPU engines built on a machine without the GPU).
     pub providers: Vec<ProviderNodes>,
 }
 
-/// One profile of an engine.
+/// One profile of an engine: its bounds and the buckets kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineProfile {
     pub profile: Profile,
-    pub dims: Dims,
     pub graphs: Vec<EngineGraph>,
 }
 
-impl EngineProfile {
-    pub fn graph(&self, kind: GraphKind) -> Option<&EngineGraph> {
-        self.graphs.iter().find(|g| g.kind == kind)
-    }
+/// A bucket `build-engine` left out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedBucket {
+    pub profile: String,
+    pub bucket: Bucket,
+    pub memory_bytes: u64,
+    pub reason: String,
 }
 
 /// `manifest.json` of an engine bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineManifest {
     pub format: String,
+    pub format_version: u32,
     pub totoc_version: String,
     /// ONNX Runtime version that built it (TensorRT engines only load with the same one).
     pub ort_version: String,
     pub target: Target,
     pub source: SourceBundle,
     pub model: ModelConfig,
+    /// Bytes of the weights every bucket shares.
+    pub weights_bytes: u64,
+    /// The memory budget the engine was built for (buckets beyond it were dropped).
+    pub memory_budget: u64,
     pub profiles: Vec<EngineProfile>,
+    pub dropped: Vec<DroppedBucket>,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
 }
@@ -106,24 +121,31 @@ impl EngineManifest {
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let m: EngineManifest = serde_json::from_str(&text).map_err(|e| Error::Engine {
+        let not_engine = |e: serde_json::Error| Error::Engine {
             path: path.clone(),
             message: format!("not a totoc engine manifest ({e}); build one with `totoc build-engine`"),
-        })?;
-        if m.format != ENGINE_FORMAT {
+        };
+        let tag: FormatTag = serde_json::from_str(&text).map_err(not_engine)?;
+        if tag.format.starts_with("totoc-export/") {
             return Err(Error::Engine {
                 path,
                 message: format!(
-                    "engine format {:?}, this totoc reads {ENGINE_FORMAT:?}; rebuild the engine",
-                    m.format
+                    "this is an export bundle, not an engine: build an engine from it with `totoc build-engine \
+                     --artifacts {} --out ENGINE`",
+                    dir.display()
                 ),
             });
         }
-        Ok(m)
+        if tag.format != ENGINE_FORMAT {
+            let message = format_mismatch("engine bundle", &tag.format, ENGINE_FORMAT, "totoc build-engine");
+            return Err(Error::Engine { path, message });
+        }
+        serde_json::from_str(&text).map_err(not_engine)
     }
 
-    pub fn profile(&self, name: &str) -> Option<&EngineProfile> {
-        self.profiles.iter().find(|p| p.profile.name == name)
+    /// Every bucket graph of every profile.
+    pub fn graphs(&self) -> impl Iterator<Item = (&EngineProfile, &EngineGraph)> {
+        self.profiles.iter().flat_map(|p| p.graphs.iter().map(move |g| (p, g)))
     }
 }
 
@@ -136,20 +158,19 @@ pub struct BuildOptions {
     pub profiles: Vec<String>,
     /// Replace a non-empty output directory.
     pub force: bool,
+    /// Bytes the engine may use (weights + loaded buckets); default [`crate::memory::default_budget`].
+    pub memory_budget: Option<u64>,
 }
 
 /// Progress of a build.
 #[derive(Debug, Clone)]
 pub enum BuildEvent {
-    /// The export bundle verified; `graphs` graphs to build.
+    /// The export bundle verified; `graphs` bucket graphs to build.
     Start { graphs: usize },
-    /// One graph optimised/compiled.
-    Graph { file: String, seconds: f64 },
-    /// Weights of the optimised graphs merged into one file: `unique_bytes` now in [`ENGINE_WEIGHTS`] (each
-    /// tensor once), `merged_bytes` in the per-graph files ONNX Runtime wrote before merging.
-    Weights { unique_bytes: u64, merged_bytes: u64 },
-    /// A built graph loaded back and checked.
-    Checked { file: String },
+    /// A bucket left out: its buffers plus the weights exceed the budget.
+    Dropped { file: String, memory_bytes: u64, budget: u64 },
+    /// One graph built and checked (`index` of `total`, from 1).
+    Graph { file: String, seconds: f64, index: usize, total: usize },
 }
 
 /// Builds an engine bundle for `target` from the export bundle at `artifacts` into `out`.
@@ -165,11 +186,6 @@ pub fn build_engine(
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
     check_precision(target, source.precision, artifacts)?;
     let rt = runtime::init(options.ort_lib.as_deref())?;
-    let selected: Vec<_> = source
-        .profiles
-        .iter()
-        .filter(|p| options.profiles.is_empty() || options.profiles.contains(&p.profile.name))
-        .collect();
     if let Some(missing) = options.profiles.iter().find(|n| source.profile(n).is_none()) {
         return Err(Error::Engine {
             path: artifacts.to_path_buf(),
@@ -179,57 +195,127 @@ pub fn build_engine(
             ),
         });
     }
+    let selected: Vec<_> = source
+        .profiles
+        .iter()
+        .filter(|p| options.profiles.is_empty() || options.profiles.contains(&p.profile.name))
+        .collect();
+    let budget = options.memory_budget.unwrap_or_else(crate::memory::default_budget);
+    let weights_bytes =
+        source.files.iter().find(|f| f.path == WEIGHTS_FP32).map(|f| f.bytes).ok_or_else(|| {
+            Error::Engine {
+                path: artifacts.to_path_buf(),
+                message: format!("the export bundle lists no {WEIGHTS_FP32}; re-export it"),
+            }
+        })?;
+    if weights_bytes >= budget {
+        return Err(Error::Engine {
+            path: artifacts.to_path_buf(),
+            message: format!(
+                "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
+                human(weights_bytes),
+                human(budget)
+            ),
+        });
+    }
     let stage = StagingDir::new(out, options.force)?;
-    progress(BuildEvent::Start { graphs: selected.len() * GraphKind::ALL.len() });
 
-    let mut profiles = Vec::new();
+    // Which buckets to keep: every one whose buffers fit beside the weights.
+    let mut dropped = Vec::new();
+    let mut kept: Vec<(&Profile, Vec<&exporter::manifest::GraphEntry>)> = Vec::new();
     for p in &selected {
         let mut graphs = Vec::new();
         for g in &p.graphs {
-            let stem = g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string();
-            let t = Instant::now();
-            let file = build_graph(rt, target, &artifacts.join(&g.file), stage.path(), &stem)?;
-            progress(BuildEvent::Graph { file: g.file.clone(), seconds: t.elapsed().as_secs_f64() });
-            graphs.push(EngineGraph {
-                kind: g.kind,
-                file,
-                source_file: g.file.clone(),
-                inputs: g.inputs.clone(),
-                outputs: g.outputs.clone(),
-                build_session: session_config(target, &Stage::Build { out_dir: ".".into(), stem }),
-                load_session: session_config(target, &Stage::Load { bundle_dir: ".".into() }),
-                providers: Vec::new(),
-            });
-        }
-        profiles.push(EngineProfile { profile: p.profile.clone(), dims: p.dims, graphs });
-    }
-
-    if !matches!(target, Target::TensorRt { .. }) {
-        let models: Vec<String> =
-            profiles.iter().flat_map(|p| p.graphs.iter().map(|g| g.file.clone())).collect();
-        let (unique, merged) = merge_weights(rt, target, stage.path(), &models)?;
-        progress(BuildEvent::Weights { unique_bytes: unique, merged_bytes: merged });
-    }
-
-    // Load every built graph back on this machine (where its provider exists) to record what ran where.
-    if provider_present(rt, target) {
-        let cfg = session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() });
-        let weights = SharedWeights::new(rt);
-        for p in &mut profiles {
-            for g in &mut p.graphs {
-                let r = GraphRunner::load(
-                    rt,
-                    &stage.path().join(&g.file),
-                    &g.file,
-                    target,
-                    &cfg,
-                    Some(&weights),
-                )?;
-                check_signature(&r, g, &stage.path().join(&g.file))?;
-                g.providers = r.providers().to_vec();
-                progress(BuildEvent::Checked { file: g.file.clone() });
+            if weights_bytes + g.memory_bytes > budget {
+                progress(BuildEvent::Dropped { file: g.file.clone(), memory_bytes: g.memory_bytes, budget });
+                dropped.push(DroppedBucket {
+                    profile: p.profile.name.clone(),
+                    bucket: g.bucket,
+                    memory_bytes: g.memory_bytes,
+                    reason: format!(
+                        "its buffers ({}) and the weights ({}) exceed the memory budget ({})",
+                        human(g.memory_bytes),
+                        human(weights_bytes),
+                        human(budget)
+                    ),
+                });
+            } else {
+                graphs.push(g);
             }
         }
+        if !graphs.iter().any(|g| g.bucket.kind == exporter::signature::GraphKind::Prefill) {
+            return Err(Error::Engine {
+                path: artifacts.to_path_buf(),
+                message: format!(
+                    "no prefill bucket of profile {:?} fits the memory budget ({}); give a larger --memory-budget",
+                    p.profile.name,
+                    human(budget)
+                ),
+            });
+        }
+        kept.push((&p.profile, graphs));
+    }
+    let total: usize = kept.iter().map(|(_, g)| g.len()).sum();
+    progress(BuildEvent::Start { graphs: total });
+
+    if !matches!(target, Target::TensorRt { .. }) {
+        let (from, to) = (artifacts.join(WEIGHTS_FP32), stage.path().join(WEIGHTS_FP32));
+        std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+    }
+    let load_cfg = session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() });
+    // A GPU engine is built where its provider runs (TensorRT compiles for the GPU at hand, and every graph is
+    // checked by loading it): registering the provider says what is missing, before anything is written.
+    backend::session_builder(rt, target, &load_cfg)?;
+    let check = provider_present(rt, target);
+    let weights = SharedWeights::new(rt);
+    let mut profiles = Vec::new();
+    let mut index = 0;
+    for (profile, graphs) in kept {
+        let mut out_graphs = Vec::new();
+        for g in graphs {
+            index += 1;
+            let t = Instant::now();
+            let stem = g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string();
+            let file = match target {
+                Target::TensorRt { .. } => {
+                    build_tensorrt(rt, target, &artifacts.join(&g.file), stage.path(), &stem)?
+                }
+                _ => {
+                    let to = stage.path().join(&g.file);
+                    std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
+                    g.file.clone()
+                }
+            };
+            let mut entry = EngineGraph {
+                bucket: g.bucket,
+                dims: g.dims,
+                file,
+                source_file: g.file.clone(),
+                memory_bytes: g.memory_bytes,
+                inputs: g.inputs.clone(),
+                outputs: g.outputs.clone(),
+                load_session: session_config(target, &Stage::Load { bundle_dir: ".".into() }),
+                providers: Vec::new(),
+            };
+            // Load it back where its provider exists: the graph must load and its I/O must be the manifest's.
+            // The runner (and its buffers) is dropped at once, so the check never holds more than one bucket.
+            if check {
+                let path = stage.path().join(&entry.file);
+                let r = weights.trim_while(|| {
+                    GraphRunner::load(rt, &path, &entry.file, target, &load_cfg, Some(&weights))
+                })?;
+                check_signature(&r, &entry, &path)?;
+                entry.providers = r.providers().to_vec();
+            }
+            progress(BuildEvent::Graph {
+                file: entry.file.clone(),
+                seconds: t.elapsed().as_secs_f64(),
+                index,
+                total,
+            });
+            out_graphs.push(entry);
+        }
+        profiles.push(EngineProfile { profile: profile.clone(), graphs: out_graphs });
     }
 
     // The export's golden toto-ts cases travel with the engine, so `totoc verify --engine` works anywhere.
@@ -241,6 +327,7 @@ pub fn build_engine(
     let files = bundle_files(stage.path())?;
     let manifest = EngineManifest {
         format: ENGINE_FORMAT.into(),
+        format_version: ENGINE_FORMAT_VERSION,
         totoc_version: env!("CARGO_PKG_VERSION").into(),
         ort_version: rt.version().to_string(),
         target: target.clone(),
@@ -253,7 +340,10 @@ pub fn build_engine(
             cache_update: source.cache_update.clone(),
         },
         model: source.model.clone(),
+        weights_bytes,
+        memory_budget: budget,
         profiles,
+        dropped,
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
@@ -269,9 +359,9 @@ fn check_precision(target: &Target, precision: DType, artifacts: &Path) -> Resul
             return Err(Error::Engine {
                 path: artifacts.to_path_buf(),
                 message: format!(
-                    "TensorRT fp16_graph={fp16_graph} but the export bundle's graphs are {precision:?}: TensorRT 11 \
-                     has no fp16 builder flag, half precision must come from the exported graph (export it in fp16, \
-                     or build with fp16_graph={graph_fp16})"
+                    "TensorRT fp16_graph={fp16_graph} but the export bundle's graphs are {precision:?}: half \
+                     precision must come from the exported graph (export it in fp16, or build with \
+                     fp16_graph={graph_fp16})"
                 ),
             });
         }
@@ -287,47 +377,34 @@ fn provider_present(rt: &Runtime, target: &Target) -> bool {
     }
 }
 
-/// Optimises/compiles one graph into `out`; returns the file to load, relative to `out`.
-fn build_graph(rt: &Runtime, target: &Target, model: &Path, out: &Path, stem: &str) -> Result<String> {
+/// Builds the TensorRT engine of one graph as an EPContext model in `out`; returns its file, relative to `out`.
+fn build_tensorrt(rt: &Runtime, target: &Target, model: &Path, out: &Path, stem: &str) -> Result<String> {
     let mut cfg =
         session_config(target, &Stage::Build { out_dir: out.to_path_buf(), stem: stem.to_string() });
     let graph_err = |message: String| Error::Session { graph: stem.to_string(), message };
-    match target {
-        Target::Cpu { .. } | Target::Cuda { .. } => {
-            let file = backend::optimized_model_file(stem);
-            let mut b = backend::session_builder(rt, target, &cfg)?
-                .with_optimized_model_path(out.join(&file))
-                .map_err(|e| graph_err(format!("setting the optimised model path: {e}")))?;
-            b.commit_from_file(model)
-                .map_err(|e| graph_err(format!("optimising {}: {e}", model.display())))?;
-            Ok(file)
-        }
-        Target::TensorRt { .. } => {
-            // Any node TensorRT does not take keeps its weights in a file next to the EPContext model.
-            cfg.config_entries.push((
-                "ep.context_model_external_initializers_file_name".into(),
-                format!("{stem}.trt_ctx.weights.bin"),
-            ));
-            std::fs::create_dir_all(out.join("trt")).map_err(|e| Error::io(&out.join("trt"), e))?;
-            let mut b = backend::session_builder(rt, target, &cfg)?;
-            b.commit_from_file(model)
-                .map_err(|e| graph_err(format!("building TensorRT engines for {}: {e}", model.display())))?;
-            let file = backend::ep_context_file(stem);
-            let ctx = out.join(&file);
-            if !ctx.exists() {
-                return Err(graph_err(format!(
-                    "TensorRT did not write the EPContext model {file} (is the whole graph supported by TensorRT?)"
-                )));
-            }
-            let mut model = ModelProto::decode(&*std::fs::read(&ctx).map_err(|e| Error::io(&ctx, e))?)
-                .map_err(|e| graph_err(format!("reading the EPContext model {file}: {e}")))?;
-            let roots = [out.to_path_buf(), out.canonicalize().unwrap_or_else(|_| out.to_path_buf())];
-            if relativize_ep_cache_paths(&mut model, &roots).map_err(graph_err)? {
-                write_atomic(&ctx, &model.encode_to_vec())?;
-            }
-            Ok(file)
-        }
+    // Any node TensorRT does not take keeps its weights in a file next to the EPContext model.
+    cfg.config_entries.push((
+        "ep.context_model_external_initializers_file_name".into(),
+        format!("{stem}.trt_ctx.weights.bin"),
+    ));
+    std::fs::create_dir_all(out.join("trt")).map_err(|e| Error::io(&out.join("trt"), e))?;
+    let mut b = backend::session_builder(rt, target, &cfg)?;
+    b.commit_from_file(model)
+        .map_err(|e| graph_err(format!("building TensorRT engines for {}: {e}", model.display())))?;
+    let file = backend::ep_context_file(stem);
+    let ctx = out.join(&file);
+    if !ctx.exists() {
+        return Err(graph_err(format!(
+            "TensorRT did not write the EPContext model {file} (is the whole graph supported by TensorRT?)"
+        )));
     }
+    let mut model = ModelProto::decode(&*std::fs::read(&ctx).map_err(|e| Error::io(&ctx, e))?)
+        .map_err(|e| graph_err(format!("reading the EPContext model {file}: {e}")))?;
+    let roots = [out.to_path_buf(), out.canonicalize().unwrap_or_else(|_| out.to_path_buf())];
+    if relativize_ep_cache_paths(&mut model, &roots).map_err(graph_err)? {
+        write_atomic(&ctx, &model.encode_to_vec())?;
+    }
+    Ok(file)
 }
 
 /// With `embed_mode=0` an EPContext node's `ep_cache_context` is the engine's path. Paths that point into the
@@ -352,149 +429,6 @@ fn relativize_ep_cache_paths(model: &mut ModelProto, roots: &[PathBuf]) -> std::
         }
     }
     Ok(changed)
-}
-
-/// Merges the external weights of `models` (optimised graphs in `dir`, each with its own weight file) into
-/// [`ENGINE_WEIGHTS`], identical tensors stored once, rewrites each model to point there and removes the
-/// per-graph files. Each rewritten model must give bit-identical outputs to ONNX Runtime's original on a
-/// deterministic input, or the build fails. Returns (unique bytes, bytes before merging).
-fn merge_weights(rt: &Runtime, target: &Target, dir: &Path, models: &[String]) -> Result<(u64, u64)> {
-    const ALIGN: u64 = 4096;
-    let merged_path = dir.join(ENGINE_WEIGHTS);
-    let mut out =
-        std::io::BufWriter::new(std::fs::File::create(&merged_path).map_err(|e| Error::io(&merged_path, e))?);
-    let mut len = 0u64;
-    let mut by_hash: HashMap<String, (u64, u64)> = HashMap::new();
-    let (mut unique, mut before) = (0u64, 0u64);
-    let mut old_files = Vec::new();
-    let mut rewritten = Vec::new();
-    for file in models {
-        let path = dir.join(file);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let mut model = ModelProto::decode(&*bytes).map_err(|e| Error::Session {
-            graph: file.clone(),
-            message: format!("reading the optimised model: {e}"),
-        })?;
-        let Some(graph) = model.graph.as_mut() else { continue };
-        let mut cache: HashMap<String, Vec<u8>> = HashMap::new();
-        for t in graph
-            .initializer
-            .iter_mut()
-            .filter(|t| t.data_location == tensor_proto::DataLocation::External as i32)
-        {
-            let get = |k: &str| t.external_data.iter().find(|e| e.key == k).map(|e| e.value.clone());
-            let (Some(loc), Some(length)) =
-                (get("location"), get("length").and_then(|v| v.parse::<u64>().ok()))
-            else {
-                continue;
-            };
-            let offset = get("offset").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            if !cache.contains_key(&loc) {
-                let p = dir.join(&loc);
-                cache.insert(loc.clone(), std::fs::read(&p).map_err(|e| Error::io(&p, e))?);
-                old_files.push(loc.clone());
-            }
-            let data = &cache[&loc];
-            let slice =
-                data.get(offset as usize..(offset + length) as usize).ok_or_else(|| Error::Session {
-                    graph: file.clone(),
-                    message: format!("initializer {} lies outside {loc}", t.name),
-                })?;
-            before += length;
-            let key = format!("{}:{}:{:?}:{}", sha256_bytes(slice), t.data_type, t.dims, length);
-            let new_offset = match by_hash.get(&key) {
-                Some(&(o, _)) => o,
-                None => {
-                    let pad = (ALIGN - len % ALIGN) % ALIGN;
-                    out.write_all(&vec![0u8; pad as usize]).map_err(|e| Error::io(&merged_path, e))?;
-                    out.write_all(slice).map_err(|e| Error::io(&merged_path, e))?;
-                    let o = len + pad;
-                    len = o + length;
-                    unique += length;
-                    by_hash.insert(key, (o, length));
-                    o
-                }
-            };
-            let kv = |k: &str, v: String| StringStringEntryProto { key: k.into(), value: v };
-            t.external_data = vec![
-                kv("location", ENGINE_WEIGHTS.into()),
-                kv("offset", new_offset.to_string()),
-                kv("length", length.to_string()),
-            ];
-        }
-        rewritten.push((file.clone(), model));
-    }
-    out.flush().map_err(|e| Error::io(&merged_path, e))?;
-    drop(out);
-    for (file, model) in &rewritten {
-        let tmp = dir.join(format!("{file}.merged"));
-        std::fs::write(&tmp, model.encode_to_vec()).map_err(|e| Error::io(&tmp, e))?;
-        if provider_present(rt, target) {
-            check_same_outputs(rt, target, &dir.join(file), &tmp, file)?;
-        }
-        std::fs::rename(&tmp, dir.join(file)).map_err(|e| Error::io(&dir.join(file), e))?;
-    }
-    old_files.sort();
-    old_files.dedup();
-    for f in old_files.iter().filter(|f| f.as_str() != ENGINE_WEIGHTS) {
-        let p = dir.join(f);
-        std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
-    }
-    Ok((unique, before))
-}
-
-/// Runs `a` and `b` (the same graph with differently stored weights) on one deterministic input and requires
-/// bit-identical outputs.
-fn check_same_outputs(rt: &Runtime, target: &Target, a: &Path, b: &Path, name: &str) -> Result<()> {
-    let cfg =
-        session_config(target, &Stage::Load { bundle_dir: a.parent().unwrap_or(Path::new(".")).into() });
-    let mut ra = GraphRunner::load(rt, a, name, target, &cfg, None)?;
-    let mut rb = GraphRunner::load(rt, b, name, target, &cfg, None)?;
-    fill_deterministic(&mut ra)?;
-    fill_deterministic(&mut rb)?;
-    ra.run()?;
-    rb.run()?;
-    for sig in ra.outputs().cloned().collect::<Vec<_>>() {
-        let same = match sig.dtype {
-            DType::F32 => bits(ra.output::<f32>(&sig.name)?) == bits(rb.output::<f32>(&sig.name)?),
-            DType::F16 => ra.output::<half::f16>(&sig.name)? == rb.output::<half::f16>(&sig.name)?,
-            DType::I64 => ra.output::<i64>(&sig.name)? == rb.output::<i64>(&sig.name)?,
-        };
-        if !same {
-            return Err(Error::Session {
-                graph: name.to_string(),
-                message: format!(
-                    "output {} changed when its weights were merged into {ENGINE_WEIGHTS}",
-                    sig.name
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Fills every input with a fixed pattern (zeros for ids and positions).
-fn fill_deterministic(r: &mut GraphRunner) -> Result<()> {
-    for sig in r.inputs().cloned().collect::<Vec<_>>() {
-        match sig.dtype {
-            DType::F32 => {
-                for (i, x) in r.input_mut::<f32>(&sig.name)?.iter_mut().enumerate() {
-                    *x = ((i % 17) as f32 - 8.0) * 0.125;
-                }
-            }
-            DType::F16 => {
-                for (i, x) in r.input_mut::<half::f16>(&sig.name)?.iter_mut().enumerate() {
-                    *x = half::f16::from_f32(((i % 17) as f32 - 8.0) * 0.125);
-                }
-            }
-            DType::I64 => r.input_mut::<i64>(&sig.name)?.fill(0),
-        }
-    }
-    Ok(())
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 /// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json`.
@@ -551,41 +485,20 @@ fn check_signature(r: &GraphRunner, g: &EngineGraph, path: &Path) -> Result<()> 
     Ok(())
 }
 
-/// The two runners of one profile.
-#[derive(Debug)]
-pub struct ProfileEngine {
-    pub profile: EngineProfile,
-    pub prefill: GraphRunner,
-    pub decode: GraphRunner,
-}
-
-impl ProfileEngine {
-    /// `(prefill, decode)`, both mutable.
-    pub fn runners(&mut self) -> (&mut GraphRunner, &mut GraphRunner) {
-        (&mut self.prefill, &mut self.decode)
-    }
-
-    pub fn cache_mode(&self) -> CacheMode {
-        self.decode.cache_mode()
-    }
-}
-
-/// A verified engine bundle; profiles are loaded on first use.
+/// A verified engine bundle: its manifest, the runtime and the weights its graphs share. Bucket graphs are
+/// loaded on demand with [`load_graph`](Self::load_graph).
 pub struct EngineBundle {
     dir: PathBuf,
     manifest: EngineManifest,
     rt: &'static Runtime,
-    target: Target,
     weights: SharedWeights,
-    loaded: Vec<ProfileEngine>,
 }
 
 impl std::fmt::Debug for EngineBundle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineBundle")
             .field("dir", &self.dir)
-            .field("target", &self.target)
-            .field("loaded", &self.loaded.iter().map(|p| p.profile.profile.name.as_str()).collect::<Vec<_>>())
+            .field("target", &self.manifest.target)
             .finish_non_exhaustive()
     }
 }
@@ -617,15 +530,7 @@ impl EngineBundle {
                 ),
             });
         }
-        let target = manifest.target.clone();
-        Ok(EngineBundle {
-            dir: dir.to_path_buf(),
-            manifest,
-            rt,
-            target,
-            weights: SharedWeights::new(rt),
-            loaded: Vec::new(),
-        })
+        Ok(EngineBundle { dir: dir.to_path_buf(), manifest, rt, weights: SharedWeights::new(rt) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -637,55 +542,21 @@ impl EngineBundle {
     }
 
     pub fn target(&self) -> &Target {
-        &self.target
+        &self.manifest.target
     }
 
-    pub fn profile_names(&self) -> impl Iterator<Item = &str> {
-        self.manifest.profiles.iter().map(|p| p.profile.name.as_str())
-    }
-
-    /// Profile `name`'s runners, loading both graphs on first use (their weights are shared with every other
-    /// loaded graph of this bundle on CPU).
-    pub fn profile(&mut self, name: &str) -> Result<&mut ProfileEngine> {
-        if let Some(i) = self.loaded.iter().position(|p| p.profile.profile.name == name) {
-            return Ok(&mut self.loaded[i]);
-        }
-        let entry = self.manifest.profile(name).cloned().ok_or_else(|| Error::Engine {
-            path: self.dir.clone(),
-            message: format!(
-                "no profile {name:?} (this engine has: {})",
-                self.profile_names().collect::<Vec<_>>().join(", ")
-            ),
+    /// Loads one bucket's graph (its weights shared with every other loaded graph of this bundle on CPU), with
+    /// all of its I/O allocated, and checks its I/O against the manifest.
+    pub fn load_graph(&self, g: &EngineGraph) -> Result<GraphRunner> {
+        let cfg = session_config(self.target(), &Stage::Load { bundle_dir: self.dir.clone() });
+        let path = self.dir.join(&g.file);
+        let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
+        let r = self.weights.trim_while(|| {
+            GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
         })?;
-        let cfg = session_config(&self.target, &Stage::Load { bundle_dir: self.dir.clone() });
-        let load = |kind: GraphKind| -> Result<GraphRunner> {
-            let g = entry.graph(kind).ok_or_else(|| Error::Engine {
-                path: self.dir.clone(),
-                message: format!("profile {name:?} has no {} graph", kind.as_str()),
-            })?;
-            let path = self.dir.join(&g.file);
-            let r = GraphRunner::load(
-                self.rt,
-                &path,
-                &format!("{name}.{}", kind.as_str()),
-                &self.target,
-                &cfg,
-                Some(&self.weights),
-            )?;
-            check_signature(&r, g, &path)?;
-            Ok(r)
-        };
-        let (prefill, decode) = self
-            .weights
-            .trim_while(|| Ok::<_, Error>((load(GraphKind::Prefill)?, load(GraphKind::Decode)?)))?;
         self.weights.release_pages();
-        self.loaded.push(ProfileEngine { profile: entry, prefill, decode });
-        Ok(self.loaded.last_mut().expect("pushed"))
-    }
-
-    /// `(prefill, decode)` runners of profile `name` (see [`profile`](Self::profile)).
-    pub fn runners(&mut self, name: &str) -> Result<(&mut GraphRunner, &mut GraphRunner)> {
-        Ok(self.profile(name)?.runners())
+        check_signature(&r, g, &path)?;
+        Ok(r)
     }
 }
 
@@ -740,9 +611,9 @@ mod tests {
     }
 
     #[test]
-    fn bundles_can_move_between_threads() {
-        fn send<T: Send>() {}
-        send::<EngineBundle>();
+    fn bundles_can_be_shared_between_threads() {
+        fn sync<T: Send + Sync>() {}
+        sync::<EngineBundle>();
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub enum Error {
     #[error("engine bundle {}: {message}", path.display())]
     Engine { path: PathBuf, message: String },
 
+    /// A setting given by the user (e.g. a memory size) that cannot be used.
+    #[error("{message}")]
+    Config { message: String },
+
     // --- request syntax
     #[error("{at}: {message}")]
     RequestSyntax { at: String, message: String },
@@ -80,8 +84,8 @@ pub enum Error {
     AllMissingAfterCut { at: String, variate: usize, used: usize },
 
     // --- profile selection
-    #[error("request {request}: no profile of this engine fits it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine")]
-    NoProfile { request: usize, why: String },
+    #[error("{at}: this engine cannot run it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine, or give a larger --memory-budget")]
+    Unservable { at: String, why: String },
 
     // --- host math
     #[error("{what}: expected {expected} values, got {actual}")]

@@ -377,7 +377,7 @@ pub struct GraphRunner {
     providers: Vec<ProviderNodes>,
     copies_logged: Arc<AtomicUsize>,
     pinned: Option<Allocator>,
-    /// Pinned scratch for `copy_cache_rows` on GPU, by source output name.
+    /// Pinned scratch for `copy_cache` on GPU, by source output name.
     scratch: HashMap<String, DynTensor>,
     _weights: Vec<Arc<RawValue>>,
 }
@@ -533,6 +533,16 @@ impl GraphRunner {
             (false, false) => CacheMode::InPlace,
             (false, true) => CacheMode::PingPong,
         };
+        if cache_mode == CacheMode::PingPong && target.cuda_graph() {
+            // A captured CUDA graph replays fixed device addresses: swapping the cache bindings between runs
+            // would make it read and write stale buffers.
+            return Err(session_err(
+                "this graph's caches cannot be updated in place (the cache input feeds more than the \
+                 TensorScatter/ScatterND that writes it), and CUDA graphs need fixed buffers; build the engine \
+                 without CUDA graphs"
+                    .into(),
+            ));
+        }
         Ok(GraphRunner {
             name: name.to_string(),
             target: target.clone(),
@@ -637,7 +647,7 @@ impl GraphRunner {
 
     /// Output `name` of the last run. For a KV cache this is the updated cache (the input's buffer after an
     /// in-place run). On GPU, caches are device-resident: read them with [`input_mut`](Self::input_mut) on the
-    /// cache input or move them with [`copy_cache_rows`](Self::copy_cache_rows).
+    /// cache input or move them with [`copy_cache`](Self::copy_cache).
     pub fn output<T: PrimitiveTensorElementType + std::fmt::Debug>(&self, name: &str) -> Result<&[T]> {
         let o = Self::slot_index(&self.outputs, name).ok_or_else(|| {
             self.tensor_error(name, format!("no such output (outputs: {})", self.output_names()))
@@ -723,16 +733,18 @@ impl GraphRunner {
         self.caches.iter().map(|&(i, _)| self.inputs[i].sig.name.as_str())
     }
 
-    /// Fills this graph's cache inputs from `src`'s cache outputs once, row by row: cache row `r` (first axis,
-    /// `b·V + v`) of every `k_cache.i`/`v_cache.i` becomes row `rows[r]` of `src`'s `k_cache_out.i`/
-    /// `v_cache_out.i`. Used to broadcast a prefill's cache (one row per series and variate) to every sample
-    /// path of the decode graph. `rows.len()` must equal this graph's cache rows.
-    pub fn copy_cache_rows(&mut self, src: &GraphRunner, rows: &[usize]) -> Result<()> {
+    /// Copies KV cache rows from `src`'s cache outputs into this graph's cache inputs: for every move and every
+    /// `k_cache.i`/`v_cache.i`, slots `0..slots` of every head of row `dst` become those of `src`'s row `src_row`
+    /// of `k_cache_out.i`/`v_cache_out.i`. The two graphs may have different rows and slot counts (a prefill
+    /// bucket's S context slots go into a decode bucket's T-slot cache); slots past `slots` are left as they are
+    /// (the decode key mask hides them until written). Used to give every sample path of a series its prefill
+    /// cache once.
+    pub fn copy_cache(&mut self, src: &GraphRunner, moves: &[CacheMove]) -> Result<()> {
         let pairs: Vec<(usize, usize)> = self
             .inputs
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.sig.name.contains("cache"))
+            .filter(|(i, _)| self.caches.iter().any(|(ci, _)| ci == i))
             .filter_map(|(i, s)| {
                 src.outputs
                     .iter()
@@ -747,29 +759,42 @@ impl GraphRunner {
         }
         for (i, o) in pairs {
             let (dst_sig, src_sig) = (&self.inputs[i].sig, &src.outputs[o].sig);
-            if dst_sig.dtype != src_sig.dtype || dst_sig.shape[1..] != src_sig.shape[1..] {
+            let layout = match (CacheLayout::of(dst_sig), CacheLayout::of(src_sig)) {
+                (Some(d), Some(s))
+                    if dst_sig.dtype == src_sig.dtype && d.heads == s.heads && d.width == s.width =>
+                {
+                    (d, s)
+                }
+                _ => {
+                    return Err(self.tensor_error(
+                        &dst_sig.name,
+                        format!(
+                            "cache {:?} {:?} does not match {}'s {} {:?} {:?}",
+                            dst_sig.dtype,
+                            dst_sig.shape,
+                            src.name,
+                            src_sig.name,
+                            src_sig.dtype,
+                            src_sig.shape
+                        ),
+                    ))
+                }
+            };
+            if let Some(m) = moves.iter().find(|m| {
+                m.dst >= layout.0.rows
+                    || m.src >= layout.1.rows
+                    || m.slots > layout.0.slots
+                    || m.slots > layout.1.slots
+            }) {
                 return Err(self.tensor_error(
                     &dst_sig.name,
-                    format!(
-                        "cache {:?} {:?} does not match {}'s {} {:?} {:?}",
-                        dst_sig.dtype, dst_sig.shape, src.name, src_sig.name, src_sig.dtype, src_sig.shape
-                    ),
+                    format!("cache move {m:?} outside {:?} ← {:?}", dst_sig.shape, src_sig.shape),
                 ));
             }
-            let (dst_rows, src_rows) = (dst_sig.shape[0], src_sig.shape[0]);
-            if rows.len() != dst_rows || rows.iter().any(|&r| r >= src_rows) {
-                return Err(self.tensor_error(
-                    &dst_sig.name,
-                    format!(
-                        "row map has {} entries (need {dst_rows}) or points past {src_rows} source rows",
-                        rows.len()
-                    ),
-                ));
-            }
-            let row_bytes = dst_sig.shape[1..].iter().product::<usize>() * dtype_size(dst_sig.dtype);
+            let elem = dtype_size(dst_sig.dtype);
             let src_name = src_sig.name.clone();
             if let Some(pin) = &self.pinned {
-                // GPU: device → pinned scratch (source rows), host broadcast into the pinned mirror, one upload.
+                // GPU: device → pinned scratch (source rows), host copy into the pinned mirror, one upload.
                 if !self.scratch.contains_key(&src_name) {
                     let t = DynTensor::new(pin, element_of(src_sig.dtype), src_sig.shape.clone())
                         .map_err(|e| ort_error("allocating cache scratch", e))?;
@@ -780,19 +805,24 @@ impl GraphRunner {
                     .copy_into(&mut *scratch)
                     .map_err(|e| ort_error("downloading a cache", e))?;
                 if self.inputs[i].host.is_none() {
-                    let t = DynTensor::new(pin, element_of(dst_sig.dtype), dst_sig.shape.clone())
+                    let mut t = DynTensor::new(pin, element_of(dst_sig.dtype), dst_sig.shape.clone())
                         .map_err(|e| ort_error("allocating a cache mirror", e))?;
+                    // the mirror must start as the device cache, or the upload would overwrite untouched slots
+                    self.inputs[i]
+                        .bound
+                        .copy_into(&mut t)
+                        .map_err(|e| ort_error("downloading a cache", e))?;
                     self.inputs[i].host = Some(t);
                 }
                 let slot = &mut self.inputs[i];
                 let host = slot.host.as_mut().expect("mirror");
-                broadcast_rows(bytes_of(scratch)?, bytes_of_mut(host)?, row_bytes, rows);
+                copy_slots(bytes_of(scratch)?, bytes_of_mut(host)?, layout, elem, moves);
                 host.copy_into(&mut slot.bound).map_err(|e| ort_error("uploading a cache", e))?;
                 slot.dirty = false;
             } else {
                 let s = bytes_of(src.output_tensor(o))?;
                 let d = bytes_of_mut(&mut self.inputs[i].bound)?;
-                broadcast_rows(s, d, row_bytes, rows);
+                copy_slots(s, d, layout, elem, moves);
             }
         }
         Ok(())
@@ -838,10 +868,48 @@ fn bytes_of_mut(t: &mut DynTensor) -> Result<&mut [u8]> {
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
 }
 
-/// `dst` row `r` = `src` row `rows[r]` (rows of `row_bytes`).
-fn broadcast_rows(src: &[u8], dst: &mut [u8], row_bytes: usize, rows: &[usize]) {
-    for (r, &s) in rows.iter().enumerate() {
-        dst[r * row_bytes..(r + 1) * row_bytes].copy_from_slice(&src[s * row_bytes..(s + 1) * row_bytes]);
+/// One cache row copy of [`GraphRunner::copy_cache`]: slots `0..slots` of source row `src` into row `dst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheMove {
+    pub dst: usize,
+    pub src: usize,
+    pub slots: usize,
+}
+
+/// The `[rows, heads, slots, width]` layout of a cache tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CacheLayout {
+    rows: usize,
+    heads: usize,
+    slots: usize,
+    width: usize,
+}
+
+impl CacheLayout {
+    fn of(sig: &TensorSig) -> Option<Self> {
+        match sig.shape[..] {
+            [rows, heads, slots, width] => Some(CacheLayout { rows, heads, slots, width }),
+            _ => None,
+        }
+    }
+}
+
+/// Applies `moves` from `src` (layout `.1`) into `dst` (layout `.0`), elements of `elem` bytes.
+fn copy_slots(
+    src: &[u8],
+    dst: &mut [u8],
+    (d, s): (CacheLayout, CacheLayout),
+    elem: usize,
+    moves: &[CacheMove],
+) {
+    let run = |slots: usize| slots * d.width * elem;
+    for m in moves {
+        let len = run(m.slots);
+        for h in 0..d.heads {
+            let from = ((m.src * s.heads + h) * s.slots) * s.width * elem;
+            let to = ((m.dst * d.heads + h) * d.slots) * d.width * elem;
+            dst[to..to + len].copy_from_slice(&src[from..from + len]);
+        }
     }
 }
 
@@ -921,10 +989,17 @@ mod tests {
     }
 
     #[test]
-    fn broadcast_copies_rows() {
-        let src: Vec<u8> = (0..6).collect();
-        let mut dst = vec![0u8; 8];
-        broadcast_rows(&src, &mut dst, 2, &[1, 1, 0, 2]);
-        assert_eq!(dst, [2, 3, 2, 3, 0, 1, 4, 5]);
+    fn cache_slots_copy_between_layouts() {
+        // src: 2 rows × 2 heads × 3 slots × 1 wide; dst: 3 rows × 2 heads × 4 slots × 1 wide
+        let s = CacheLayout { rows: 2, heads: 2, slots: 3, width: 1 };
+        let d = CacheLayout { rows: 3, heads: 2, slots: 4, width: 1 };
+        let src: Vec<u8> = (0..12).collect();
+        let mut dst = vec![99u8; 24];
+        let moves = [CacheMove { dst: 2, src: 1, slots: 2 }, CacheMove { dst: 0, src: 1, slots: 3 }];
+        copy_slots(&src, &mut dst, (d, s), 1, &moves);
+        // row 1 of src: head 0 = [6, 7, 8], head 1 = [9, 10, 11]
+        assert_eq!(&dst[0..8], &[6, 7, 8, 99, 9, 10, 11, 99]);
+        assert_eq!(&dst[8..16], &[99; 8]);
+        assert_eq!(&dst[16..24], &[6, 7, 99, 99, 9, 10, 99, 99]);
     }
 }

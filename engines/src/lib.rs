@@ -18,9 +18,9 @@
 //! * [`mixture`]: the graph's Student-T mixture outputs turned into mean forecasts, seeded sample paths and
 //!   quantiles.
 //!
-//! Forecasting: [`session`] runs a chunk of requests through one profile's prefill and decode graphs (one prefill
-//! per series, its cache broadcast to every sample path); [`forecaster::Forecaster`] picks the cheapest profile
-//! per request and batches. Checking: [`compare`] (tolerances against toto-ts, `1e-4·σ + 1e-6·|ref|`) and
+//! Forecasting: [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode
+//! passes); [`session`] runs a plan (one prefill per series, its cache copied to every sample path);
+//! [`memory`] is the budget the engine keeps its buckets within; [`engine::Engine`] ties them together. Checking: [`compare`] (tolerances against toto-ts, `1e-4·σ + 1e-6·|ref|`) and
 //! [`golden`] (reference cases, as `totoc verify` runs them).
 //!
 //! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy).
@@ -32,10 +32,11 @@ pub mod compare;
 pub mod engine;
 pub mod engine_bundle;
 pub mod error;
-pub mod forecaster;
 pub mod golden;
 pub mod graph;
+pub mod memory;
 pub mod mixture;
+pub mod plan;
 pub mod request;
 pub mod rope;
 pub mod runtime;

@@ -114,6 +114,8 @@ pub fn mean_patch(params: &MixtureParams, stats: PatchStats, out: &mut [f32]) {
 /// depend only on (seed, p) and the parameters it is given, not on how paths are batched.
 #[derive(Debug, Clone)]
 pub struct PathSampler {
+    /// The first path this sampler draws for (its streams are `first..first + rngs.len()`).
+    first: usize,
     rngs: Vec<ChaCha20Rng>,
     /// Partial sums of one step's weights (scratch).
     prefix: Vec<f32>,
@@ -122,18 +124,25 @@ pub struct PathSampler {
 impl PathSampler {
     /// Samplers for paths `0..paths` of the request with `seed`.
     pub fn new(seed: u64, paths: usize) -> Self {
-        let rngs = (0..paths as u64)
+        Self::range(seed, 0, paths)
+    }
+
+    /// Samplers for paths `first..first + count` of the request with `seed` (a request whose paths run in several
+    /// passes draws each path from the same stream as when they all run together).
+    pub fn range(seed: u64, first: usize, count: usize) -> Self {
+        let rngs = (first as u64..(first + count) as u64)
             .map(|p| {
                 let mut rng = ChaCha20Rng::seed_from_u64(seed);
                 rng.set_stream(p);
                 rng
             })
             .collect();
-        PathSampler { rngs, prefix: Vec::new() }
+        PathSampler { first, rngs, prefix: Vec::new() }
     }
 
-    pub fn paths(&self) -> usize {
-        self.rngs.len()
+    /// Paths `first..end` this sampler holds.
+    pub fn paths(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.rngs.len()
     }
 
     /// Draws one value per step of `params` for `path`, de-normalised with `stats`, into `out` (`[steps]`): a
@@ -141,10 +150,10 @@ impl PathSampler {
     /// order to reproduce the path. About 0.1 µs per value (ChaCha20, a χ² and a normal draw).
     ///
     /// # Panics
-    /// If `path >= self.paths()` or `out.len() != params.steps()`.
+    /// If `path` is not in [`paths`](Self::paths) or `out.len() != params.steps()`.
     pub fn sample_patch(&mut self, path: usize, params: &MixtureParams, stats: PatchStats, out: &mut [f32]) {
         assert_eq!(out.len(), params.steps(), "sample_patch: output length");
-        let rng = &mut self.rngs[path];
+        let rng = &mut self.rngs[path - self.first];
         self.prefix.resize(params.components(), 0.0);
         for (t, o) in out.iter_mut().enumerate() {
             let [df, loc, scale, w] = params.step(t);

@@ -365,6 +365,9 @@ pub struct ForecastResponse {
     /// Set when the context was cut to the most recent points the engine holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_truncated: Option<ContextCut>,
+    /// The static-shape graphs ("buckets") that ran it, e.g. `default.prefill.n1.s8`, `default.decode.n1.t13`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<String>,
     /// The profile and engine that produced it.
     pub profile: String,
     pub engine: String,
@@ -576,6 +579,7 @@ mod tests {
             quantiles: vec![QuantileForecast { q: 0.5, values: vec![vec![1.0, 2.0]] }],
             samples: None,
             context_truncated: None,
+            buckets: Vec::new(),
             profile: "tiny".into(),
             engine: "cpu".into(),
         };

@@ -1,31 +1,34 @@
-//! The forecast session: runs requests through one profile's prefill and decode graphs, with the causal scaler
-//! (f64), rotary tables and mixture sampling on the host.
+//! The Toto 1.0 forecast session: runs a [`Plan`] for a group of admitted requests, with the causal scaler (f64),
+//! rotary tables and mixture sampling on the host.
 //!
-//! Per chunk of series (≤ the profile's batch), the session
-//! 1. scales each series' context with [`CausalScaler`] and runs **one** prefill for the chunk;
-//! 2. gives every series `max(samples, 1)` decode rows and copies its prefill KV cache into each of them once
-//!    (sample paths share the context: no prefill per sample, unlike toto-ts);
-//! 3. per forecast patch, turns each row's mixture into values (the mixture mean on the mean path, a seeded draw
-//!    on a sample path), de-normalises them with that row's last patch statistics, feeds them to the row's scaler
-//!    (carried step by step, never recomputed) and runs one decode step for all rows.
+//! * **Prefill call** (one bucket run): every series' context is scaled once by [`CausalScaler`], written
+//!   left-aligned into its rows (one per variate), and the rows of each series (each `id_mask` group) get a group
+//!   id of their own, so packed series never attend to each other. The outputs give every series the mixture of
+//!   its first forecast patch and its KV cache.
+//! * **Decode pass**: the pass's series are prefilled first; right after each prefill call, every path of each
+//!   series draws its first patch from the prefill mixture (the mixture mean on the mean path, a seeded draw on
+//!   a sample path), and the series' cache is copied into each of its path rows once (sample paths share the
+//!   context: no prefill per sample, unlike toto-ts). Then, per forecast patch, each row's new patch is scaled by
+//!   that row's scaler (carried step by step, never recomputed), one decode step runs for all rows, and each row
+//!   turns its mixture into its next patch.
 //!
-//! A horizon of one patch or less needs no decode at all: every sample path draws from the prefill mixture.
+//! A horizon of one patch or less needs no decode at all: every path draws from the prefill mixture. A request
+//! whose paths run in several passes draws each path from its own seeded stream, so it gets the same paths as when
+//! they all run together. A failing graph run fails the requests of that call or pass, not the whole group.
 
-use exporter::signature::{self, Dims};
+use std::collections::HashMap;
+use std::time::Instant;
+
+use exporter::bucket::Bucket;
+use exporter::signature;
 
 use crate::error::{Error, Result};
-use crate::graph::GraphRunner;
+use crate::graph::{CacheMove, GraphRunner};
 use crate::mixture::{mean_patch, MixtureParams, PathSampler, SampleSet};
+use crate::plan::{DecodePass, Plan, PrefillCall};
 use crate::request::{ForecastRequest, ForecastResponse, QuantileForecast};
 use crate::rope;
 use crate::scaler::{CausalScaler, PatchStats, ScalerConfig};
-
-/// Wall time of each graph run, for benchmarks.
-#[derive(Debug, Clone, Default)]
-pub struct StepTimings {
-    pub prefill: Vec<std::time::Duration>,
-    pub decode: Vec<std::time::Duration>,
-}
 
 /// The mixture parameters of one step of the mean path, for equivalence checks (`[V][P][K]` each).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,322 +42,498 @@ pub struct StepRecord {
     pub scaler_scale: Vec<f32>,
 }
 
-/// A forecast plus, on request, the per-step mixture parameters of its first row.
+/// A forecast plus, on request, the per-step mixture parameters of its first path.
 #[derive(Debug, Clone)]
 pub struct Forecast {
     pub response: ForecastResponse,
     pub steps: Vec<StepRecord>,
 }
 
-/// Whether a request fits a profile's static shapes, and at what cost (graph rows × slots it runs).
-pub fn fits(d: &Dims, profile_samples: usize, req: &ForecastRequest) -> bool {
-    let steps = req.horizon.div_ceil(d.patch);
-    req.variates() <= d.variates
-        && req.context_len().div_ceil(d.patch) <= d.context_slots
-        && d.context_slots + steps <= d.max_slots
-        && (req.samples == 0 || req.samples <= profile_samples || (steps == 1 && profile_samples > 0))
+/// One graph run, for statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunRecord {
+    pub bucket: Bucket,
+    /// Rows that held real work (the rest were padding).
+    pub rows_used: usize,
+    pub seconds: f64,
 }
 
-/// Relative cost of serving a request with a profile: prefill tokens plus decode tokens.
-pub fn cost(d: &Dims, req: &ForecastRequest) -> usize {
-    let steps = req.horizon.div_ceil(d.patch);
-    d.batch * d.variates * d.context_slots + steps.saturating_sub(1) * d.decode_rows * d.variates
+/// Where a session gets its graphs. The engine loads buckets on demand and keeps them within its memory budget.
+pub trait Graphs {
+    /// The bucket's runner, taken out of the pool (loaded if needed). Buckets in `keep` (the pass's decode
+    /// bucket while its prefills run) must stay loaded.
+    fn take(&mut self, bucket: Bucket, keep: &[Bucket]) -> Result<GraphRunner>;
+    /// Returns a runner taken with [`take`](Self::take).
+    fn put(&mut self, bucket: Bucket, runner: GraphRunner);
+    /// Records one run.
+    fn record(&mut self, run: RunRecord);
+    /// How responses name the bucket (`default.decode.n1.t13`) and its profile.
+    fn label(&self, bucket: Bucket) -> (String, String);
 }
 
-fn plan_error(message: String) -> Error {
-    Error::Session { graph: "forecast session".into(), message }
-}
-
-/// Per-row decoding state.
-struct Row {
-    series: usize,
-    /// Sample path index, or `None` on the mean path.
-    path: Option<usize>,
-    scalers: Vec<CausalScaler>,
-    /// Next write slot.
-    pos: usize,
-    /// `[V][H]` values forecast so far.
-    out: Vec<Vec<f32>>,
-}
-
-/// What a chunk runs with besides its graphs and requests.
-pub struct ChunkConfig<'a> {
-    pub dims: &'a Dims,
+/// The host settings of a session.
+#[derive(Debug, Clone, Copy)]
+pub struct HostConfig<'a> {
     pub scaler: &'a ScalerConfig,
-    /// Profile and engine names for the responses.
-    pub profile: &'a str,
+    pub patch: usize,
+    pub head_dim: usize,
+    pub components: usize,
+    /// The `engine` field of responses.
     pub engine: &'a str,
     /// Keep each request's per-step mixture parameters (first path) for equivalence checks.
     pub record_steps: bool,
 }
 
-/// Runs `reqs` (all fitting this profile, at most `dims.batch` of them) and returns one forecast each.
-pub fn forecast_chunk(
-    prefill: &mut GraphRunner,
-    decode: &mut GraphRunner,
-    cfg: &ChunkConfig,
-    reqs: &[&ForecastRequest],
-    timings: &mut StepTimings,
-) -> Result<Vec<Forecast>> {
-    let (d, scaler_cfg, record_steps) = (cfg.dims, cfg.scaler, cfg.record_steps);
-    let labels = (cfg.profile, cfg.engine);
-    if reqs.is_empty() {
-        return Ok(Vec::new());
-    }
-    if reqs.len() > d.batch {
-        return Err(plan_error(format!("{} series exceed the profile batch {}", reqs.len(), d.batch)));
-    }
-    let (v, p, k, dh) = (d.variates, d.patch, d.components, d.head_dim);
-    let steps: Vec<usize> = reqs.iter().map(|r| r.horizon.div_ceil(p)).collect();
-    let max_steps = steps.iter().copied().max().unwrap_or(1);
-    let paths: Vec<usize> = reqs.iter().map(|r| r.samples.max(1)).collect();
-    let rows_needed: usize = paths.iter().sum();
-    if max_steps > 1 && rows_needed > d.decode_rows {
-        return Err(plan_error(format!(
-            "{rows_needed} decode rows needed (series × sample paths), the profile has {}",
-            d.decode_rows
-        )));
+/// One request's state across the plan.
+struct Series<'a> {
+    req: &'a ForecastRequest,
+    /// Scaler state after the context, per variate.
+    scalers: Vec<CausalScaler>,
+    /// Scaled context per variate, `slots × P` values.
+    scaled: Vec<Vec<f32>>,
+    slots: usize,
+    steps: usize,
+    /// `[path][variate]` forecast values so far.
+    out: Vec<Vec<Vec<f32>>>,
+    records: Vec<StepRecord>,
+    buckets: Vec<Bucket>,
+    error: Option<Error>,
+}
+
+impl<'a> Series<'a> {
+    fn new(req: &'a ForecastRequest, cfg: &HostConfig) -> Self {
+        let mut scalers = Vec::with_capacity(req.variates());
+        let mut scaled = Vec::with_capacity(req.variates());
+        for series in &req.target {
+            let (st, ctx) = CausalScaler::prefill(cfg.scaler, series);
+            scalers.push(st);
+            scaled.push(ctx.scaled);
+        }
+        let paths = req.samples.max(1);
+        Series {
+            req,
+            scalers,
+            scaled,
+            slots: req.context_len().div_ceil(cfg.patch),
+            steps: req.horizon.div_ceil(cfg.patch),
+            out: vec![vec![Vec::with_capacity(req.horizon); req.variates()]; paths],
+            records: Vec::new(),
+            buckets: Vec::new(),
+            error: None,
+        }
     }
 
-    // --- prefill: scale contexts, fill inputs, run once for the chunk.
-    let mut series_scalers = Vec::new();
-    let mut prefill_patches = Vec::new();
+    fn fail(&mut self, e: &Error) {
+        if self.error.is_none() {
+            self.error = Some(Error::Session { graph: "forecast".into(), message: e.to_string() });
+        }
+    }
+
+    /// Appends a forecast patch of path `path`, variate `v` (cut at the horizon).
+    fn push(&mut self, path: usize, v: usize, patch: &[f32]) {
+        let out = &mut self.out[path][v];
+        let keep = (self.req.horizon - out.len()).min(patch.len());
+        out.extend_from_slice(&patch[..keep]);
+    }
+}
+
+/// A decode row: one variate of one path of one series.
+struct Row {
+    series: usize,
+    path: usize,
+    variate: usize,
+    scaler: CausalScaler,
+    /// Next cache slot to write.
+    pos: usize,
+}
+
+/// Runs `plan` for `reqs` and returns one result per request, in order.
+pub fn run(
+    plan: &Plan,
+    reqs: &[ForecastRequest],
+    cfg: &HostConfig,
+    graphs: &mut dyn Graphs,
+) -> Vec<Result<Forecast>> {
+    let mut series: Vec<Series> = reqs.iter().map(|r| Series::new(r, cfg)).collect();
+    for call in &plan.prefill_only {
+        if let Err(e) = prefill_only(call, &mut series, cfg, graphs) {
+            call.requests.iter().for_each(|&i| series[i].fail(&e));
+        }
+    }
+    for pass in &plan.passes {
+        if let Err(e) = decode_pass(pass, &mut series, cfg, graphs) {
+            let mut members: Vec<usize> = pass.paths.iter().map(|r| r.request).collect();
+            members.dedup();
+            members.into_iter().for_each(|i| series[i].fail(&e));
+        }
+    }
+    series.into_iter().map(|s| finish(s, cfg, graphs)).collect()
+}
+
+/// Fills a prefill bucket's inputs with the call's series and runs it; returns each series' first row.
+fn run_prefill(
+    runner: &mut GraphRunner,
+    call: &PrefillCall,
+    series: &[Series],
+    cfg: &HostConfig,
+    graphs: &mut dyn Graphs,
+) -> Result<HashMap<usize, usize>> {
+    let (n, sc, p, dh) = (call.bucket.rows, call.bucket.slots, cfg.patch, cfg.head_dim);
+    let mut first_row = HashMap::new();
+    let mut row_slots = Vec::with_capacity(n);
     {
-        let sc = d.context_slots;
-        let patches = prefill.input_mut::<f32>(signature::PATCHES)?;
+        let patches = runner.input_mut::<f32>(signature::PATCHES)?;
         patches.fill(0.0);
-        for (b, req) in reqs.iter().enumerate() {
-            let mut scalers = Vec::with_capacity(req.variates());
-            let s_b = req.context_len().div_ceil(p);
-            for (vi, series) in req.target.iter().enumerate() {
-                let (st, ctx) = CausalScaler::prefill(scaler_cfg, series);
-                let dst = ((b * v + vi) * sc) * p;
-                patches[dst..dst + s_b * p].copy_from_slice(&ctx.scaled);
-                scalers.push(st);
+        for &i in &call.requests {
+            first_row.insert(i, row_slots.len());
+            for scaled in &series[i].scaled {
+                let dst = row_slots.len() * sc * p;
+                patches[dst..dst + scaled.len()].copy_from_slice(scaled);
+                row_slots.push(series[i].slots);
             }
-            series_scalers.push(scalers);
-            prefill_patches.push(s_b);
         }
-        fill_ids(prefill.input_mut::<i64>(signature::ID_MASK)?, reqs, v, d.batch, Some);
-        let last = prefill.input_mut::<i64>(signature::LAST_INDEX)?;
-        for (b, l) in last.iter_mut().enumerate() {
-            *l = prefill_patches.get(b).map_or(0, |s| *s as i64 - 1);
+    }
+    let used = row_slots.len();
+    {
+        let mut ids = GroupIds::new();
+        let gid = runner.input_mut::<i64>(signature::GROUP_ID)?;
+        let mut r = 0;
+        for (k, &i) in call.requests.iter().enumerate() {
+            for &id in &series[i].req.id_mask {
+                gid[r] = ids.get(k, id);
+                r += 1;
+            }
         }
-        let n = sc * dh;
-        let mut tables = [vec![0f32; d.batch * n], vec![0f32; d.batch * n], vec![0f32; d.batch * n]];
-        for b in 0..d.batch {
-            let s_b = prefill_patches.get(b).copied().unwrap_or(1);
-            let r = b * n..(b + 1) * n;
+        GroupIds::pad(&mut gid[r..], r);
+    }
+    {
+        let last = runner.input_mut::<i64>(signature::LAST_INDEX)?;
+        for (r, l) in last.iter_mut().enumerate() {
+            *l = row_slots.get(r).map_or(0, |s| *s as i64 - 1);
+        }
+    }
+    let table = sc * dh;
+    let mut tables = [vec![0f32; n * table], vec![0f32; n * table], vec![0f32; n * table]];
+    for r in 0..n {
+        // Padding rows get the tables of a one-slot row: finite values, so nothing NaN meets the space-wise mask.
+        let s_r = row_slots.get(r).copied().unwrap_or(1);
+        let span = r * table..(r + 1) * table;
+        let [c, s, x] = &mut tables;
+        rope::fill_prefill(sc, s_r, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span]);
+    }
+    for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
+        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+    }
+    let t0 = Instant::now();
+    runner.run()?;
+    graphs.record(RunRecord { bucket: call.bucket, rows_used: used, seconds: t0.elapsed().as_secs_f64() });
+    Ok(first_row)
+}
+
+/// Fresh group ids for the rows of one graph run: rows of the same series (or path) `key` and `id_mask` group
+/// share an id, everything else differs; padding rows get unique negative ids.
+struct GroupIds<K> {
+    ids: HashMap<(K, i64), i64>,
+}
+
+impl<K: std::hash::Hash + Eq> GroupIds<K> {
+    fn new() -> Self {
+        GroupIds { ids: HashMap::new() }
+    }
+
+    fn get(&mut self, key: K, id: i64) -> i64 {
+        let next = self.ids.len() as i64;
+        *self.ids.entry((key, id)).or_insert(next)
+    }
+}
+
+impl GroupIds<()> {
+    fn pad(rest: &mut [i64], first_row: usize) {
+        for (k, g) in rest.iter_mut().enumerate() {
+            *g = -1 - (first_row + k) as i64;
+        }
+    }
+}
+
+/// The mixture outputs `df, loc, scale, weights` of a graph's last run.
+fn mixture_outputs(runner: &GraphRunner) -> Result<[&[f32]; 4]> {
+    Ok([
+        runner.output::<f32>(signature::DF)?,
+        runner.output::<f32>(signature::LOC)?,
+        runner.output::<f32>(signature::SCALE)?,
+        runner.output::<f32>(signature::WEIGHTS)?,
+    ])
+}
+
+/// Row `r`'s mixture of one step.
+fn mixture_row<'o>(outs: &[&'o [f32]; 4], r: usize, cfg: &HostConfig) -> Result<MixtureParams<'o>> {
+    let len = cfg.patch * cfg.components;
+    let at = r * len..(r + 1) * len;
+    MixtureParams::new(
+        &outs[0][at.clone()],
+        &outs[1][at.clone()],
+        &outs[2][at.clone()],
+        &outs[3][at],
+        cfg.components,
+    )
+}
+
+/// The step record of a series' path 0 from its rows `first..first + V` of a run, with `stats` per variate.
+fn record(
+    outs: &[&[f32]; 4],
+    first: usize,
+    variates: usize,
+    stats: &[PatchStats],
+    cfg: &HostConfig,
+) -> StepRecord {
+    let len = cfg.patch * cfg.components;
+    let cut = |o: &[f32]| o[first * len..(first + variates) * len].to_vec();
+    StepRecord {
+        df: cut(outs[0]),
+        loc: cut(outs[1]),
+        scale: cut(outs[2]),
+        weights: cut(outs[3]),
+        scaler_loc: stats.iter().map(|s| s.loc).collect(),
+        scaler_scale: stats.iter().map(|s| s.scale).collect(),
+    }
+}
+
+/// Draws (or takes the mean of) one patch of `path`, variate `v` from `params`, de-normalised with `stats`.
+fn draw(
+    params: &MixtureParams,
+    stats: PatchStats,
+    path: usize,
+    sampler: Option<&mut PathSampler>,
+    patch: &mut [f32],
+) {
+    match sampler {
+        None => mean_patch(params, stats, patch),
+        Some(s) => s.sample_patch(path, params, stats, patch),
+    }
+}
+
+/// Series whose horizon fits one patch: a prefill call, then every path draws from its mixture.
+fn prefill_only(
+    call: &PrefillCall,
+    series: &mut [Series],
+    cfg: &HostConfig,
+    graphs: &mut dyn Graphs,
+) -> Result<()> {
+    let mut runner = graphs.take(call.bucket, &[])?;
+    let result = (|| {
+        let first = run_prefill(&mut runner, call, series, cfg, graphs)?;
+        let outs = mixture_outputs(&runner)?;
+        let mut patch = vec![0f32; cfg.patch];
+        for &i in &call.requests {
+            let s = &mut series[i];
+            let base = first[&i];
+            let stats: Vec<PatchStats> = s.scalers.iter().map(CausalScaler::last_stats).collect();
+            if cfg.record_steps {
+                s.records.push(record(&outs, base, s.req.variates(), &stats, cfg));
+            }
+            let paths = s.req.samples.max(1);
+            let mut sampler = (s.req.samples > 0).then(|| PathSampler::new(s.req.seed, paths));
+            for path in 0..paths {
+                for (v, &st) in stats.iter().enumerate() {
+                    let params = mixture_row(&outs, base + v, cfg)?;
+                    draw(&params, st, path, sampler.as_mut(), &mut patch);
+                    s.push(path, v, &patch);
+                }
+            }
+            s.buckets.push(call.bucket);
+        }
+        Ok(())
+    })();
+    graphs.put(call.bucket, runner);
+    result
+}
+
+/// One decode pass: its prefills, each followed by the first patch of every path and the cache copy, then the
+/// decode steps.
+fn decode_pass(
+    pass: &DecodePass,
+    series: &mut [Series],
+    cfg: &HostConfig,
+    graphs: &mut dyn Graphs,
+) -> Result<()> {
+    let mut decode = graphs.take(pass.bucket, &[])?;
+    let result = decode_pass_on(&mut decode, pass, series, cfg, graphs);
+    graphs.put(pass.bucket, decode);
+    result
+}
+
+fn decode_pass_on(
+    decode: &mut GraphRunner,
+    pass: &DecodePass,
+    series: &mut [Series],
+    cfg: &HostConfig,
+    graphs: &mut dyn Graphs,
+) -> Result<()> {
+    let (n, p, dh) = (pass.bucket.rows, cfg.patch, cfg.head_dim);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut samplers: HashMap<usize, PathSampler> = HashMap::new();
+    for range in &pass.paths {
+        let s = &series[range.request];
+        if s.req.samples > 0 {
+            samplers.insert(range.request, PathSampler::range(s.req.seed, range.first, range.count));
+        }
+        for path in range.first..range.first + range.count {
+            for (v, scaler) in s.scalers.iter().enumerate() {
+                rows.push(Row { series: range.request, path, variate: v, scaler: *scaler, pos: s.slots });
+            }
+        }
+    }
+    // Inputs that stay for the whole pass: zeros for padding patches, group ids per (series, path, id group).
+    decode.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    {
+        let mut ids = GroupIds::new();
+        let gid = decode.input_mut::<i64>(signature::GROUP_ID)?;
+        for (r, row) in rows.iter().enumerate() {
+            let id = series[row.series].req.id_mask[row.variate];
+            gid[r] = ids.get((row.series, row.path), id);
+        }
+        GroupIds::pad(&mut gid[rows.len()..], rows.len());
+    }
+
+    // Prefills; each series' first patch and cache go straight into its rows.
+    let mut patch = vec![0f32; p];
+    for call in &pass.prefills {
+        let mut pre = graphs.take(call.bucket, &[pass.bucket])?;
+        let step0 = (|| -> Result<()> {
+            let first = run_prefill(&mut pre, call, series, cfg, graphs)?;
+            let outs = mixture_outputs(&pre)?;
+            let mut moves = Vec::new();
+            for &i in &call.requests {
+                let base = first[&i];
+                let stats: Vec<PatchStats> = series[i].scalers.iter().map(CausalScaler::last_stats).collect();
+                if cfg.record_steps && rows.iter().any(|r| r.series == i && r.path == 0) {
+                    series[i].records.push(record(&outs, base, series[i].req.variates(), &stats, cfg));
+                }
+                series[i].buckets.push(call.bucket);
+            }
+            let patches = decode.input_mut::<f32>(signature::PATCHES)?;
+            for (r, row) in rows.iter_mut().enumerate().filter(|(_, row)| call.requests.contains(&row.series))
+            {
+                let s = &mut series[row.series];
+                let src = first[&row.series] + row.variate;
+                let params = mixture_row(&outs, src, cfg)?;
+                draw(
+                    &params,
+                    s.scalers[row.variate].last_stats(),
+                    row.path,
+                    samplers.get_mut(&row.series),
+                    &mut patch,
+                );
+                s.push(row.path, row.variate, &patch);
+                row.scaler.push_patch(&patch, &mut patches[r * p..(r + 1) * p]);
+                moves.push(CacheMove { dst: r, src, slots: s.slots });
+            }
+            decode.copy_cache(&pre, &moves)
+        })();
+        graphs.put(call.bucket, pre);
+        step0?;
+    }
+
+    for step in 1..=pass.steps {
+        {
+            let wp = decode.input_mut::<i64>(signature::WRITE_POS)?;
+            for (r, w) in wp.iter_mut().enumerate() {
+                *w = rows.get(r).map_or(0, |row| row.pos as i64);
+            }
+        }
+        let mut tables = [vec![0f32; n * dh], vec![0f32; n * dh], vec![0f32; n * dh]];
+        for r in 0..n {
+            let pos = rows.get(r).map_or(0, |row| row.pos);
+            let span = r * dh..(r + 1) * dh;
             let [c, s, x] = &mut tables;
-            rope::fill_prefill(sc, s_b, dh, &mut c[r.clone()], &mut s[r.clone()], &mut x[r]);
+            rope::fill_decode(pos, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span]);
         }
         for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables)
         {
-            prefill.input_mut::<f32>(name)?.copy_from_slice(t);
+            decode.input_mut::<f32>(name)?.copy_from_slice(t);
         }
-    }
-    let t0 = std::time::Instant::now();
-    prefill.run()?;
-    timings.prefill.push(t0.elapsed());
+        let t0 = Instant::now();
+        decode.run()?;
+        let active = rows.iter().filter(|r| step < series[r.series].steps).count();
+        graphs.record(RunRecord {
+            bucket: pass.bucket,
+            rows_used: active,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
 
-    // --- rows: one per mean-path series, `samples` per sampled series.
-    let mut rows = Vec::new();
-    for (b, req) in reqs.iter().enumerate() {
-        for j in 0..paths[b] {
-            rows.push(Row {
-                series: b,
-                path: (req.samples > 0).then_some(j),
-                scalers: series_scalers[b].clone(),
-                pos: prefill_patches[b],
-                out: vec![Vec::with_capacity(req.horizon); req.variates()],
-            });
-        }
-    }
-    let mut samplers: Vec<Option<PathSampler>> =
-        reqs.iter().map(|r| (r.samples > 0).then(|| PathSampler::new(r.seed, r.samples))).collect();
-    let mut records: Vec<StepRecord> = Vec::new();
-    let mixture_len = v * p * k;
-
-    // Step 0 draws from the prefill output (row = series); later steps from decode output (row = row index).
-    for step in 0..max_steps {
-        let graph: &GraphRunner = if step == 0 { &*prefill } else { &*decode };
-        let outs = [signature::DF, signature::LOC, signature::SCALE, signature::WEIGHTS]
-            .map(|n| graph.output::<f32>(n))
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        if record_steps {
-            let src = 0;
-            let stats: Vec<PatchStats> = rows[0].scalers.iter().map(|s| s.last_stats()).collect();
-            let nv = reqs[0].variates();
-            let cut = |o: &[f32]| o[src * mixture_len..src * mixture_len + nv * p * k].to_vec();
-            records.push(StepRecord {
-                df: cut(outs[0]),
-                loc: cut(outs[1]),
-                scale: cut(outs[2]),
-                weights: cut(outs[3]),
-                scaler_loc: stats.iter().map(|s| s.loc).collect(),
-                scaler_scale: stats.iter().map(|s| s.scale).collect(),
-            });
-        }
-        let mut patch = vec![0f32; p];
-        let mut new_patches: Vec<Option<Vec<Vec<f32>>>> = Vec::with_capacity(rows.len());
-        for (r, row) in rows.iter_mut().enumerate() {
-            let req = reqs[row.series];
-            if step >= steps[row.series] {
-                new_patches.push(None);
+        let outs = mixture_outputs(decode)?;
+        let mut fed: Vec<(usize, Vec<f32>)> = Vec::new();
+        let mut r = 0;
+        while r < rows.len() {
+            let (i, path) = (rows[r].series, rows[r].path);
+            let s = &mut series[i];
+            let v_count = s.req.variates();
+            if step >= s.steps {
+                r += v_count;
                 continue;
             }
-            let src = if step == 0 { row.series } else { r };
-            let mut fed = Vec::with_capacity(req.variates());
-            for vi in 0..req.variates() {
-                let at = (src * v + vi) * p * k..(src * v + vi + 1) * p * k;
-                let params = MixtureParams::new(
-                    &outs[0][at.clone()],
-                    &outs[1][at.clone()],
-                    &outs[2][at.clone()],
-                    &outs[3][at],
-                    k,
-                )?;
-                let stats = row.scalers[vi].last_stats();
-                match row.path {
-                    None => mean_patch(&params, stats, &mut patch),
-                    Some(j) => {
-                        let sampler = samplers[row.series].as_mut().expect("sampled series has a sampler");
-                        sampler.sample_patch(j, &params, stats, &mut patch)
-                    }
-                }
-                let keep = (req.horizon - row.out[vi].len()).min(p);
-                row.out[vi].extend_from_slice(&patch[..keep]);
-                fed.push(patch.clone());
+            if cfg.record_steps && path == 0 {
+                let stats: Vec<PatchStats> =
+                    rows[r..r + v_count].iter().map(|row| row.scaler.last_stats()).collect();
+                s.records.push(record(&outs, r, v_count, &stats, cfg));
             }
-            new_patches.push(Some(fed));
-        }
-        if step + 1 == max_steps {
-            break;
-        }
-        if step == 0 {
-            // Broadcast each series' prefill cache to all of its decode rows, once.
-            let map: Vec<usize> = (0..d.decode_rows * v)
-                .map(|cr| rows.get(cr / v).map_or(0, |row| row.series * v + cr % v))
-                .collect();
-            decode.copy_cache_rows(prefill, &map)?;
-            // Padded variates and rows start from zeros, not from an earlier chunk's patches.
-            decode.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
-        }
-        feed_decode(decode, d, reqs, &mut rows, &new_patches)?;
-        // Caches are updated in place (or ping-ponged) by the runner itself.
-        let t0 = std::time::Instant::now();
-        decode.run()?;
-        timings.decode.push(t0.elapsed());
-    }
-
-    // --- assemble responses.
-    let mut out = Vec::with_capacity(reqs.len());
-    for (b, req) in reqs.iter().enumerate() {
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.series == b).collect();
-        let response = if req.samples == 0 {
-            ForecastResponse {
-                id: req.id.clone(),
-                mean: Some(mine[0].out.clone()),
-                median: None,
-                quantiles: Vec::new(),
-                samples: None,
-                context_truncated: None,
-                profile: labels.0.to_string(),
-                engine: labels.1.to_string(),
-            }
-        } else {
-            let (nv, h) = (req.variates(), req.horizon);
-            let mut flat = Vec::with_capacity(mine.len() * nv * h);
-            for r in &mine {
-                for vals in &r.out {
-                    flat.extend_from_slice(vals);
+            for row in &rows[r..r + v_count] {
+                let params = mixture_row(&outs, r + row.variate, cfg)?;
+                draw(&params, row.scaler.last_stats(), path, samplers.get_mut(&i), &mut patch);
+                s.push(path, row.variate, &patch);
+                if step + 1 < s.steps {
+                    fed.push((r + row.variate, patch.clone()));
                 }
             }
-            let set = SampleSet::new(&flat, mine.len(), nv, h)?;
-            let qs = set.quantiles(&req.quantiles);
-            ForecastResponse {
-                id: req.id.clone(),
-                mean: Some(set.mean()),
-                median: None,
-                context_truncated: None,
-                quantiles: req
-                    .quantiles
-                    .iter()
-                    .zip(qs)
-                    .map(|(&q, values)| QuantileForecast { q, values })
-                    .collect(),
-                samples: Some(mine.iter().map(|r| r.out.clone()).collect()),
-                profile: labels.0.to_string(),
-                engine: labels.1.to_string(),
-            }
-        };
-        let steps = if b == 0 { std::mem::take(&mut records) } else { Vec::new() };
-        out.push(Forecast { response, steps });
-    }
-    Ok(out)
-}
-
-/// Variate ids of each graph row: the request's ids (≥ 0), and a unique negative id for padded variates and
-/// rows so the space-wise mask keeps them apart from everything real.
-fn fill_ids(
-    ids: &mut [i64],
-    reqs: &[&ForecastRequest],
-    v: usize,
-    rows: usize,
-    series_of: impl Fn(usize) -> Option<usize>,
-) {
-    for r in 0..rows {
-        for vi in 0..v {
-            let real = series_of(r).and_then(|b| reqs.get(b)).and_then(|q| q.id_mask.get(vi).copied());
-            ids[r * v + vi] = real.unwrap_or(-1 - (r * v + vi) as i64);
+            r += v_count;
         }
-    }
-}
-
-/// Scales each row's new patch with its own scaler and fills the decode inputs for the next step.
-fn feed_decode(
-    decode: &mut GraphRunner,
-    d: &Dims,
-    reqs: &[&ForecastRequest],
-    rows: &mut [Row],
-    new_patches: &[Option<Vec<Vec<f32>>>],
-) -> Result<()> {
-    let (v, p, dh) = (d.variates, d.patch, d.head_dim);
-    {
         let patches = decode.input_mut::<f32>(signature::PATCHES)?;
-        for (r, row) in rows.iter_mut().enumerate() {
-            if let Some(fed) = &new_patches[r] {
-                for (vi, vals) in fed.iter().enumerate() {
-                    let dst = (r * v + vi) * p;
-                    row.scalers[vi].push_patch(vals, &mut patches[dst..dst + p]);
-                }
-            }
+        for (r, values) in fed {
+            rows[r].scaler.push_patch(&values, &mut patches[r * p..(r + 1) * p]);
+            rows[r].pos += 1;
         }
     }
-    let series: Vec<Option<usize>> = (0..d.decode_rows).map(|r| rows.get(r).map(|row| row.series)).collect();
-    fill_ids(decode.input_mut::<i64>(signature::ID_MASK)?, reqs, v, d.decode_rows, |r| series[r]);
-    {
-        let wp = decode.input_mut::<i64>(signature::WRITE_POS)?;
-        for (r, w) in wp.iter_mut().enumerate() {
-            *w = rows.get(r).map_or(0, |row| row.pos as i64);
-        }
-    }
-    let mut tables =
-        [vec![0f32; d.decode_rows * dh], vec![0f32; d.decode_rows * dh], vec![0f32; d.decode_rows * dh]];
-    for r in 0..d.decode_rows {
-        let pos = rows.get(r).map_or(0, |row| row.pos);
-        let rr = r * dh..(r + 1) * dh;
-        let [c, s, x] = &mut tables;
-        rope::fill_decode(pos, dh, &mut c[rr.clone()], &mut s[rr.clone()], &mut x[rr]);
-    }
-    for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
-        decode.input_mut::<f32>(name)?.copy_from_slice(t);
-    }
-    for (r, row) in rows.iter_mut().enumerate() {
-        if new_patches[r].is_some() {
-            row.pos += 1;
-        }
+    let mut members: Vec<usize> = pass.paths.iter().map(|r| r.request).collect();
+    members.dedup();
+    for i in members {
+        series[i].buckets.push(pass.bucket);
     }
     Ok(())
+}
+
+/// A series' response: the mean path, or the sample paths with their mean and quantiles.
+fn finish(s: Series, cfg: &HostConfig, graphs: &dyn Graphs) -> Result<Forecast> {
+    if let Some(e) = s.error {
+        return Err(e);
+    }
+    let req = s.req;
+    let mut buckets = s.buckets.clone();
+    buckets.sort();
+    buckets.dedup();
+    let labels: Vec<(String, String)> = buckets.iter().map(|b| graphs.label(*b)).collect();
+    let profile = labels.last().map(|(_, p)| p.clone()).unwrap_or_default();
+    let mut response = ForecastResponse {
+        id: req.id.clone(),
+        mean: None,
+        median: None,
+        quantiles: Vec::new(),
+        samples: None,
+        context_truncated: req.context_cut,
+        buckets: labels.into_iter().map(|(b, _)| b).collect(),
+        profile,
+        engine: cfg.engine.to_string(),
+    };
+    if req.samples == 0 {
+        response.mean = s.out.into_iter().next();
+    } else {
+        let (v, h) = (req.variates(), req.horizon);
+        let flat: Vec<f32> = s.out.iter().flatten().flatten().copied().collect();
+        let set = SampleSet::new(&flat, s.out.len(), v, h)?;
+        let qs = set.quantiles(&req.quantiles);
+        response.mean = Some(set.mean());
+        response.quantiles =
+            req.quantiles.iter().zip(qs).map(|(&q, values)| QuantileForecast { q, values }).collect();
+        response.samples = Some(s.out);
+    }
+    Ok(Forecast { response, steps: s.records })
 }

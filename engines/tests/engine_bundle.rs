@@ -7,9 +7,9 @@ use std::path::Path;
 
 use engines::backend::Target;
 use engines::engine_bundle::{
-    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, ENGINE_FORMAT, ENGINE_WEIGHTS,
+    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, ENGINE_FORMAT,
 };
-use engines::graph::CacheMode;
+use engines::graph::{CacheMode, CacheMove};
 use exporter::fsutil::sha256_file;
 
 use common::*;
@@ -20,7 +20,11 @@ fn build_cpu(src: &Path, out: &Path) -> EngineManifest {
     let m = build_engine(src, &Target::cpu(Some(1)), out, &BuildOptions::default(), &mut |e| events.push(e))
         .unwrap();
     assert!(matches!(events.first(), Some(BuildEvent::Start { graphs: 2 })), "{events:?}");
-    assert!(events.iter().any(|e| matches!(e, BuildEvent::Weights { .. })), "{events:?}");
+    assert_eq!(
+        events.iter().filter(|e| matches!(e, BuildEvent::Graph { total: 2, .. })).count(),
+        2,
+        "{events:?}"
+    );
     m
 }
 
@@ -39,27 +43,23 @@ fn cpu_build_round_trip() {
     assert_eq!(m.target, Target::cpu(Some(1)));
     assert_eq!(m.source.manifest_sha256, sha256_file(&src.join("manifest.json")).unwrap());
     assert_eq!(m.model, source.model);
-    assert_eq!(m.profiles[0].dims, source.profiles[0].dims);
+    assert!(m.dropped.is_empty());
     let names: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         names,
-        ["tiny.decode.opt.onnx", "tiny.prefill.opt.onnx", ENGINE_WEIGHTS],
-        "one merged weight file"
+        ["tiny.decode.n6.t3.onnx", "tiny.prefill.n2.s2.onnx", "weights.fp32.bin"],
+        "weights once"
     );
-    // both graphs' 2 KiB `w_wide` is stored once
-    let merged = m.files.iter().find(|f| f.path == ENGINE_WEIGHTS).unwrap().bytes;
-    assert_eq!(merged, 4 * 4 * 128, "{merged}");
+    assert_eq!(m.weights_bytes, source.files.iter().find(|f| f.path == "weights.fp32.bin").unwrap().bytes);
     for f in &m.files {
         assert_eq!(f.sha256, sha256_file(&out.join(&f.path)).unwrap());
     }
-    for g in &m.profiles[0].graphs {
-        assert_eq!(g.inputs, source.profiles[0].graph(g.kind).unwrap().inputs);
+    for (g, s) in m.profiles[0].graphs.iter().zip(&source.profiles[0].graphs) {
+        assert_eq!(
+            (g.bucket, g.dims, &g.inputs, g.memory_bytes),
+            (s.bucket, s.dims, &s.inputs, s.memory_bytes)
+        );
         assert!(g.providers.iter().all(|p| p.provider == "CPUExecutionProvider") && !g.providers.is_empty());
-        assert!(g
-            .build_session
-            .config_entries
-            .iter()
-            .any(|(k, _)| k == "session.optimized_model_external_initializers_file_name"));
     }
     // the manifest on disk is the one returned
     assert_eq!(EngineManifest::read(&out).unwrap(), m);
@@ -69,55 +69,87 @@ fn cpu_build_round_trip() {
         .to_string_lossy()
         .contains("partial")));
 
-    // load and run: prefill → broadcast caches → decode, same numbers as the export bundle's graphs
-    let mut engine = EngineBundle::load(&out, None).unwrap();
-    let p = engine.profile("tiny").unwrap();
-    assert_eq!(p.cache_mode(), CacheMode::InPlace);
-    let d = p.profile.dims;
-    let (prefill, decode) = p.runners();
+    // load and run: prefill → copy caches → decode, same numbers as the export bundle's graphs
+    let engine = EngineBundle::load(&out, None).unwrap();
+    let (pg, dg) = (&m.profiles[0].graphs[0], &m.profiles[0].graphs[1]);
+    let mut prefill = engine.load_graph(pg).unwrap();
+    let mut decode = engine.load_graph(dg).unwrap();
+    assert_eq!(decode.cache_mode(), CacheMode::InPlace);
+    let (pd, dd) = (pg.dims, dg.dims);
     for (i, x) in prefill.input_mut::<f32>("patches").unwrap().iter_mut().enumerate() {
         *x = (i % 7) as f32 - 3.0;
     }
     prefill.run().unwrap();
     // loc = last context patch · w + bias + 10 (the synthetic graph), w[i,j] = 0.25·(i·P+j) − 1, bias[j] = j/2
-    let pch = d.patch;
+    let pch = pd.patch;
     let patches = prefill.input::<f32>("patches").unwrap().to_vec();
     let loc = prefill.output::<f32>("loc").unwrap();
-    for v in 0..d.variates {
-        let last = &patches[(v * d.context_slots + d.context_slots - 1) * pch..][..pch];
+    for r in 0..pd.rows {
+        let last = &patches[(r * pd.slots + pd.slots - 1) * pch..][..pch];
         for j in 0..pch {
             let want: f32 = (0..pch).map(|i| last[i] * (0.25 * (i * pch + j) as f32 - 1.0)).sum::<f32>()
                 + j as f32 * 0.5
                 + 10.0;
-            for k in 0..d.components {
-                let got = loc[((v * pch) + j) * d.components + k];
-                assert!((got - want).abs() < 1e-4, "loc[{v},{j},{k}] = {got}, want {want}");
+            for k in 0..pd.components {
+                let got = loc[(r * pch + j) * pd.components + k];
+                assert!((got - want).abs() < 1e-4, "loc[{r},{j},{k}] = {got}, want {want}");
             }
         }
     }
-    let rows: Vec<usize> = (0..d.decode_rows).flat_map(|_| 0..d.variates).collect();
-    decode.copy_cache_rows(prefill, &rows).unwrap();
-    decode.input_mut::<i64>("write_pos").unwrap().fill(d.context_slots as i64);
+    // every decode row (3 paths × 2 variates) takes its variate's 2 prefill slots
+    let moves: Vec<CacheMove> =
+        (0..dd.rows).map(|r| CacheMove { dst: r, src: r % 2, slots: pd.slots }).collect();
+    decode.copy_cache(&prefill, &moves).unwrap();
+    decode.input_mut::<i64>("write_pos").unwrap().fill(pd.slots as i64);
     decode.input_mut::<f32>("patches").unwrap().fill(1.0);
     decode.run().unwrap();
     assert_eq!(decode.cache_copies_logged(), 0);
     let k0 = decode.output::<f32>("k_cache_out.0").unwrap();
-    let row = d.heads * d.max_slots * d.head_dim;
-    // the written slot holds 1·w + bias (column sums of w plus j/2); other slots the prefill broadcast
-    for r in 0..d.decode_rows * d.variates {
-        for h in 0..d.heads {
-            let at = r * row + (h * d.max_slots + d.context_slots) * d.head_dim;
-            for j in 0..d.head_dim {
-                let want: f32 =
-                    (0..pch).map(|i| 0.25 * (i * pch + j) as f32 - 1.0).sum::<f32>() + j as f32 * 0.5;
-                assert!((k0[at + j] - want).abs() < 1e-4);
+    let src_k0 = prefill.output::<f32>("k_cache_out.0").unwrap();
+    let col_sum =
+        |j: usize| (0..pch).map(|i| 0.25 * (i * pch + j) as f32 - 1.0).sum::<f32>() + j as f32 * 0.5;
+    for r in 0..dd.rows {
+        for h in 0..dd.heads {
+            let row = (r * dd.heads + h) * dd.slots * dd.head_dim;
+            let src = ((r % 2) * pd.heads + h) * pd.slots * pd.head_dim;
+            // copied slots, then the written one: 1·w + bias
+            assert_eq!(&k0[row..row + pd.slots * dd.head_dim], &src_k0[src..src + pd.slots * pd.head_dim]);
+            let at = row + pd.slots * dd.head_dim;
+            for j in 0..dd.head_dim {
+                assert!((k0[at + j] - col_sum(j)).abs() < 1e-4);
             }
         }
     }
-    // profiles load once; unknown profiles are named
-    assert!(engine.profile("tiny").is_ok());
-    let e = engine.profile("huge").unwrap_err().to_string();
-    assert!(e.contains("huge") && e.contains("tiny"), "{e}");
+}
+
+#[test]
+fn buckets_beyond_the_memory_budget_are_left_out_with_a_note() {
+    let dir = tempdir();
+    let src = dir.path().join("export");
+    let source = synthetic_bundle(&src);
+    init_ort();
+    let graphs = &source.profiles[0].graphs;
+    let weights = source.files.iter().find(|f| f.path == "weights.fp32.bin").unwrap().bytes;
+    // room for the prefill's buffers but not the decode's
+    let budget = weights + graphs[0].memory_bytes.max(graphs[1].memory_bytes) - 1;
+    assert!(graphs[1].memory_bytes > graphs[0].memory_bytes);
+    let opts = BuildOptions { memory_budget: Some(budget), ..BuildOptions::default() };
+    let mut events = Vec::new();
+    let m = build_engine(&src, &Target::cpu(Some(1)), &dir.path().join("e"), &opts, &mut |e| events.push(e))
+        .unwrap();
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, BuildEvent::Dropped { file, .. } if file == "tiny.decode.n6.t3.onnx")));
+    assert_eq!(m.profiles[0].graphs.len(), 1);
+    assert_eq!(m.dropped.len(), 1);
+    assert!(m.dropped[0].reason.contains("memory budget"), "{}", m.dropped[0].reason);
+    assert!(!dir.path().join("e/tiny.decode.n6.t3.onnx").exists());
+    // without even a prefill, nothing is built
+    let opts = BuildOptions { memory_budget: Some(weights + 1), ..BuildOptions::default() };
+    let e =
+        build_engine(&src, &Target::cpu(Some(1)), &dir.path().join("e2"), &opts, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("no prefill bucket"), "{e}");
+    assert!(!dir.path().join("e2").exists());
 }
 
 #[test]
@@ -127,13 +159,13 @@ fn a_modified_file_is_refused_by_name() {
     synthetic_bundle(&src);
     let out = dir.path().join("engine");
     build_cpu(&src, &out);
-    let victim = out.join("tiny.decode.opt.onnx");
+    let victim = out.join("tiny.decode.n6.t3.onnx");
     let mut bytes = std::fs::read(&victim).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x01;
     std::fs::write(&victim, bytes).unwrap();
     let e = EngineBundle::load(&out, None).unwrap_err().to_string();
-    assert!(e.contains("tiny.decode.opt.onnx") && e.contains("sha256"), "{e}");
+    assert!(e.contains("tiny.decode.n6.t3.onnx") && e.contains("sha256"), "{e}");
 
     // and a modified export bundle is refused before anything is built
     let w = src.join("weights.fp32.bin");
@@ -196,5 +228,8 @@ fn unknown_profile_and_not_an_engine_are_clear_errors() {
         .to_string();
     assert!(e.contains("nope") && e.contains("tiny"), "{e}");
     let e = EngineBundle::load(&src, None).unwrap_err().to_string();
+    assert!(e.contains("is an export bundle, not an engine") && e.contains("totoc build-engine"), "{e}");
+    std::fs::write(dir.path().join("manifest.json"), "{\"format\": 1}").unwrap();
+    let e = EngineBundle::load(dir.path(), None).unwrap_err().to_string();
     assert!(e.contains("not a totoc engine manifest"), "{e}");
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use engines::backend::{session_config, Stage, Target};
-use engines::graph::{CacheMode, GraphRunner, SharedWeights};
+use engines::graph::{CacheMode, CacheMove, GraphRunner, SharedWeights};
 use exporter::signature::DType;
 
 use common::*;
@@ -143,51 +143,55 @@ fn unknown_names_and_wrong_types_are_clear_errors() {
 }
 
 #[test]
-fn copy_cache_rows_broadcasts_prefill_rows_into_decode_rows() {
+fn copy_cache_moves_prefill_slots_into_longer_decode_caches() {
     let dir = tempdir();
     let manifest = synthetic_bundle(dir.path());
-    let p = &manifest.profiles[0];
+    let graphs = &manifest.profiles[0].graphs;
     let rt = init_ort();
     let target = Target::cpu(Some(1));
     let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
     let weights = SharedWeights::new(rt);
-    let mut runners: Vec<GraphRunner> = p
-        .graphs
-        .iter()
-        .map(|g| {
-            GraphRunner::load(rt, &dir.path().join(&g.file), &g.file, &target, &cfg, Some(&weights)).unwrap()
-        })
-        .collect();
-    let mut decode = runners.pop().unwrap();
-    let mut prefill = runners.pop().unwrap();
+    let load =
+        |f: &str| GraphRunner::load(rt, &dir.path().join(f), f, &target, &cfg, Some(&weights)).unwrap();
+    let mut prefill = load(&graphs[0].file);
+    let mut decode = load(&graphs[1].file);
     assert_eq!(prefill.cache_mode(), CacheMode::None);
     assert_eq!(decode.cache_mode(), CacheMode::InPlace);
-    let d = &p.dims;
-    let pn = prefill.input_mut::<f32>("patches").unwrap();
-    for (i, x) in pn.iter_mut().enumerate() {
+    let (pd, dd) = (graphs[0].dims, graphs[1].dims);
+    for (i, x) in prefill.input_mut::<f32>("patches").unwrap().iter_mut().enumerate() {
         *x = i as f32 * 0.1;
     }
     prefill.run().unwrap();
-    // decode rows ordered (b, sample, v); prefill rows (b, v)
-    let samples = d.decode_rows / d.batch;
-    let rows: Vec<usize> = (0..d.batch)
-        .flat_map(|b| (0..samples).flat_map(move |_| (0..d.variates).map(move |v| b * d.variates + v)))
-        .collect();
-    decode.copy_cache_rows(&prefill, &rows).unwrap();
-    let row = d.heads * d.max_slots * d.head_dim;
+    // decode rows: paths × variates, each from its variate's prefill row; fewer slots than the cache holds
+    let moves: Vec<CacheMove> =
+        (0..dd.rows).map(|r| CacheMove { dst: r, src: r % pd.rows, slots: pd.slots - (r % 2) }).collect();
+    decode.input_mut::<f32>("k_cache.0").unwrap().fill(7.0);
+    decode.copy_cache(&prefill, &moves).unwrap();
     for name in ["k_cache", "v_cache"] {
-        for i in 0..d.time_layers {
+        for i in 0..dd.time_layers {
             let src = prefill.output::<f32>(&format!("{name}_out.{i}")).unwrap().to_vec();
             let dst = decode.input::<f32>(&format!("{name}.{i}")).unwrap();
-            for (r, &s) in rows.iter().enumerate() {
-                assert_eq!(&dst[r * row..(r + 1) * row], &src[s * row..(s + 1) * row]);
+            for m in &moves {
+                for h in 0..dd.heads {
+                    let d0 = (m.dst * dd.heads + h) * dd.slots * dd.head_dim;
+                    let s0 = (m.src * pd.heads + h) * pd.slots * pd.head_dim;
+                    let n = m.slots * dd.head_dim;
+                    assert_eq!(&dst[d0..d0 + n], &src[s0..s0 + n]);
+                    if name == "k_cache" && i == 0 {
+                        // slots past the move are untouched
+                        assert!(dst[d0 + n..d0 + dd.slots * dd.head_dim].iter().all(|&x| x == 7.0));
+                    }
+                }
             }
         }
     }
     // a decode step then writes slot `write_pos` in place
-    decode.input_mut::<i64>("write_pos").unwrap().fill(d.context_slots as i64);
+    decode.input_mut::<i64>("write_pos").unwrap().fill(pd.slots as i64);
     decode.run().unwrap();
     assert_eq!(decode.cache_copies_logged(), 0);
-    let bad = decode.copy_cache_rows(&prefill, &rows[..1]).unwrap_err().to_string();
-    assert!(bad.contains("row map"), "{bad}");
+    let bad = [CacheMove { dst: dd.rows, src: 0, slots: 1 }];
+    let e = decode.copy_cache(&prefill, &bad).unwrap_err().to_string();
+    assert!(e.contains("outside"), "{e}");
+    let bad = [CacheMove { dst: 0, src: 0, slots: pd.slots + 1 }];
+    assert!(decode.copy_cache(&prefill, &bad).is_err());
 }

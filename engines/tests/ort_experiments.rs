@@ -461,12 +461,14 @@ fn rss_graph_runner_weight_sharing() {
 }
 
 /// `build-engine` (CPU) on the export bundle at `$EXP_BUNDLE` (e.g. a `totoc export` of
-/// `tests/fixtures/tiny/checkpoint`), then one prefill and a few decode steps of every profile.
+/// `tests/fixtures/tiny/checkpoint`), then every bucket loaded and run once (`Engine::warm_up`), with the time
+/// each took.
 #[test]
 #[ignore]
 fn real_bundle_engine() {
     use engines::backend::Target;
-    use engines::engine_bundle::{build_engine, BuildOptions, EngineBundle};
+    use engines::engine::{Engine, LoadOptions};
+    use engines::engine_bundle::{build_engine, BuildOptions};
     init_ort();
     let src = std::path::PathBuf::from(std::env::var("EXP_BUNDLE").expect("set EXP_BUNDLE"));
     let out = std::env::var("EXP_OUT")
@@ -485,47 +487,11 @@ fn real_bundle_engine() {
     for f in &m.files {
         println!("  {} {} B", f.path, f.bytes);
     }
-    let mut engine = EngineBundle::load(&out, None).unwrap();
-    for name in m.profiles.iter().map(|p| p.profile.name.clone()) {
-        let t = Instant::now();
-        let p = engine.profile(&name).unwrap();
-        let load = t.elapsed().as_secs_f64();
-        let d = p.profile.dims;
-        let mode = p.cache_mode();
-        let (prefill, decode) = p.runners();
-        prefill
-            .input_mut::<f32>("patches")
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = (i % 11) as f32 * 0.1);
-        for r in [&mut *prefill, &mut *decode] {
-            r.input_mut::<f32>("xpos_scale").unwrap().fill(1.0);
-            r.input_mut::<f32>("rope_cos").unwrap().fill(1.0);
-        }
-        let t = Instant::now();
-        prefill.run().unwrap();
-        let tp = t.elapsed().as_secs_f64();
-        let rows: Vec<usize> = (0..d.decode_rows / d.batch * d.batch)
-            .flat_map(|r| (0..d.variates).map(move |v| (r / (d.decode_rows / d.batch)) * d.variates + v))
-            .collect();
-        decode.copy_cache_rows(prefill, &rows).unwrap();
-        let t = Instant::now();
-        let steps = d.max_slots - d.context_slots;
-        for s in 0..steps {
-            decode.input_mut::<i64>("write_pos").unwrap().fill((d.context_slots + s) as i64);
-            decode.run().unwrap();
-        }
-        let td = t.elapsed().as_secs_f64() / steps as f64;
-        println!(
-            "{name}: load {:.0} ms, cache {mode:?}, prefill {:.2} ms ({:?}), decode {:.2} ms/step ({:?}), cache copies logged {}",
-            load * 1e3,
-            tp * 1e3,
-            prefill.providers(),
-            td * 1e3,
-            decode.providers(),
-            decode.cache_copies_logged()
-        );
-        assert!(decode.output::<f32>("loc").unwrap().iter().all(|x| x.is_finite()));
+    let engine = Engine::load(&out, &LoadOptions::default()).unwrap();
+    let t = Instant::now();
+    let n = engine.warm_up().unwrap();
+    println!("{n} buckets loaded and run in {:.2} s", t.elapsed().as_secs_f64());
+    for b in engine.bucket_stats() {
+        println!("  {}: {} run(s), {:.2} ms, loaded {}", b.name, b.runs, b.seconds * 1e3, b.loaded);
     }
 }

@@ -4,9 +4,12 @@
 //! ```text
 //! manifest.json              what was exported from what, every file's sha256 and every graph's I/O
 //! weights.fp32.bin           all weights once, shared by every graph (ONNX external data)
-//! <profile>.prefill.onnx     per profile: prefill graph
-//! <profile>.decode.onnx      per profile: decode-step graph
+//! <profile>.prefill.n<N>.s<S>.onnx   per prefill bucket: N rows, S context slots
+//! <profile>.decode.n<N>.t<T>.onnx    per decode bucket: N rows, T cache slots
+//! golden/*.json              with --golden: reference cases for `totoc verify`
 //! ```
+//! Graph files are small (shapes and ops; ~100 KB for the base model): however many buckets a profile has, the
+//! weights exist once on disk.
 //! Re-exporting the same checkpoint with the same profiles gives byte-identical files: nothing time- or
 //! machine-dependent is written.
 
@@ -18,9 +21,11 @@ use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::{toto_graph, CacheUpdate, GraphBuilder, WeightStore, OPSET};
-use crate::manifest::{file_entries, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, MANIFEST_FILE};
+use crate::manifest::{
+    file_entries, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
+};
 use crate::profile::Profile;
-use crate::signature::{self, DType, Dims, GraphKind};
+use crate::signature::{self, DType};
 
 /// Name of the fp32 weight file inside a bundle.
 pub const WEIGHTS_FP32: &str = "weights.fp32.bin";
@@ -45,8 +50,8 @@ pub struct ExportOptions {
 pub enum ExportEvent {
     /// Total number of graphs to write.
     Start { graphs: usize },
-    /// One graph written.
-    Graph { file: String, nodes: usize },
+    /// One graph written (`index` of `total`, from 1).
+    Graph { file: String, nodes: usize, index: usize, total: usize },
 }
 
 /// Directory of golden cases inside a bundle.
@@ -94,43 +99,52 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
     }
     let stage = StagingDir::new(&opts.out, opts.force)?;
     let mut weights = WeightStore::create(&stage.path().join(WEIGHTS_FP32), WEIGHTS_FP32)?;
-    progress(ExportEvent::Start { graphs: opts.profiles.len() * GraphKind::ALL.len() });
+    let ladders: Vec<_> = opts.profiles.iter().map(|p| p.buckets(&ckpt.config)).collect();
+    let total = ladders.iter().map(Vec::len).sum();
+    progress(ExportEvent::Start { graphs: total });
 
     let mut files = vec![WEIGHTS_FP32.to_string()];
     let mut profiles = Vec::new();
-    for profile in &opts.profiles {
-        let dims = Dims::new(&ckpt.config, profile);
+    for (profile, ladder) in opts.profiles.iter().zip(ladders) {
         let mut graphs = Vec::new();
-        for kind in GraphKind::ALL {
-            let file = format!("{}.{}.onnx", profile.name, kind.as_str());
-            let graph_name = format!("toto_{}_{}", profile.name, kind.as_str());
+        for bucket in ladder {
+            let dims = bucket.dims(&ckpt.config);
+            let stem = bucket.stem(&profile.name);
+            let file = format!("{stem}.onnx");
+            let graph_name = format!("toto_{}", stem.replace('.', "_"));
             let mut g = GraphBuilder::new(&graph_name, &mut weights);
-            toto_graph(&mut g, &ckpt, kind, &dims, opts.cache_update)
+            toto_graph(&mut g, &ckpt, &dims, opts.cache_update)
                 .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
             let doc = format!(
-                "Toto {} graph of profile {:?} (totoc {}): static shapes, explicit KV cache state",
-                kind.as_str(),
+                "Toto {} graph of profile {:?}, {} rows × {} slots (totoc {}): static shapes, explicit KV cache state",
+                bucket.kind.as_str(),
                 profile.name,
+                bucket.rows,
+                bucket.slots,
                 env!("CARGO_PKG_VERSION")
             );
             let meta = [
                 ("totoc.profile", profile.name.clone()),
-                ("totoc.graph", kind.as_str().to_string()),
+                ("totoc.graph", bucket.kind.as_str().to_string()),
+                ("totoc.rows", bucket.rows.to_string()),
+                ("totoc.slots", bucket.slots.to_string()),
                 ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256.clone()),
             ];
             let model = g.finish(&doc, &meta)?;
             let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
             write_atomic(&stage.path().join(&file), &model.encode_to_vec())?;
-            progress(ExportEvent::Graph { file: file.clone(), nodes });
+            progress(ExportEvent::Graph { file: file.clone(), nodes, index: files.len(), total });
             graphs.push(GraphEntry {
-                kind,
+                bucket,
+                dims,
                 file: file.clone(),
-                inputs: signature::inputs(kind, &dims, DType::F32),
-                outputs: signature::outputs(kind, &dims, DType::F32),
+                memory_bytes: bucket.memory_bytes(&ckpt.config),
+                inputs: signature::inputs(&dims, DType::F32),
+                outputs: signature::outputs(&dims, DType::F32),
             });
             files.push(file);
         }
-        profiles.push(ProfileEntry { profile: profile.clone(), dims, graphs });
+        profiles.push(ProfileEntry { profile: profile.clone(), graphs });
     }
     weights.finish()?;
     if let Some(dir) = &opts.golden {
@@ -139,6 +153,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
 
     let manifest = Manifest {
         format: BUNDLE_FORMAT.into(),
+        format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: env!("CARGO_PKG_VERSION").into(),
         checkpoint: ckpt.info(),
         model: ckpt.config.clone(),

@@ -1,5 +1,7 @@
 //! totoc's exporter: loads a Toto 1.0 HF checkpoint strictly and writes static-shape ONNX graphs whose decode
-//! state (KV caches, write positions) is explicit I/O.
+//! state (KV caches, write positions) is explicit I/O, one graph per shape bucket of each profile
+//! ([`bucket`]).
+pub mod bucket;
 pub mod checkpoint;
 pub mod config;
 pub mod error;

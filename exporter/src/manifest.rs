@@ -7,15 +7,30 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bucket::Bucket;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
 use crate::profile::Profile;
-use crate::signature::{DType, Dims, GraphKind, TensorSig};
+use crate::signature::{DType, GraphDims, TensorSig};
 
 /// Format tag of export bundles.
-pub const BUNDLE_FORMAT: &str = "totoc-export/1";
+pub const BUNDLE_FORMAT: &str = "totoc-export/2";
+/// Version number of [`BUNDLE_FORMAT`] (`format_version` in the manifest).
+pub const BUNDLE_FORMAT_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The message for a bundle of another format: which totoc made it and what to run.
+pub fn format_mismatch(kind: &str, found: &str, want: &str, rebuild: &str) -> String {
+    let made_by = match found.rsplit_once('/') {
+        Some((_, "1")) => " (written by totoc 0.1, before shape buckets)".to_string(),
+        _ => String::new(),
+    };
+    format!(
+        "{kind} format {found:?}{made_by}; this totoc {} reads {want:?}: rebuild it with `{rebuild}`",
+        env!("CARGO_PKG_VERSION")
+    )
+}
 
 /// Where the weights came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,28 +41,24 @@ pub struct CheckpointInfo {
     pub config_sha256: String,
 }
 
-/// One graph file of a profile and its I/O signature.
+/// One bucket's graph file and its I/O signature.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphEntry {
-    pub kind: GraphKind,
+    pub bucket: Bucket,
+    pub dims: GraphDims,
     /// Path relative to the bundle root.
     pub file: String,
+    /// Estimated bytes of the bucket's buffers when loaded ([`Bucket::memory_bytes`]).
+    pub memory_bytes: u64,
     pub inputs: Vec<TensorSig>,
     pub outputs: Vec<TensorSig>,
 }
 
-/// One exported profile.
+/// One exported profile: its bounds and the graph of each of its buckets (prefill first, ascending).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileEntry {
     pub profile: Profile,
-    pub dims: Dims,
     pub graphs: Vec<GraphEntry>,
-}
-
-impl ProfileEntry {
-    pub fn graph(&self, kind: GraphKind) -> Option<&GraphEntry> {
-        self.graphs.iter().find(|g| g.kind == kind)
-    }
 }
 
 /// A file of the bundle with its hash.
@@ -62,6 +73,7 @@ pub struct FileEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: String,
+    pub format_version: u32,
     pub totoc_version: String,
     pub checkpoint: CheckpointInfo,
     pub model: ModelConfig,
@@ -80,16 +92,18 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let m: Manifest = serde_json::from_str(&text).map_err(|e| {
+        // The format tag first: an older bundle's manifest has other fields, and what its user needs to hear is
+        // which totoc made it and what to run, not a missing-field error.
+        let tag: FormatTag = serde_json::from_str(&text).map_err(|e| {
             Error::Config { message: format!("not a totoc export manifest ({e})") }.in_file(&path)
         })?;
-        if m.format != BUNDLE_FORMAT {
-            return Err(Error::Config {
-                message: format!("bundle format {:?}, this totoc reads {BUNDLE_FORMAT:?}", m.format),
-            }
-            .in_file(&path));
+        if tag.format != BUNDLE_FORMAT {
+            let message = format_mismatch("export bundle", &tag.format, BUNDLE_FORMAT, "totoc export");
+            return Err(Error::Config { message }.in_file(&path));
         }
-        Ok(m)
+        serde_json::from_str(&text).map_err(|e| {
+            Error::Config { message: format!("not a totoc export manifest ({e})") }.in_file(&path)
+        })
     }
 
     /// Checks every listed file's size and sha256.
@@ -100,6 +114,12 @@ impl Manifest {
     pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {
         self.profiles.iter().find(|p| p.profile.name == name)
     }
+}
+
+/// Just the `format` field of a manifest.
+#[derive(Deserialize)]
+pub struct FormatTag {
+    pub format: String,
 }
 
 /// Hashes `paths` (relative to `dir`) into manifest entries.

@@ -7,13 +7,24 @@
 //! A file holds a [`ProfileSet`]:
 //! ```yaml
 //! profiles:
-//!   - name: ctx512
-//!     batch: 1
-//!     variates: 1
-//!     context: 512
+//!   - name: default
+//!     batch: 8
+//!     variates: 4
+//!     context: 4096
 //!     horizon: 336
-//!     samples: 0      # optional
+//!     samples: 256    # optional, default 0
+//!     buckets:        # optional: the profile's own ladder instead of the default one (crate::bucket)
+//!       prefill:
+//!         - {rows: 1, context: 512}
+//!         - {rows: 16, context: 4096}
+//!       decode:
+//!         - {rows: 1, context: 4096, horizon: 336}
+//!         - {rows: 256, context: 512, horizon: 336}
 //! ```
+//! A profile is exported as a ladder of static-shape graphs ([`crate::bucket`]); a call runs on the smallest
+//! that holds it, so one wide profile serves small and large calls alike. Listed buckets are in points (rows are
+//! series × variates for prefill, series × sample paths × variates for decode); the largest prefill must cover the
+//! profile's context and the largest decode its context + horizon, so every call within the bounds has a bucket.
 //! [`ProfileSet::from_yaml`] checks what needs no model (positive bounds, unique directory-safe names) and
 //! names the line of each fault; [`ProfileSet::check_against`] checks the bounds against a model.
 
@@ -22,6 +33,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
+use crate::bucket::{decode_slots, default_ladder, slots, Bucket};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 
@@ -41,9 +53,58 @@ pub struct Profile {
     /// Max sample paths per series (0 = mean forecasts only).
     #[serde(default)]
     pub samples: usize,
+    /// The profile's own bucket ladder (default: [`crate::bucket::default_ladder`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<BucketSpec>,
+}
+
+/// Buckets listed in a profile, in points.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BucketSpec {
+    #[serde(default)]
+    pub prefill: Vec<PrefillSpec>,
+    #[serde(default)]
+    pub decode: Vec<DecodeSpec>,
+}
+
+/// A prefill bucket: `rows` series × variates of up to `context` points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefillSpec {
+    pub rows: usize,
+    pub context: usize,
+}
+
+/// A decode bucket: `rows` series × paths × variates with caches for `context` + `horizon` points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecodeSpec {
+    pub rows: usize,
+    pub context: usize,
+    pub horizon: usize,
 }
 
 impl Profile {
+    /// The profile's buckets for `model`: its listed ones, or the default ladder; sorted, prefill first.
+    pub fn buckets(&self, model: &ModelConfig) -> Vec<Bucket> {
+        let p = model.patch_size;
+        let mut out = match &self.buckets {
+            None => return default_ladder(self, model),
+            Some(spec) => spec
+                .prefill
+                .iter()
+                .map(|b| Bucket::prefill(b.rows, slots(b.context, p)))
+                .chain(
+                    spec.decode.iter().map(|b| Bucket::decode(b.rows, decode_slots(b.context, b.horizon, p))),
+                )
+                .collect::<Vec<_>>(),
+        };
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Patches the profile's KV cache holds: `ceil(context/P) + ceil(horizon/P)`.
     pub fn patches(&self, model: &ModelConfig) -> usize {
         self.context.div_ceil(model.patch_size) + self.horizon.div_ceil(model.patch_size)
@@ -52,6 +113,39 @@ impl Profile {
     /// Checks the profile's bounds against a model: the patches it needs must stay within
     /// [`ModelConfig::max_patches`].
     pub fn check_against(&self, model: &ModelConfig) -> Result<()> {
+        if let Some(spec) = &self.buckets {
+            let p = model.patch_size;
+            let bad = |message: String| {
+                Err(Error::Profile { message: format!("profile {:?}: {message}", self.name) })
+            };
+            let s_need = slots(self.context, p);
+            if spec.prefill.iter().map(|b| slots(b.context, p)).max() != Some(s_need) {
+                return bad(format!(
+                    "the largest listed prefill bucket must hold the profile's context ({} points = {s_need} patches \
+                     of {p}), so that every call within the profile has a bucket",
+                    self.context
+                ));
+            }
+            let multi_patch = slots(self.horizon, p) > 1;
+            let t_need = decode_slots(self.context, self.horizon, p);
+            match (multi_patch, spec.decode.iter().map(|b| decode_slots(b.context, b.horizon, p)).max()) {
+                (true, Some(t)) if t == t_need => {}
+                (true, _) => {
+                    return bad(format!(
+                        "the largest listed decode bucket must hold the profile's context + horizon ({} + {} points \
+                         = {t_need} cache patches of {p})",
+                        self.context, self.horizon
+                    ))
+                }
+                (false, None) => {}
+                (false, Some(_)) => {
+                    return bad(format!(
+                        "its horizon ({} points) fits one patch of {p}, which the prefill forecasts: drop `decode`",
+                        self.horizon
+                    ))
+                }
+            }
+        }
         let patches = self.patches(model);
         if patches > model.max_patches() {
             return Err(Error::ProfileTooLong {
@@ -119,13 +213,66 @@ impl ProfileSet {
                     return Err(at(v.referenced.line(), field(key), "must be ≥ 1".into()));
                 }
             }
+            let samples = p.samples.map_or(0, |s| s.value);
+            let buckets = match p.buckets {
+                None => None,
+                Some(raw) => {
+                    let line = raw.referenced.line();
+                    let raw = raw.value;
+                    if raw.prefill.is_empty() {
+                        return Err(at(
+                            line,
+                            field("buckets.prefill"),
+                            "must list at least one bucket".into(),
+                        ));
+                    }
+                    let (rows_p, rows_d) =
+                        (p.batch.value * p.variates.value, p.batch.value * p.variates.value * samples.max(1));
+                    for (j, b) in raw.prefill.iter().enumerate() {
+                        let f = field(&format!("buckets.prefill[{j}]"));
+                        let l = b.referenced.line();
+                        check_bucket(
+                            b.value.rows,
+                            rows_p,
+                            "batch × variates",
+                            b.value.context,
+                            p.context.value,
+                        )
+                        .map_err(|m| at(l, f, m))?;
+                    }
+                    for (j, b) in raw.decode.iter().enumerate() {
+                        let f = field(&format!("buckets.decode[{j}]"));
+                        let l = b.referenced.line();
+                        check_bucket(
+                            b.value.rows,
+                            rows_d,
+                            "batch × variates × samples",
+                            b.value.context,
+                            p.context.value,
+                        )
+                        .and_then(|_| match b.value.horizon {
+                            0 => Err("horizon must be ≥ 1".to_string()),
+                            h if h > p.horizon.value => {
+                                Err(format!("horizon {h} exceeds the profile's {}", p.horizon.value))
+                            }
+                            _ => Ok(()),
+                        })
+                        .map_err(|m| at(l, f, m))?;
+                    }
+                    Some(BucketSpec {
+                        prefill: raw.prefill.into_iter().map(|b| b.value).collect(),
+                        decode: raw.decode.into_iter().map(|b| b.value).collect(),
+                    })
+                }
+            };
             let profile = Profile {
                 name: p.name.value,
                 batch: p.batch.value,
                 variates: p.variates.value,
                 context: p.context.value,
                 horizon: p.horizon.value,
-                samples: p.samples.map_or(0, |s| s.value),
+                samples,
+                buckets,
             };
             profiles.push((profile, name_line));
         }
@@ -178,6 +325,37 @@ struct RawProfile {
     horizon: Spanned<usize>,
     #[serde(default)]
     samples: Option<Spanned<usize>>,
+    #[serde(default)]
+    buckets: Option<Spanned<RawBuckets>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBuckets {
+    #[serde(default)]
+    prefill: Vec<Spanned<PrefillSpec>>,
+    #[serde(default)]
+    decode: Vec<Spanned<DecodeSpec>>,
+}
+
+/// A listed bucket's rows and context must be positive and within the profile's bounds.
+fn check_bucket(
+    rows: usize,
+    max_rows: usize,
+    what: &str,
+    context: usize,
+    max_context: usize,
+) -> std::result::Result<(), String> {
+    if rows == 0 || context == 0 {
+        return Err("rows and context must be ≥ 1".into());
+    }
+    if rows > max_rows {
+        return Err(format!("{rows} rows exceed the profile's {what} = {max_rows}"));
+    }
+    if context > max_context {
+        return Err(format!("context {context} exceeds the profile's {max_context}"));
+    }
+    Ok(())
 }
 
 /// Profile names become directory names in the bundle, so they are restricted to a portable character set.
@@ -236,7 +414,15 @@ profiles:
         assert_eq!(set.profiles[0].samples, 0);
         assert_eq!(
             set.profiles[1],
-            Profile { name: "b-2_x".into(), batch: 8, variates: 1, context: 64, horizon: 64, samples: 16 }
+            Profile {
+                name: "b-2_x".into(),
+                batch: 8,
+                variates: 1,
+                context: 64,
+                horizon: 64,
+                samples: 16,
+                buckets: None
+            }
         );
     }
 

@@ -1,25 +1,32 @@
 //! The I/O contract of every exported graph, defined once here and used by the engines.
 //!
-//! Two graphs per profile, both with fully static shapes:
+//! A profile is exported as a ladder of static-shape graphs ("buckets", see [`crate::bucket`]), each either a
+//! `prefill` or a `decode` graph with fully static shapes:
 //!
-//! * `prefill` runs the whole (padded) context of up to `batch` series and returns the mixture parameters of the
-//!   first forecast patch plus the initial KV cache of every time-wise layer, already sized to `max_slots`.
-//! * `decode` runs one patch for `decode_rows` sample paths (`batch × max(samples, 1)`), reading and updating the
-//!   KV cache; `k_cache_out.i` may alias `k_cache.i` (the update is a `TensorScatter`/`ScatterND` of one slot).
+//! * `prefill` runs the (padded) context of N rows over S patch slots and returns the mixture parameters of the
+//!   first forecast patch of every row plus every time-wise layer's keys and values for those S slots.
+//! * `decode` runs one patch for N rows, reading and updating KV caches of T slots per row; `k_cache_out.i` may
+//!   alias `k_cache.i` (the update is a `TensorScatter`/`ScatterND` of one slot at each row's `write_pos`).
 //!
-//! Layout conventions (B = rows of the graph, V = variates, P = patch size, Dh = head dim, K = mixture components):
-//! * Real context patches are **left-aligned** in slots `0..S_b` of row `b`; slots past `S_b` hold zeros. Causal
+//! **Rows are flat.** A row is one variate of one series (prefill) or one variate of one sample path of one series
+//! (decode); series, variates and sample paths share the row axis N. The space-wise layers attend across rows
+//! whose `group_id` is equal: the host gives the variates of one series (one path) that share an `id_mask` group
+//! the same id, and every padded row a unique negative id, so nothing real ever attends across series, paths or
+//! to padding. Any mix of requests therefore packs onto one graph without padding variates up to a bound.
+//!
+//! Layout conventions (N = rows, S = context slots, T = cache slots, P = patch size, Dh = head dim, K = mixture
+//! components):
+//! * Real context patches are **left-aligned** in slots `0..S_r` of row `r`; slots past `S_r` hold zeros. Causal
 //!   attention means no real query ever sees them, and the decode key mask `slot ≤ write_pos` hides them later.
 //! * Rotary tables come from the host (see `engines::rope`): `rope_cos/rope_sin` are the interleaved angles of each
-//!   slot's position, `xpos_scale` the xPos scale with the call's centre (prefill `(S_b-1)//2`, decode `p//2`).
+//!   slot's position, `xpos_scale` the xPos scale with the call's centre (prefill `(S_r-1)//2`, decode `p//2`).
 //!   Queries are multiplied by it, keys divided, exactly as rotary-embedding-torch 0.8.6 does.
-//! * Padded variates get unique negative ids so the space-wise mask (`id_i == id_j`) isolates them.
-//! * KV caches are `[B·V, H, max_slots, Dh]`, row-major over (b, v), one pair per time-wise layer in layer order.
+//! * KV caches are `[N, H, slots, Dh]`, one pair per time-wise layer in layer order: the prefill emits its S slots,
+//!   the host copies each row's real slots into the decode cache of T slots.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
-use crate::profile::Profile;
 
 /// Element type of a graph input or output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,8 +56,8 @@ impl TensorSig {
     }
 }
 
-/// Which of a profile's graphs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Which kind of graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GraphKind {
     Prefill,
@@ -70,7 +77,8 @@ impl GraphKind {
 
 /// Input names.
 pub const PATCHES: &str = "patches";
-pub const ID_MASK: &str = "id_mask";
+/// Per-row group id: rows with equal ids attend to each other in the space-wise layers.
+pub const GROUP_ID: &str = "group_id";
 pub const LAST_INDEX: &str = "last_index";
 pub const WRITE_POS: &str = "write_pos";
 pub const ROPE_COS: &str = "rope_cos";
@@ -101,18 +109,14 @@ pub fn v_cache(i: usize, out: bool) -> String {
     }
 }
 
-/// Static dimensions of one profile's graphs, derived from the profile and the model.
+/// Static dimensions of one graph (one bucket), derived from its kind, rows and slots and the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dims {
-    /// Series rows of the prefill graph (= profile batch).
-    pub batch: usize,
-    /// Rows of the decode graph: `batch × max(samples, 1)`.
-    pub decode_rows: usize,
-    pub variates: usize,
-    /// Context patch slots of the prefill graph: `ceil(context / P)`.
-    pub context_slots: usize,
-    /// KV cache slots: context slots plus one per forecast patch, `ceil(context/P) + ceil(horizon/P)`.
-    pub max_slots: usize,
+pub struct GraphDims {
+    pub kind: GraphKind,
+    /// Rows N (prefill: series × variates; decode: series × sample paths × variates).
+    pub rows: usize,
+    /// Patch slots: the prefill's context slots S (its cache outputs have S slots), the decode's cache slots T.
+    pub slots: usize,
     pub patch: usize,
     pub heads: usize,
     pub head_dim: usize,
@@ -120,17 +124,13 @@ pub struct Dims {
     pub time_layers: usize,
 }
 
-impl Dims {
-    pub fn new(model: &ModelConfig, profile: &Profile) -> Self {
-        let p = model.patch_size;
-        let context_slots = profile.context.div_ceil(p);
-        Dims {
-            batch: profile.batch,
-            decode_rows: profile.batch * profile.samples.max(1),
-            variates: profile.variates,
-            context_slots,
-            max_slots: context_slots + profile.horizon.div_ceil(p),
-            patch: p,
+impl GraphDims {
+    pub fn new(model: &ModelConfig, kind: GraphKind, rows: usize, slots: usize) -> Self {
+        GraphDims {
+            kind,
+            rows,
+            slots,
+            patch: model.patch_size,
             heads: model.num_heads,
             head_dim: model.embed_dim / model.num_heads,
             components: model.k_components(),
@@ -138,48 +138,48 @@ impl Dims {
         }
     }
 
-    /// Rows of the given graph.
-    pub fn rows(&self, kind: GraphKind) -> usize {
-        match kind {
-            GraphKind::Prefill => self.batch,
-            GraphKind::Decode => self.decode_rows,
+    /// Patch slots this call processes: S at prefill, 1 at decode.
+    pub fn step_slots(&self) -> usize {
+        match self.kind {
+            GraphKind::Prefill => self.slots,
+            GraphKind::Decode => 1,
         }
     }
 
-    /// Shape of one KV cache tensor of the given graph.
-    pub fn cache_shape(&self, kind: GraphKind) -> [usize; 4] {
-        [self.rows(kind) * self.variates, self.heads, self.max_slots, self.head_dim]
+    /// Shape of one KV cache tensor: `[N, H, slots, Dh]`.
+    pub fn cache_shape(&self) -> [usize; 4] {
+        [self.rows, self.heads, self.slots, self.head_dim]
     }
 
-    /// Shape of each mixture output.
-    pub fn mixture_shape(&self, kind: GraphKind) -> [usize; 4] {
-        [self.rows(kind), self.variates, self.patch, self.components]
+    /// Shape of each mixture output: `[N, P, K]`.
+    pub fn mixture_shape(&self) -> [usize; 3] {
+        [self.rows, self.patch, self.components]
     }
 }
 
 /// The inputs of a graph, in order.
-pub fn inputs(kind: GraphKind, d: &Dims, float: DType) -> Vec<TensorSig> {
-    let b = d.rows(kind);
+pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
+    let n = d.rows;
     let mut v = Vec::new();
-    match kind {
+    match d.kind {
         GraphKind::Prefill => {
-            v.push(TensorSig::new(PATCHES, float, &[b, d.variates, d.context_slots, d.patch]));
-            v.push(TensorSig::new(ID_MASK, DType::I64, &[b, d.variates]));
-            v.push(TensorSig::new(LAST_INDEX, DType::I64, &[b]));
+            v.push(TensorSig::new(PATCHES, float, &[n, d.slots, d.patch]));
+            v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
+            v.push(TensorSig::new(LAST_INDEX, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[b, d.context_slots, d.head_dim]));
+                v.push(TensorSig::new(name, float, &[n, d.slots, d.head_dim]));
             }
         }
         GraphKind::Decode => {
-            v.push(TensorSig::new(PATCHES, float, &[b, d.variates, d.patch]));
-            v.push(TensorSig::new(ID_MASK, DType::I64, &[b, d.variates]));
-            v.push(TensorSig::new(WRITE_POS, DType::I64, &[b]));
+            v.push(TensorSig::new(PATCHES, float, &[n, d.patch]));
+            v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
+            v.push(TensorSig::new(WRITE_POS, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[b, d.head_dim]));
+                v.push(TensorSig::new(name, float, &[n, d.head_dim]));
             }
             for i in 0..d.time_layers {
-                v.push(TensorSig::new(k_cache(i, false), float, &d.cache_shape(kind)));
-                v.push(TensorSig::new(v_cache(i, false), float, &d.cache_shape(kind)));
+                v.push(TensorSig::new(k_cache(i, false), float, &d.cache_shape()));
+                v.push(TensorSig::new(v_cache(i, false), float, &d.cache_shape()));
             }
         }
     }
@@ -187,12 +187,12 @@ pub fn inputs(kind: GraphKind, d: &Dims, float: DType) -> Vec<TensorSig> {
 }
 
 /// The outputs of a graph, in order. The mixture outputs are always f32 (the host samples in f64).
-pub fn outputs(kind: GraphKind, d: &Dims, float: DType) -> Vec<TensorSig> {
+pub fn outputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
     let mut v: Vec<TensorSig> =
-        MIXTURE_OUTPUTS.iter().map(|n| TensorSig::new(*n, DType::F32, &d.mixture_shape(kind))).collect();
+        MIXTURE_OUTPUTS.iter().map(|n| TensorSig::new(*n, DType::F32, &d.mixture_shape())).collect();
     for i in 0..d.time_layers {
-        v.push(TensorSig::new(k_cache(i, true), float, &d.cache_shape(kind)));
-        v.push(TensorSig::new(v_cache(i, true), float, &d.cache_shape(kind)));
+        v.push(TensorSig::new(k_cache(i, true), float, &d.cache_shape()));
+        v.push(TensorSig::new(v_cache(i, true), float, &d.cache_shape()));
     }
     v
 }

@@ -1,128 +1,346 @@
-//! `totoc bench`: the issue's reference workloads (1 series × 512 points; mean H=336, 256 samples H=64,
-//! 64 samples H=336, mean H=64) through an engine, medians of `--runs`, side by side with toto-ts eager
-//! (`tests/reference/bench_reference.py`) in the same run, with each decode step set against the memory-bandwidth
-//! floor (every weight streamed once per step) and the peak RSS.
-use std::path::PathBuf;
+//! `totoc bench`: reference workloads through one or more engines, interleaved run by run in one invocation
+//! (run-to-run noise on a shared machine is larger than the ratios worth measuring), side by side with toto-ts
+//! eager (`tests/reference/bench_reference.py`, embedded in the binary) timed in the same invocation. Also: each
+//! engine's decode step against the memory-bandwidth floor (every weight streamed once per step), and each
+//! engine's peak RSS per workload, measured in a fresh child process per (engine, workload) so one workload's
+//! buffers never count against another's.
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use engines::engine_bundle::EngineBundle;
-use engines::forecaster::Forecaster;
+use engines::engine::{Engine, LoadOptions};
 use engines::request::ForecastRequest;
+use exporter::signature::GraphKind;
 use serde_json::{json, Value};
 
 use crate::cli::BenchArgs;
 
-/// (name as bench_reference.py names it, samples, horizon)
-const CASES: [(&str, usize, usize); 4] =
-    [("mean_h336", 0, 336), ("samples256_h64", 256, 64), ("samples64_h336", 64, 336), ("mean_h64", 0, 64)];
+/// A benchmark workload: `series` series of the bench context, each with `samples` paths and `horizon`, sent as
+/// one call or as one call per series.
+#[derive(Debug, Clone, Copy)]
+struct Workload {
+    /// As `bench_reference.py` names it.
+    name: &'static str,
+    series: usize,
+    samples: usize,
+    horizon: usize,
+    /// One call per series instead of one call for all.
+    separate_calls: bool,
+}
+
+const WORKLOADS: [Workload; 6] = [
+    Workload { name: "mean_h336", series: 1, samples: 0, horizon: 336, separate_calls: false },
+    Workload { name: "samples64_h336", series: 1, samples: 64, horizon: 336, separate_calls: false },
+    Workload { name: "samples256_h64", series: 1, samples: 256, horizon: 64, separate_calls: false },
+    Workload { name: "mean_h64", series: 1, samples: 0, horizon: 64, separate_calls: false },
+    Workload { name: "batch8_mean_h336", series: 8, samples: 0, horizon: 336, separate_calls: false },
+    Workload { name: "single8_mean_h336", series: 8, samples: 0, horizon: 336, separate_calls: true },
+];
+
+/// The reference scripts, embedded so an installed totoc needs no source tree.
+const BENCH_REFERENCE_PY: &str = include_str!("../../tests/reference/bench_reference.py");
+const RUN_REFERENCE_PY: &str = include_str!("../../tests/reference/run_reference.py");
+
+/// One `--engine` and what it measured.
+struct Bench {
+    label: String,
+    dir: PathBuf,
+    engine: Engine,
+    /// Per workload: run times (None: the engine cannot run it).
+    times: Vec<Option<Vec<Duration>>>,
+    decode_step_ms: Vec<f64>,
+    prefill_ms: Vec<f64>,
+}
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if a.runs == 0 {
         bail!("--runs must be at least 1");
+    }
+    let budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    let engines_arg = parse_engines(&a.engines)?;
+    if let Some(name) = &a.rss_probe {
+        return rss_probe(&a, &engines_arg[0].1, name, budget);
     }
     // toto-ts first, so its memory is gone before ours is measured (both in this one invocation).
     let reference = match &a.reference_checkpoint {
         Some(ck) => Some(run_reference(&a, ck)?),
         None => None,
     };
-    engines::runtime::set_intra_threads(a.threads);
-    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
-        .with_context(|| format!("loading engine {}", a.engine.display()))?;
-    let weight_bytes = 4 * param_count(&bundle.manifest().model) as u64;
-    let mut f = Forecaster::new(bundle);
-    let series = bench_series(a.context);
-
-    let mut rows = Vec::new();
-    let mut step_ms = Vec::new();
-    let mut prefill_ms = Vec::new();
-    for (name, samples, horizon) in CASES {
-        let req = ForecastRequest {
-            id: None,
-            strict_context: false,
-            context_cut: None,
-            target: vec![series.clone()],
-            id_mask: vec![0],
-            horizon,
-            samples,
-            quantiles: if samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() },
-            seed: 1,
-        };
-        let profile = f.choose_profile(&req)?.profile.name.clone();
-        f.forecast(std::slice::from_ref(&req), false)?; // warm-up: loads the profile
-        let mut times = Vec::with_capacity(a.runs);
-        for _ in 0..a.runs {
-            f.timings = Default::default();
-            let t = Instant::now();
-            let out = f.forecast(std::slice::from_ref(&req), false)?;
-            times.push(t.elapsed());
-            std::hint::black_box(out);
-            if name == "mean_h336" {
-                step_ms.extend(f.timings.decode.iter().map(ms));
-                prefill_ms.extend(f.timings.prefill.iter().map(ms));
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget: budget };
+    let mut benches = Vec::new();
+    for (label, dir) in &engines_arg {
+        let engine = Engine::load(dir, &opts)
+            .with_context(|| format!("loading engine {label} ({})", dir.display()))?;
+        benches.push(Bench {
+            label: label.clone(),
+            dir: dir.clone(),
+            engine,
+            times: vec![None; WORKLOADS.len()],
+            decode_step_ms: Vec::new(),
+            prefill_ms: Vec::new(),
+        });
+    }
+    let series = bench_series(a.context, 8);
+    // Warm-up: loads each engine's buckets for each workload it can run, and finds which those are.
+    for b in &mut benches {
+        for (w, slot) in WORKLOADS.iter().zip(&mut b.times) {
+            if fits(&b.engine, w, &series) {
+                run_workload(&b.engine, w, &series)?;
+                *slot = Some(Vec::with_capacity(a.runs));
             }
         }
-        let med = median(times.iter().map(ms).collect());
-        let min = times.iter().map(ms).fold(f64::INFINITY, f64::min);
-        rows.push((name, samples, horizon, profile, med, min));
     }
-    // Peak RSS first: the bandwidth probe below allocates its own 512 MiB.
-    let rss_mb = peak_rss_mb();
-    let rss_now_mb = proc_status_mb("VmRSS:");
-    let bw = read_bandwidth_gbs(engines::runtime::intra_threads());
-    let floor_ms = weight_bytes as f64 / (bw * 1e9) * 1e3;
-    let step = median(step_ms);
-    let pre = median(prefill_ms);
+    eprintln!(
+        "timing {} engine(s) × {} workloads × {} runs, interleaved ...",
+        benches.len(),
+        WORKLOADS.len(),
+        a.runs
+    );
+    for _ in 0..a.runs {
+        for (wi, w) in WORKLOADS.iter().enumerate() {
+            for b in &mut benches {
+                let Some(times) = b.times[wi].as_mut() else { continue };
+                let t = Instant::now();
+                run_workload(&b.engine, w, &series)?;
+                times.push(t.elapsed());
+                if w.name == "mean_h336" {
+                    for r in b.engine.last_call() {
+                        let ms = r.seconds * 1e3;
+                        match r.bucket.kind {
+                            GraphKind::Prefill => b.prefill_ms.push(ms),
+                            GraphKind::Decode => b.decode_step_ms.push(ms),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Peak RSS in child processes (the bandwidth probe below allocates its own 512 MiB).
+    let rss: Vec<Vec<Option<f64>>> = if a.no_rss {
+        benches.iter().map(|_| vec![None; WORKLOADS.len()]).collect()
+    } else {
+        benches
+            .iter()
+            .map(|b| {
+                WORKLOADS
+                    .iter()
+                    .zip(&b.times)
+                    .map(|(w, t)| t.as_ref().and_then(|_| child_rss(&a, &b.dir, w.name).ok()))
+                    .collect()
+            })
+            .collect()
+    };
+    let threads = engines::runtime::intra_threads();
+    let bw = read_bandwidth_gbs(threads);
+    print_report(&a, &benches, reference.as_ref(), &rss, bw, threads)?;
+    Ok(ExitCode::SUCCESS)
+}
 
+/// `LABEL=DIR` or `DIR` (labelled by its directory name).
+fn parse_engines(args: &[String]) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for a in args {
+        let (label, dir) = match a.split_once('=') {
+            Some((l, d)) if !l.is_empty() && !d.is_empty() => (l.to_string(), PathBuf::from(d)),
+            Some(_) => bail!("--engine {a:?}: give LABEL=DIR or DIR"),
+            None => {
+                let dir = PathBuf::from(a);
+                let label = dir.file_name().map_or_else(|| a.clone(), |n| n.to_string_lossy().into_owned());
+                (label, dir)
+            }
+        };
+        if out.iter().any(|(l, _)| *l == label) {
+            bail!("--engine label {label:?} is given twice; label each engine (LABEL=DIR)");
+        }
+        out.push((label, dir));
+    }
+    Ok(out)
+}
+
+/// The workload's requests: `series` of the bench series, each its own request.
+fn requests(w: &Workload, series: &[Vec<Option<f32>>]) -> Vec<ForecastRequest> {
+    series[..w.series]
+        .iter()
+        .map(|s| ForecastRequest {
+            id: None,
+            target: vec![s.clone()],
+            id_mask: vec![0],
+            horizon: w.horizon,
+            samples: w.samples,
+            quantiles: if w.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() },
+            seed: 1,
+            strict_context: false,
+            context_cut: None,
+        })
+        .collect()
+}
+
+fn fits(engine: &Engine, w: &Workload, series: &[Vec<Option<f32>>]) -> bool {
+    requests(w, series).iter_mut().all(|r| engine.admit(r, "bench").is_ok())
+}
+
+fn run_workload(engine: &Engine, w: &Workload, series: &[Vec<Option<f32>>]) -> anyhow::Result<()> {
+    let reqs = requests(w, series);
+    let results = if w.separate_calls {
+        reqs.into_iter().flat_map(|r| engine.forecast(vec![r])).collect::<Vec<_>>()
+    } else {
+        engine.forecast(reqs)
+    };
+    for r in results {
+        std::hint::black_box(r.with_context(|| format!("workload {}", w.name))?);
+    }
+    Ok(())
+}
+
+/// Child mode (`--rss-probe WORKLOAD`): load the engine, run the workload once, print the peak RSS as JSON.
+fn rss_probe(a: &BenchArgs, dir: &Path, name: &str, budget: Option<u64>) -> anyhow::Result<ExitCode> {
+    let w = WORKLOADS.iter().find(|w| w.name == name).with_context(|| format!("no workload {name:?}"))?;
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget: budget };
+    let engine = Engine::load(dir, &opts)?;
+    run_workload(&engine, w, &bench_series(a.context, 8))?;
     println!(
-        "totoc bench: {} ({}), 1 series × {} points, median of {} runs",
-        a.engine.display(),
-        f.engine_label(),
+        "{}",
+        json!({"peak_rss_mb": proc_status_mb("VmHWM:"), "weights_bytes": engine.manifest().weights_bytes})
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result<f64> {
+    let exe = std::env::current_exe().context("locating the totoc executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("bench").arg("--engine").arg(dir).args([
+        "--rss-probe",
+        name,
+        "--context",
+        &a.context.to_string(),
+    ]);
+    if let Some(t) = a.threads {
+        cmd.args(["--threads", &t.to_string()]);
+    }
+    if let Some(m) = &a.memory_budget {
+        cmd.args(["--memory-budget", m]);
+    }
+    if let Some(l) = &a.ort.ort_lib {
+        cmd.arg("--ort-lib").arg(l);
+    }
+    let out = cmd.stderr(std::process::Stdio::null()).output()?;
+    if !out.status.success() {
+        bail!("RSS probe of {name} failed ({})", out.status);
+    }
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    v["peak_rss_mb"].as_f64().context("no peak_rss_mb")
+}
+
+fn print_report(
+    a: &BenchArgs,
+    benches: &[Bench],
+    reference: Option<&Value>,
+    rss: &[Vec<Option<f64>>],
+    bw: f64,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let med = |t: &Option<Vec<Duration>>| t.as_ref().map(|v| median(v.iter().map(ms).collect()));
+    println!(
+        "totoc bench: {} engine(s), {} points of context per series, median of {} interleaved runs, {threads} threads",
+        benches.len(),
         a.context,
         a.runs
     );
-    println!(
-        "{:<16} {:>8} {:>8} {:<12} {:>10} {:>10} {:>12} {:>9}",
-        "case", "samples", "horizon", "profile", "totoc ms", "min ms", "toto-ts ms", "speedup"
-    );
-    let mut out_cases = serde_json::Map::new();
-    for (name, samples, horizon, profile, med, min) in &rows {
-        let r = reference.as_ref().and_then(|r| r["cases"][*name]["median_ms"].as_f64());
-        let (rs, sp) = match r {
-            Some(r) => (format!("{r:.1}"), format!("{:.1}×", r / med)),
-            None => ("-".into(), "-".into()),
-        };
-        println!(
-            "{name:<16} {samples:>8} {horizon:>8} {profile:<12} {med:>10.1} {min:>10.1} {rs:>12} {sp:>9}"
-        );
-        out_cases.insert(
-            name.to_string(),
-            json!({"samples": samples, "horizon": horizon, "profile": profile, "median_ms": med, "min_ms": min,
-                   "reference_median_ms": r, "speedup": r.map(|r| r / med)}),
+    for b in benches {
+        println!("  {:<12} {} ({})", b.label, b.dir.display(), b.engine.info().label);
+    }
+    let mut header = format!("{:<20} {:>6} {:>7} {:>7}", "workload", "series", "samples", "horizon");
+    for b in benches {
+        header += &format!(" {:>11}", format!("{} ms", b.label));
+    }
+    if benches.len() > 1 {
+        header += &format!(" {:>12}", format!("{}/best", benches[0].label));
+    }
+    if reference.is_some() {
+        header += &format!(" {:>11} {:>9}", "toto-ts ms", "speedup");
+    }
+    println!("{header}");
+    let mut json_rows = serde_json::Map::new();
+    for (wi, w) in WORKLOADS.iter().enumerate() {
+        let meds: Vec<Option<f64>> = benches.iter().map(|b| med(&b.times[wi])).collect();
+        let mut line = format!("{:<20} {:>6} {:>7} {:>7}", w.name, w.series, w.samples, w.horizon);
+        for m in &meds {
+            line += &format!(" {:>11}", m.map_or("-".into(), |m| format!("{m:.1}")));
+        }
+        let best_other = meds[1..].iter().flatten().copied().fold(f64::INFINITY, f64::min);
+        let ratio = meds[0].filter(|_| best_other.is_finite()).map(|m| m / best_other);
+        if benches.len() > 1 {
+            line += &format!(" {:>12}", ratio.map_or("-".into(), |r| format!("{r:.2}×")));
+        }
+        let r = reference.and_then(|r| r["cases"][w.name]["median_ms"].as_f64());
+        if reference.is_some() {
+            let sp = r.zip(meds[0]).map(|(r, m)| r / m);
+            line += &format!(
+                " {:>11} {:>9}",
+                r.map_or("-".into(), |r| format!("{r:.1}")),
+                sp.map_or("-".into(), |s| format!("{s:.1}×"))
+            );
+        }
+        println!("{line}");
+        json_rows.insert(
+            w.name.into(),
+            json!({"series": w.series, "samples": w.samples, "horizon": w.horizon, "separate_calls": w.separate_calls,
+                   "median_ms": benches.iter().zip(&meds).map(|(b, m)| (b.label.clone(), json!(m))).collect::<serde_json::Map<_, _>>(),
+                   "first_vs_best_other": ratio, "reference_median_ms": r}),
         );
     }
-    println!(
-        "decode step (mean H=336, batch 1): median {step:.1} ms; floor {floor_ms:.1} ms = {:.0} MB of weights at the {bw:.1} GB/s \
-         this machine reads → {:.2}× the floor; prefill {pre:.1} ms",
-        weight_bytes as f64 / 1e6,
-        step / floor_ms
-    );
-    let ref_rss = reference.as_ref().and_then(|r| r["peak_rss_mb"].as_f64());
-    println!(
-        "peak RSS: totoc {rss_mb:.0} MB = {:.2}× the weight bytes (steady state after the runs {rss_now_mb:.0} MB = \
-         {:.2}×){}",
-        rss_mb * 1e6 / weight_bytes as f64,
-        rss_now_mb * 1e6 / weight_bytes as f64,
-        ref_rss.map(|r| format!("; toto-ts {r:.0} MB")).unwrap_or_default()
-    );
+    for (bi, b) in benches.iter().enumerate() {
+        let (one, eight) = (med(&b.times[4]), med(&b.times[5]));
+        if let (Some(one), Some(eight)) = (one, eight) {
+            println!(
+                "{}: 8 series in one call {one:.1} ms = {:.2}× the time of 8 single calls ({eight:.1} ms)",
+                b.label,
+                one / eight
+            );
+        }
+        let weights = b.engine.manifest().weights_bytes;
+        let floor_ms = weights as f64 / (bw * 1e9) * 1e3;
+        let step = median(b.decode_step_ms.clone());
+        if step.is_finite() {
+            println!(
+                "{}: decode step (mean H=336) median {step:.1} ms = {:.2}× the floor of {floor_ms:.1} ms ({:.0} MB of \
+                 weights at the {bw:.1} GB/s this machine reads); prefill {:.1} ms",
+                b.label,
+                step / floor_ms,
+                weights as f64 / 1e6,
+                median(b.prefill_ms.clone())
+            );
+        }
+        let peaks: Vec<String> = WORKLOADS
+            .iter()
+            .zip(&rss[bi])
+            .filter_map(|(w, r)| {
+                r.map(|r| format!("{} {r:.0} MB ({:.2}×)", w.name, r * 1e6 / weights as f64))
+            })
+            .collect();
+        if !peaks.is_empty() {
+            println!(
+                "{}: peak RSS per workload (own process; × weight bytes): {}",
+                b.label,
+                peaks.join(", ")
+            );
+        }
+    }
+    if let Some(r) = reference.and_then(|r| r["peak_rss_cases_mb"].as_f64().or(r["peak_rss_mb"].as_f64())) {
+        println!("toto-ts: peak RSS {r:.0} MB");
+    }
     if let Some(path) = &a.json {
-        let doc = json!({"engine": a.engine, "runs": a.runs, "context": a.context, "cases": out_cases,
-            "decode_step_ms": step, "prefill_ms": pre, "floor_ms": floor_ms, "read_bandwidth_gbs": bw,
-            "weight_bytes": weight_bytes, "peak_rss_mb": rss_mb, "rss_after_runs_mb": rss_now_mb, "reference": reference});
+        let doc = json!({"runs": a.runs, "context": a.context, "threads": threads, "read_bandwidth_gbs": bw,
+            "engines": benches.iter().enumerate().map(|(bi, b)| json!({"label": b.label, "dir": b.dir,
+                "weights_bytes": b.engine.manifest().weights_bytes,
+                "decode_step_ms": median(b.decode_step_ms.clone()), "prefill_ms": median(b.prefill_ms.clone()),
+                "peak_rss_mb": WORKLOADS.iter().zip(&rss[bi]).map(|(w, r)| (w.name.to_string(), json!(r))).collect::<serde_json::Map<_, _>>()}))
+                .collect::<Vec<_>>(),
+            "workloads": json_rows, "reference": reference});
         exporter::fsutil::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn ms(d: &Duration) -> f64 {
@@ -142,31 +360,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// A deterministic daily-seasonal series with trend and noise, like the reference harness's.
-fn bench_series(n: usize) -> Vec<Option<f32>> {
+/// `count` deterministic daily-seasonal series with trend and noise, like the reference harness's.
+fn bench_series(n: usize, count: usize) -> Vec<Vec<Option<f32>>> {
     let mut state = 0x2545_f491_4f6c_dd1du64;
-    (0..n)
-        .map(|t| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let noise = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-            let x = 100.0
-                + 0.05 * t as f64
-                + 10.0 * (t as f64 * std::f64::consts::TAU / 24.0).sin()
-                + 2.0 * noise;
-            Some(x as f32)
+    (0..count)
+        .map(|_| {
+            (0..n)
+                .map(|t| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let noise = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+                    let x = 100.0
+                        + 0.05 * t as f64
+                        + 10.0 * (t as f64 * std::f64::consts::TAU / 24.0).sin()
+                        + 2.0 * noise;
+                    Some(x as f32)
+                })
+                .collect()
         })
         .collect()
-}
-
-fn param_count(model: &exporter::config::ModelConfig) -> usize {
-    exporter::checkpoint::expected_tensors(model).iter().map(|(_, s)| s.iter().product::<usize>()).sum()
-}
-
-/// Peak resident set size of this process (VmHWM), MB.
-fn peak_rss_mb() -> f64 {
-    proc_status_mb("VmHWM:")
 }
 
 /// A size field of /proc/self/status, MB.
@@ -197,29 +410,35 @@ fn read_bandwidth_gbs(threads: usize) -> f64 {
     (buf.len() * 8) as f64 / best / 1e9
 }
 
-fn run_reference(a: &BenchArgs, checkpoint: &std::path::Path) -> anyhow::Result<Value> {
+/// Times toto-ts eager with the embedded reference scripts (written to a temporary directory).
+fn run_reference(a: &BenchArgs, checkpoint: &Path) -> anyhow::Result<Value> {
     let python = a.reference_python.clone().unwrap_or_else(|| {
         PathBuf::from(std::env::var("HOME").unwrap_or_default())
             .join(".cache/totoc/reference-venv/bin/python")
     });
     if !python.exists() {
         bail!(
-            "toto-ts venv not found at {}: run tests/reference/setup_venv.sh, or pass --reference-python",
+            "toto-ts venv not found at {}: create it with tests/reference/setup_venv.sh from the totoc repository \
+             (or `python3 -m venv V && V/bin/pip install toto-ts==0.2.0`), or pass --reference-python",
             python.display()
         );
     }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/bench_reference.py");
+    let dir = tempfile::tempdir().context("creating a temporary directory for the reference scripts")?;
+    std::fs::write(dir.path().join("bench_reference.py"), BENCH_REFERENCE_PY)?;
+    std::fs::write(dir.path().join("run_reference.py"), RUN_REFERENCE_PY)?;
+    let script = dir.path().join("bench_reference.py");
     let threads = a.threads.unwrap_or_else(engines::backend::physical_cores);
+    let cases = WORKLOADS.iter().filter(|w| !w.separate_calls).map(|w| w.name).collect::<Vec<_>>().join(",");
     eprintln!("timing toto-ts eager ({} runs per case; this takes a while) ...", a.runs);
     let out = Command::new(&python)
         .arg(&script)
         .args(["--checkpoint".as_ref(), checkpoint.as_os_str()])
-        .args(["--runs", &a.runs.to_string(), "--threads", &threads.to_string()])
+        .args(["--runs", &a.runs.to_string(), "--threads", &threads.to_string(), "--cases", &cases])
         .stderr(std::process::Stdio::inherit())
         .output()
-        .with_context(|| format!("running {}", script.display()))?;
+        .with_context(|| format!("running {}", python.display()))?;
     if !out.status.success() {
-        bail!("{} failed ({})", script.display(), out.status);
+        bail!("the toto-ts reference benchmark failed ({})", out.status);
     }
-    serde_json::from_slice(&out.stdout).context("parsing bench_reference.py's JSON")
+    serde_json::from_slice(&out.stdout).context("parsing the reference benchmark's JSON")
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 use anyhow::Context;
 use engines::backend::Target;
 use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions};
+use engines::memory::{human, parse_size};
 
 use crate::cli::{BuildEngineArgs, TargetArg};
 use crate::progress::Progress;
@@ -16,22 +17,30 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         TargetArg::Cuda => Target::cuda(a.device, a.cuda_graph),
         TargetArg::Tensorrt => Target::tensorrt(a.device, false, a.cuda_graph),
     };
-    let opts = BuildOptions { ort_lib: a.ort.ort_lib.clone(), profiles: a.profiles.clone(), force: a.force };
+    let memory_budget = a.memory_budget.as_deref().map(parse_size).transpose()?;
+    let opts = BuildOptions {
+        ort_lib: a.ort.ort_lib.clone(),
+        profiles: a.profiles.clone(),
+        force: a.force,
+        memory_budget,
+    };
     let progress = Progress::new();
     let m = build_engine(&a.artifacts, &target, &a.out, &opts, &mut |ev| match ev {
         BuildEvent::Start { graphs } => progress.set_total(graphs as u64),
-        BuildEvent::Graph { file, seconds } => progress.step(&format!("built {file} in {seconds:.2} s")),
-        BuildEvent::Weights { unique_bytes, merged_bytes } => progress.note(&format!(
-            "weights: {:.1} MB unique in {:.1} MB merged file",
-            unique_bytes as f64 / 1e6,
-            merged_bytes as f64 / 1e6
+        BuildEvent::Graph { file, seconds, index, total } => {
+            progress.step(&format!("[{index}/{total}] built and checked {file} in {seconds:.2} s"))
+        }
+        BuildEvent::Dropped { file, memory_bytes, budget } => progress.note(&format!(
+            "note: left out {file}: its buffers ({}) and the weights exceed the memory budget ({})",
+            human(memory_bytes),
+            human(budget)
         )),
-        BuildEvent::Checked { file } => progress.note(&format!("loaded back {file}")),
     })
     .with_context(|| format!("building a {} engine from {}", target.name(), a.artifacts.display()))?;
     progress.finish();
+    let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(
-        "built {} engine with {} profile(s) in {} ({:.2} s)",
+        "built {} engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
         m.target.name(),
         m.profiles.len(),
         a.out.display(),

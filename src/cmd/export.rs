@@ -28,13 +28,16 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::new();
     let manifest = export(&opts, &mut |ev| match ev {
         ExportEvent::Start { graphs } => progress.set_total(graphs as u64),
-        ExportEvent::Graph { file, nodes } => progress.step(&format!("wrote {file} ({nodes} nodes)")),
+        ExportEvent::Graph { file, nodes, index, total } => {
+            progress.step(&format!("[{index}/{total}] wrote {file} ({nodes} nodes)"))
+        }
     })
     .with_context(|| format!("exporting {} to {}", a.checkpoint.display(), a.out.display()))?;
     progress.finish();
     let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
+    let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(
-        "exported {} profile(s) to {} ({:.1} MB) in {:.2} s",
+        "exported {} profile(s), {graphs} bucket graphs, to {} ({:.1} MB) in {:.2} s",
         manifest.profiles.len(),
         a.out.display(),
         bytes as f64 / 1e6,

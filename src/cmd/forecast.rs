@@ -16,7 +16,8 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         strict_context: None,
     };
-    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, ..LoadOptions::default() };
+    let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget };
     let engine =
         Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
     let limits = Limits { max_samples: engine.info().limits.max_samples };

@@ -17,16 +17,35 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     let m = manifest(&out);
     let files: Vec<&str> =
         m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert_eq!(
-        files,
-        [
-            "weights.fp32.bin",
-            "small.prefill.onnx",
-            "small.decode.onnx",
-            "sampled.prefill.onnx",
-            "sampled.decode.onnx"
-        ]
-    );
+    // The default ladders of configs/tiny.yaml (patch 16): `small` (batch 2 × 4 variates, 256 + 160 points) and
+    // `sampled` (1 × 2 variates × 256 paths, 128 + 64 points).
+    let mut want = vec!["weights.fp32.bin".to_string()];
+    for rows in [1, 4, 8] {
+        for slots in [8, 16] {
+            want.push(format!("small.prefill.n{rows}.s{slots}.onnx"));
+        }
+    }
+    want.extend(["small.decode.n1.t25.onnx".into(), "small.decode.n8.t25.onnx".into()]);
+    want.extend(["sampled.prefill.n1.s8.onnx".into(), "sampled.prefill.n2.s8.onnx".into()]);
+    for rows in [1, 8, 16, 32, 64, 128, 256] {
+        want.push(format!("sampled.decode.n{rows}.t11.onnx"));
+    }
+    assert_eq!(files, want);
+    assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/2"), Some(2)));
+    for g in m["profiles"].as_array().unwrap().iter().flat_map(|p| p["graphs"].as_array().unwrap()) {
+        let (kind, rows, slots) = (
+            g["bucket"]["kind"].as_str().unwrap(),
+            g["bucket"]["rows"].as_u64().unwrap(),
+            g["bucket"]["slots"].as_u64().unwrap(),
+        );
+        let letter = if kind == "prefill" { "s" } else { "t" };
+        assert!(
+            g["file"].as_str().unwrap().ends_with(&format!(".{kind}.n{rows}.{letter}{slots}.onnx")),
+            "{g}"
+        );
+        assert!(g["memory_bytes"].as_u64().unwrap() > 0);
+        assert_eq!(g["dims"]["rows"], g["bucket"]["rows"]);
+    }
     // Weights are stored once: the graphs are small, the weight file holds every parameter once.
     let params: u64 = fs::metadata(out.join("weights.fp32.bin")).unwrap().len();
     for f in &files[1..] {
@@ -35,7 +54,8 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     assert!(params > 0);
     assert_eq!(m["opset"], 24);
     assert_eq!(m["cache_update"], "tensor_scatter");
-    let dec = &m["profiles"][0]["graphs"][1];
+    let dec = &m["profiles"][0]["graphs"][6];
+    assert_eq!(dec["bucket"]["kind"], "decode");
     let ins: Vec<&str> =
         dec["inputs"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(ins.contains(&"k_cache.2") && ins.contains(&"write_pos"), "{ins:?}");
@@ -76,7 +96,7 @@ fn graphs_are_static_and_control_flow_free() {
         }
         // Every KV cache output has a cache input of the same name stem (the in-place contract).
         let ins: Vec<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
-        if path.to_string_lossy().ends_with("decode.onnx") {
+        if path.to_string_lossy().contains(".decode.") {
             for o in g.output.iter().filter(|o| o.name.contains("cache_out")) {
                 assert!(ins.contains(&o.name.replace("_out", "").as_str()), "{}", o.name);
             }
@@ -121,7 +141,12 @@ fn every_graph_passes_onnx_full_check() {
         export_fixture(config, &out);
         let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
         assert!(res.status.success(), "{config}: {}", String::from_utf8_lossy(&res.stderr));
-        assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), 4);
+        let graphs = fs::read_dir(&out)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "onnx"))
+            .count();
+        assert!(graphs > 4);
+        assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), graphs);
     }
     // The portable ScatterND variant too.
     let out = tmp.path().join("scatternd");
@@ -259,4 +284,85 @@ fn profile_larger_than_the_model_allows_is_a_clear_error() {
         Some("profiles:\n  - name: huge\n    batch: 1\n    variates: 1\n    context: 1000000\n    horizon: 64\n"),
         "huge",
     );
+}
+
+/// A profile may list its own buckets; they must cover the profile's bounds, and mistakes name the line.
+#[test]
+fn listed_buckets_replace_the_default_ladder_and_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = tmp.path().join("p.yaml");
+    let good = "profiles:\n  - name: own\n    batch: 2\n    variates: 1\n    context: 128\n    horizon: 64\n    samples: 4\n    buckets:\n      prefill:\n        - {rows: 2, context: 128}\n      decode:\n        - {rows: 1, context: 64, horizon: 64}\n        - {rows: 8, context: 128, horizon: 64}\n";
+    fs::write(&yaml, good).unwrap();
+    let out = tmp.path().join("b");
+    let ck = fixture_checkpoint("tiny");
+    totoc_ok(&[
+        "export",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--config",
+        yaml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let mut names: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".onnx"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["own.decode.n1.t7.onnx", "own.decode.n8.t11.onnx", "own.prefill.n2.s8.onnx"]);
+    for (bad, needle) in [
+        (
+            good.replace("{rows: 2, context: 128}", "{rows: 2, context: 64}"),
+            "largest listed prefill bucket must hold",
+        ),
+        (
+            good.replace("{rows: 8, context: 128, horizon: 64}", "{rows: 9, context: 128, horizon: 64}"),
+            "line 13",
+        ),
+        (
+            good.replace("{rows: 8, context: 128, horizon: 64}", "{rows: 8, context: 64, horizon: 64}"),
+            "largest listed decode bucket",
+        ),
+        (good.replace("rows: 2, context", "rowz: 2, context"), "unknown field `rowz`"),
+    ] {
+        fs::write(&yaml, bad).unwrap();
+        let err = totoc_err(&[
+            "export",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--config",
+            yaml.to_str().unwrap(),
+            "--out",
+            tmp.path().join("x").to_str().unwrap(),
+        ]);
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+/// A bundle from totoc 0.1 says which totoc made it and what to run.
+#[test]
+fn an_older_bundle_says_to_rebuild_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("old");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("manifest.json"), r#"{"format": "totoc-export/1", "profiles": []}"#).unwrap();
+    let err = totoc_err(&[
+        "build-engine",
+        "--artifacts",
+        dir.to_str().unwrap(),
+        "--out",
+        tmp.path().join("e").to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("totoc-export/1")
+            && err.contains("totoc 0.1")
+            && err.contains("rebuild it with `totoc export`"),
+        "{err}"
+    );
+    fs::write(dir.join("manifest.json"), r#"{"format": "totoc-engine/1"}"#).unwrap();
+    let req = tmp.path().join("r.json");
+    fs::write(&req, r#"{"target": [[1.0, 2.0]], "horizon": 4}"#).unwrap();
+    let err = totoc_err(&["forecast", "--engine", dir.to_str().unwrap(), "--input", req.to_str().unwrap()]);
+    assert!(err.contains("totoc-engine/1") && err.contains("rebuild it with `totoc build-engine`"), "{err}");
 }

@@ -193,12 +193,12 @@ fn a_modified_engine_file_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("engine");
     copy_dir(engine(), &copy);
-    let w = copy.join("weights.opt.bin");
+    let w = copy.join("weights.fp32.bin");
     let mut bytes = fs::read(&w).unwrap();
     bytes[4096] ^= 1;
     fs::write(&w, bytes).unwrap();
     let err = totoc_err(&["verify", "--engine", copy.to_str().unwrap()]);
-    assert!(err.contains("weights.opt.bin") && err.contains("sha256"), "{err}");
+    assert!(err.contains("weights.fp32.bin") && err.contains("sha256"), "{err}");
 }
 
 /// Each bad request fails with a message containing `needle`, exit code 2, and no output file.

@@ -3,7 +3,8 @@
 
     bench_reference.py --checkpoint DIR [--runs 5] [--threads 2] [--cases a,b]
 
-One series x 512 points (seeded synthetic data), float32, model.eval(), torch.no_grad(),
+One series x 512 points (seeded synthetic data; 8 such series in one call for batch8_*), float32,
+model.eval(), torch.no_grad(),
 `TotoForecaster.forecast(..., use_kv_cache=True)`, samples_per_batch = num_samples
 (one sample batch), one untimed warm-up per case, then --runs timed runs.
 
@@ -17,7 +18,7 @@ stdout is exactly one JSON object (everything else goes to stderr):
      "peak_rss_cases_mb": float}      # VmHWM, reset after the load: the peak while the cases ran
 Note: on Linux the VmHWM reset (/proc/self/clear_refs) also resets ru_maxrss, so both peaks
 then cover the cases only (the transient checkpoint-loading peak is excluded).
-Cases: mean_h336, samples256_h64, samples64_h336, mean_h64.
+Cases: mean_h336, samples256_h64, samples64_h336, mean_h64, batch8_mean_h336.
 """
 
 import argparse
@@ -39,7 +40,9 @@ CASES = {
     "samples256_h64": (64, 256),
     "samples64_h336": (336, 64),
     "mean_h64": (64, None),
+    "batch8_mean_h336": (336, None),
 }
+BATCH = {"batch8_mean_h336": 8}
 CONTEXT = 512
 
 
@@ -110,13 +113,21 @@ def bench(checkpoint, names, runs, threads):
     i = np.arange(CONTEXT)
     x = 1000.0 + 0.5 * i + 80.0 * np.sin(2 * np.pi * i / 24.0) + 10.0 * rng.standard_normal(CONTEXT)
     series = torch.tensor(x, dtype=torch.float32)[None, :]
-    inputs = MaskedTimeseries(
-        series=series,
-        padding_mask=torch.ones_like(series, dtype=torch.bool),
-        id_mask=torch.zeros_like(series, dtype=torch.int32),
-        timestamp_seconds=torch.zeros_like(series, dtype=torch.int64),
-        time_interval_seconds=torch.full((1,), 60, dtype=torch.int64),
-    )
+
+    def masked(batch):
+        # `batch` series, each its own batch row (variates [B, 1, T]), the first one the series above
+        if batch == 1:
+            s = series
+        else:
+            noise = rng.standard_normal((batch - 1, CONTEXT))
+            s = torch.cat([series, torch.tensor(x + 10.0 * noise, dtype=torch.float32)])[:, None, :]
+        return MaskedTimeseries(
+            series=s,
+            padding_mask=torch.ones_like(s, dtype=torch.bool),
+            id_mask=torch.zeros_like(s, dtype=torch.int32),
+            timestamp_seconds=torch.zeros_like(s, dtype=torch.int64),
+            time_interval_seconds=torch.full(s.shape[:-1], 60, dtype=torch.int64),
+        )
 
     gc.collect()
     rss_loaded = proc_status_mb("VmRSS")
@@ -124,6 +135,7 @@ def bench(checkpoint, names, runs, threads):
     cases = {}
     for name in names:
         horizon, n = CASES[name]
+        inputs = masked(BATCH.get(name, 1))
 
         def once():
             torch.manual_seed(0)
@@ -147,6 +159,7 @@ def bench(checkpoint, names, runs, threads):
         cases[name] = {
             "horizon": horizon,
             "num_samples": n,
+            "series": BATCH.get(name, 1),
             "median_ms": round(statistics.median(times), 3),
             "min_ms": round(min(times), 3),
             "runs_ms": [round(t, 3) for t in times],

@@ -4,15 +4,18 @@
 
 use std::path::Path;
 
+use exporter::bucket::Bucket;
 use exporter::config::ModelConfig;
 use exporter::graph::builder::{attribute, value_info, Attr};
-use exporter::manifest::{file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT};
+use exporter::manifest::{
+    file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION,
+};
 use exporter::pb::{
     tensor_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     ValueInfoProto,
 };
 use exporter::profile::Profile;
-use exporter::signature::{self, DType, Dims, GraphKind, TensorSig};
+use exporter::signature::{self, DType, GraphKind, TensorSig};
 use prost::Message;
 
 /// The ORT library for tests: the same search as `engines::runtime`; a missing library fails the test with the
@@ -196,23 +199,27 @@ pub fn tiny_config() -> ModelConfig {
 }
 
 pub fn tiny_profile() -> Profile {
-    Profile { name: "tiny".into(), batch: 1, variates: 2, context: 8, horizon: 8, samples: 3 }
+    Profile { name: "tiny".into(), batch: 1, variates: 2, context: 8, horizon: 8, samples: 3, buckets: None }
+}
+
+/// The buckets of [`synthetic_bundle`]: one prefill of the profile's 2 rows × 2 context slots, one decode of its
+/// 6 rows (2 variates × 3 paths) × 3 cache slots.
+pub fn synthetic_buckets() -> [Bucket; 2] {
+    [Bucket::prefill(2, 2), Bucket::decode(6, 3)]
 }
 
 /// Writes a synthetic export bundle under `dir` that follows the real layout: `manifest.json`,
-/// `weights.fp32.bin` shared by both graphs, and `<profile>.{prefill,decode}.onnx` typed per
-/// `exporter::signature` (the flat layout of `exporter::export`).
+/// `weights.fp32.bin` shared by both graphs, and one graph per bucket ([`synthetic_buckets`]) typed per
+/// `exporter::signature` (rows flat: `[N, …]`).
 ///
 /// The graphs are stand-ins with real data flow: every mixture output is `patches`-derived through a MatMul with
-/// the shared weight `w` (`[P, P]`, stored inside `w_wide`), so results can be checked on the host; the decode graph writes
-/// `update = patches · w` broadcast over heads into slot `write_pos` of each cache with `TensorScatter`.
+/// the shared weight `w` (`[P, P]`, stored inside `w_wide`), so results can be checked on the host; the prefill's
+/// caches hold `y = last patch · w + bias` in every slot (K) and its negation (V), and the decode graph writes
+/// `y = patches · w + bias` broadcast over heads into slot `write_pos` of each cache with `TensorScatter`.
 pub fn synthetic_bundle(dir: &Path) -> Manifest {
     let cfg = tiny_config();
     let profile = tiny_profile();
-    let dims = Dims::new(&cfg, &profile);
-    let p = dims.patch;
-    // `w` [P, P] is stored as the first P columns of `w_wide` [P, WIDE] (2 KiB: big enough for ONNX Runtime to
-    // keep it external in optimised models, so the engine's weight merging is exercised)
+    let p = cfg.patch_size;
     const WIDE: usize = 128;
     let w: Vec<f32> = (0..p * p).map(|i| (i as f32 * 0.25) - 1.0).collect();
     let w_wide: Vec<f32> = (0..p * WIDE)
@@ -228,60 +235,56 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
             external_f32("bias", &[p as i64], loc, offsets[1]),
             const_i64("w_cols_start", &[1], &[0]),
             const_i64("w_cols_end", &[1], &[p as i64]),
-            const_i64("w_cols_axis", &[1], &[2]),
+            const_i64("w_cols_axis", &[1], &[1]),
         ]
     };
 
     let mut graphs = Vec::new();
-    for kind in GraphKind::ALL {
-        let ins = signature::inputs(kind, &dims, DType::F32);
-        let outs = signature::outputs(kind, &dims, DType::F32);
-        let rows = dims.rows(kind);
-        let (v, k, h, s, dh) = (dims.variates, dims.components, dims.heads, dims.max_slots, dims.head_dim);
+    let mut paths = vec!["weights.fp32.bin".to_string()];
+    for bucket in synthetic_buckets() {
+        let dims = bucket.dims(&cfg);
+        let ins = signature::inputs(&dims, DType::F32);
+        let outs = signature::outputs(&dims, DType::F32);
+        let (n, k, h, s, dh) = (dims.rows, dims.components, dims.heads, dims.slots, dims.head_dim);
         let mut nodes = Vec::new();
         let mut inits = weights();
-        // y = patches · w + bias: prefill uses the last context slot, decode the one patch: [rows, V, P]
-        match kind {
+        // y = x · w + bias with x the last context slot (prefill) or the one patch (decode): [N, P]
+        match bucket.kind {
             GraphKind::Prefill => {
-                inits.push(const_i64("last_start", &[1], &[dims.context_slots as i64 - 1]));
-                inits.push(const_i64("last_end", &[1], &[dims.context_slots as i64]));
-                inits.push(const_i64("slot_axis", &[1], &[2]));
-                inits.push(const_i64("shape_rvp", &[3], &[rows as i64, v as i64, p as i64]));
+                inits.push(const_i64("last_start", &[1], &[s as i64 - 1]));
+                inits.push(const_i64("last_end", &[1], &[s as i64]));
+                inits.push(const_i64("slot_axis", &[1], &[1]));
+                inits.push(const_i64("shape_np", &[2], &[n as i64, p as i64]));
                 nodes.push(node(
                     "Slice",
                     &["patches", "last_start", "last_end", "slot_axis"],
                     &["last"],
                     vec![],
                 ));
-                nodes.push(node("Reshape", &["last", "shape_rvp"], &["x"], vec![]));
+                nodes.push(node("Reshape", &["last", "shape_np"], &["x"], vec![]));
             }
             GraphKind::Decode => nodes.push(node("Identity", &["patches"], &["x"], vec![])),
         }
         nodes.push(node("MatMul", &["x", "w_wide"], &["xw_wide"], vec![]));
         nodes.push(node("Slice", &["xw_wide", "w_cols_start", "w_cols_end", "w_cols_axis"], &["xw"], vec![]));
         nodes.push(node("Add", &["xw", "bias"], &["y"], vec![]));
-        // mixture outputs [rows, V, P, K]: y broadcast over components, plus distinct offsets
-        inits.push(const_i64("unsq_k", &[1], &[3]));
-        inits.push(const_i64("mix_shape", &[4], &[rows as i64, v as i64, p as i64, k as i64]));
-        nodes.push(node("Unsqueeze", &["y", "unsq_k"], &["y4"], vec![]));
-        nodes.push(node("Expand", &["y4", "mix_shape"], &["y_mix"], vec![]));
+        // mixture outputs [N, P, K]: y broadcast over components, plus distinct offsets
+        inits.push(const_i64("unsq_k", &[1], &[2]));
+        inits.push(const_i64("mix_shape", &[3], &[n as i64, p as i64, k as i64]));
+        nodes.push(node("Unsqueeze", &["y", "unsq_k"], &["y3"], vec![]));
+        nodes.push(node("Expand", &["y3", "mix_shape"], &["y_mix"], vec![]));
         for (i, name) in signature::MIXTURE_OUTPUTS.iter().enumerate() {
             let c = format!("off_{name}");
             inits.push(const_f32(&c, &[1], &[i as f32 * 10.0]));
             nodes.push(node("Add", &["y_mix", &c], &[name], vec![]));
         }
-        // caches [rows·V, H, S, Dh]
-        match kind {
+        inits.push(const_i64("y_cols", &[4], &[n as i64, 1, 1, p as i64]));
+        nodes.push(node("Reshape", &["y", "y_cols"], &["y4"], vec![]));
+        // caches [N, H, slots, Dh]
+        match bucket.kind {
             GraphKind::Prefill => {
-                // cache = patches-derived constant pattern: broadcast mean of y into every slot
-                inits.push(const_i64(
-                    "cache_shape",
-                    &[4],
-                    &[(rows * v) as i64, h as i64, s as i64, dh as i64],
-                ));
-                inits.push(const_i64("y_cols", &[4], &[(rows * v) as i64, 1, 1, p as i64]));
-                nodes.push(node("Reshape", &["y", "y_cols"], &["y_cols4"], vec![]));
-                nodes.push(node("Expand", &["y_cols4", "cache_shape"], &["cache_full"], vec![]));
+                inits.push(const_i64("cache_shape", &[4], &[n as i64, h as i64, s as i64, dh as i64]));
+                nodes.push(node("Expand", &["y4", "cache_shape"], &["cache_full"], vec![]));
                 for i in 0..dims.time_layers {
                     let (ko, vo) = (signature::k_cache(i, true), signature::v_cache(i, true));
                     nodes.push(node("Identity", &["cache_full"], &[&ko], vec![]));
@@ -289,63 +292,59 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
                 }
             }
             GraphKind::Decode => {
-                inits.push(const_i64("upd_shape", &[4], &[(rows * v) as i64, 1, 1, p as i64]));
-                inits.push(const_i64("upd_full", &[4], &[(rows * v) as i64, h as i64, 1, dh as i64]));
-                inits.push(const_i64("pos_rep", &[2], &[rows as i64, v as i64]));
-                inits.push(const_i64("pos_flat", &[1], &[(rows * v) as i64]));
-                inits.push(const_i64("unsq_v", &[1], &[1]));
-                nodes.push(node("Reshape", &["y", "upd_shape"], &["upd4"], vec![]));
-                nodes.push(node("Expand", &["upd4", "upd_full"], &["upd"], vec![]));
+                inits.push(const_i64("upd_full", &[4], &[n as i64, h as i64, 1, dh as i64]));
+                nodes.push(node("Expand", &["y4", "upd_full"], &["upd"], vec![]));
                 nodes.push(node("Neg", &["upd"], &["upd_neg"], vec![]));
-                nodes.push(node("Unsqueeze", &["write_pos", "unsq_v"], &["wp2"], vec![]));
-                nodes.push(node("Expand", &["wp2", "pos_rep"], &["wp_rv"], vec![]));
-                nodes.push(node("Reshape", &["wp_rv", "pos_flat"], &["wp"], vec![]));
                 for i in 0..dims.time_layers {
                     let (ki, vi_) = (signature::k_cache(i, false), signature::v_cache(i, false));
                     let (ko, vo) = (signature::k_cache(i, true), signature::v_cache(i, true));
                     nodes.push(node(
                         "TensorScatter",
-                        &[&ki, "upd", "wp"],
+                        &[&ki, "upd", "write_pos"],
                         &[&ko],
                         vec![("mode", A::S("linear"))],
                     ));
                     nodes.push(node(
                         "TensorScatter",
-                        &[&vi_, "upd_neg", "wp"],
+                        &[&vi_, "upd_neg", "write_pos"],
                         &[&vo],
                         vec![("mode", A::S("linear"))],
                     ));
                 }
             }
         }
-        // every declared input must exist; unused ones (id_mask, rope tables, ...) are fine for ORT
+        // every declared input must exist; unused ones (group_id, rope tables, ...) are fine for ORT
         let m = model(
-            kind.as_str(),
+            bucket.kind.as_str(),
             24,
             nodes,
             inits,
             ins.iter().map(sig_vi).collect(),
             outs.iter().map(sig_vi).collect(),
         );
-        let file = format!("{}.{}.onnx", profile.name, kind.as_str());
+        let file = format!("{}.onnx", bucket.stem(&profile.name));
         save(&m, &dir.join(&file));
-        graphs.push(GraphEntry { kind, file, inputs: ins, outputs: outs });
+        paths.push(file.clone());
+        graphs.push(GraphEntry {
+            bucket,
+            dims,
+            file,
+            memory_bytes: bucket.memory_bytes(&cfg),
+            inputs: ins,
+            outputs: outs,
+        });
     }
 
-    let paths: Vec<String> = vec![
-        "weights.fp32.bin".to_string(),
-        format!("{}.prefill.onnx", profile.name),
-        format!("{}.decode.onnx", profile.name),
-    ];
     let manifest = Manifest {
         format: BUNDLE_FORMAT.into(),
+        format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: "0.0.0-test".into(),
         checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
         model: cfg,
         precision: DType::F32,
         opset: 24,
         cache_update: "tensor_scatter".into(),
-        profiles: vec![ProfileEntry { profile, dims, graphs }],
+        profiles: vec![ProfileEntry { profile, graphs }],
         files: file_entries(dir, &paths).unwrap(),
     };
     std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();

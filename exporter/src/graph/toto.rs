@@ -2,14 +2,17 @@
 //!
 //! Ports `toto/model/{embedding,transformer,attention,rope,util,feed_forward,distribution}.py` (toto-ts 0.2.0)
 //! with the decode state made explicit (see [`crate::signature`] for the I/O contract). Shapes in the docs use
-//! B = graph rows, V = variates, S = patch slots of this call (context slots at prefill, 1 at decode),
-//! D = embed dim, H = heads, Dh = head dim, P = patch size, K = mixture components, T = KV cache slots.
+//! N = graph rows (one variate of one series, or of one sample path, each), S = patch slots of this call (context
+//! slots at prefill, 1 at decode), D = embed dim, H = heads, Dh = head dim, P = patch size, K = mixture
+//! components, T = KV cache slots. toto-ts keeps series and variates as separate axes `[B, V, …]`; here they are
+//! one row axis, and the space-wise layers attend across rows of equal `group_id` instead of across the V axis —
+//! the same attention, with the grouping given by the host.
 
 use crate::checkpoint::Checkpoint;
 use crate::config::LayerKind;
 use crate::error::Result;
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::signature::{self, DType, Dims, GraphKind};
+use crate::signature::{self, DType, GraphDims, GraphKind};
 
 /// RMSNorm epsilon, hard-coded in `toto/model/util.py`.
 const RMS_EPS: f32 = 1e-8;
@@ -40,65 +43,58 @@ impl CacheUpdate {
 /// Per-call values shared by all layers.
 struct Ctx {
     kind: GraphKind,
-    d: Dims,
-    /// Rows of this graph.
-    b: usize,
+    d: GraphDims,
+    /// Rows N of this graph.
+    n: usize,
     /// Patch slots processed by this call.
     s: usize,
     embed: usize,
     mlp: usize,
-    /// Rotary tables broadcast to `[B·V, 1, S, Dh]`: cos, sin, query scale, key scale.
+    /// Rotary tables as `[N, 1, S, Dh]`: cos, sin, query scale, key scale.
     rope: [String; 4],
-    /// Additive time-wise mask: `[S, S]` causal at prefill, `[B·V, 1, 1, T]` key mask at decode.
+    /// Additive time-wise mask: `[S, S]` causal at prefill, `[N, 1, 1, T]` key mask at decode.
     time_mask: String,
-    /// Additive space-wise mask `[B, 1, 1, V, V]` from the variate ids.
+    /// Additive space-wise mask `[N, N]` from the row group ids.
     space_mask: String,
-    /// Decode only: write slot per cache row `[B·V]`.
-    write_rows: Option<String>,
     cache_update: CacheUpdate,
 }
 
-/// Builds the prefill or decode graph of one profile.
+/// Builds the graph of one bucket (prefill or decode, `d.rows` rows, `d.slots` slots).
 pub fn toto_graph(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
-    kind: GraphKind,
-    d: &Dims,
+    d: &GraphDims,
     cache_update: CacheUpdate,
 ) -> Result<()> {
     let cfg = &ckpt.config;
-    let b = d.rows(kind);
-    let s = if kind == GraphKind::Prefill { d.context_slots } else { 1 };
-    let ins = signature::inputs(kind, d, DType::F32);
-    let outs = signature::outputs(kind, d, DType::F32);
+    let kind = d.kind;
+    let (n, s) = (d.rows, d.step_slots());
+    let ins = signature::inputs(d, DType::F32);
+    let outs = signature::outputs(d, DType::F32);
     for t in &ins {
         g.input(t);
     }
 
     let patches = match kind {
         GraphKind::Prefill => signature::PATCHES.to_string(),
-        GraphKind::Decode => g.reshape(signature::PATCHES, &[b, d.variates, 1, d.patch]),
+        GraphKind::Decode => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
     };
-    let rope = rope_tables(g, d, b, s)?;
-    let space_mask = space_mask(g, d, b);
-    let (time_mask, write_rows) = match kind {
-        GraphKind::Prefill => (causal_mask(g, s), None),
-        GraphKind::Decode => {
-            let (m, w) = decode_key_mask(g, d, b);
-            (m, Some(w))
-        }
+    let rope = rope_tables(g, d, s)?;
+    let space_mask = space_mask(g);
+    let time_mask = match kind {
+        GraphKind::Prefill => causal_mask(g, s),
+        GraphKind::Decode => decode_key_mask(g, d),
     };
     let ctx = Ctx {
         kind,
         d: *d,
-        b,
+        n,
         s,
         embed: cfg.embed_dim,
         mlp: cfg.mlp_hidden_dim,
         rope,
         time_mask,
         space_mask,
-        write_rows,
         cache_update,
     };
 
@@ -122,30 +118,27 @@ pub fn toto_graph(
     Ok(())
 }
 
-/// Host rotary tables `[B, S, Dh]` (decode: `[B, Dh]`) → `[B·V, 1, S, Dh]`, plus the key scale `1/xpos`
+/// Host rotary tables `[N, S, Dh]` (decode: `[N, Dh]`) → `[N, 1, S, Dh]`, plus the key scale `1/xpos`
 /// (rotary-embedding-torch applies `scale ** -1` to keys).
-fn rope_tables(g: &mut GraphBuilder, d: &Dims, b: usize, s: usize) -> Result<[String; 4]> {
-    let dh = d.head_dim;
+fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize) -> Result<[String; 4]> {
     let mut out = Vec::new();
     for name in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE] {
-        let t = g.reshape(name, &[b, 1, s, dh]);
-        let t = g.expand(&t, &[b, d.variates, s, dh]);
-        out.push(g.reshape(&t, &[b * d.variates, 1, s, dh]));
+        out.push(g.reshape(name, &[d.rows, 1, s, d.head_dim]));
     }
     let k_scale = g.op("Reciprocal", &[&out[2]], vec![]);
     Ok([out[0].clone(), out[1].clone(), out[2].clone(), k_scale])
 }
 
-/// Space-wise attention mask: variates attend to variates with the same id (`make_batched_block_mask`).
-fn space_mask(g: &mut GraphBuilder, d: &Dims, b: usize) -> String {
+/// Space-wise attention mask `[N, N]`: rows attend to rows with the same group id (`make_batched_block_mask`
+/// within one series; the host makes ids of different series and sample paths differ).
+fn space_mask(g: &mut GraphBuilder) -> String {
     g.scoped("space_mask", |g| {
-        let a = g.unsqueeze(signature::ID_MASK, &[2]);
-        let c = g.unsqueeze(signature::ID_MASK, &[1]);
+        let a = g.unsqueeze(signature::GROUP_ID, &[1]);
+        let c = g.unsqueeze(signature::GROUP_ID, &[0]);
         let same = g.binary("Equal", &a, &c);
         let zero = g.scalar(0.0);
         let ninf = g.scalar(f32::NEG_INFINITY);
-        let m = g.op("Where", &[&same, &zero, &ninf], vec![]);
-        g.reshape(&m, &[b, 1, 1, d.variates, d.variates])
+        g.op("Where", &[&same, &zero, &ninf], vec![])
     })
 }
 
@@ -162,26 +155,21 @@ fn causal_mask(g: &mut GraphBuilder, s: usize) -> String {
 }
 
 /// Decode: keys at slots `≤ write_pos` are visible (cached context + decoded patches + the new one); returns the
-/// additive mask `[B·V, 1, 1, T]` and the per-cache-row write slot `[B·V]`.
-fn decode_key_mask(g: &mut GraphBuilder, d: &Dims, b: usize) -> (String, String) {
+/// additive mask `[N, 1, 1, T]`.
+fn decode_key_mask(g: &mut GraphBuilder, d: &GraphDims) -> String {
     g.scoped("key_mask", |g| {
-        let t = d.max_slots;
+        let t = d.slots;
         let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
         let pos = g.unsqueeze(signature::WRITE_POS, &[1]);
         let visible = g.binary("LessOrEqual", &slots, &pos);
         let zero = g.scalar(0.0);
         let ninf = g.scalar(f32::NEG_INFINITY);
         let m = g.op("Where", &[&visible, &zero, &ninf], vec![]);
-        let m = g.reshape(&m, &[b, 1, t]);
-        let m = g.expand(&m, &[b, d.variates, t]);
-        let mask = g.reshape(&m, &[b * d.variates, 1, 1, t]);
-        let rows = g.expand(&pos, &[b, d.variates]);
-        let rows = g.reshape(&rows, &[b * d.variates]);
-        (mask, rows)
+        g.reshape(&m, &[d.rows, 1, 1, t])
     })
 }
 
-/// `PatchEmbedding` (`embedding.py`): `Linear(P → D)` over each patch. `[B, V, S, P]` → `[B, V, S, D]`.
+/// `PatchEmbedding` (`embedding.py`): `Linear(P → D)` over each patch. `[N, S, P]` → `[N, S, D]`.
 fn patch_embed(g: &mut GraphBuilder, ckpt: &Checkpoint, patches: &str, _ctx: &Ctx) -> Result<String> {
     let (w, b) = linear_weights(g, ckpt, "model.patch_embed.projection", None)?;
     Ok(g.linear(patches, &w, &b))
@@ -241,15 +229,15 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
     Ok(g.split(&y, -1, &[dm, dm, dm]))
 }
 
-/// Rotary + xPos on `[B·V, H, S, Dh]` exactly as rotary-embedding-torch 0.8.6 `apply_rotary_emb`:
+/// Rotary + xPos on `[N, H, S, Dh]` exactly as rotary-embedding-torch 0.8.6 `apply_rotary_emb`:
 /// `(t·cos·scale) + (rotate_half(t)·sin·scale)` with adjacent pairs rotated.
 fn apply_rope(g: &mut GraphBuilder, t: &str, scale: &str, ctx: &Ctx) -> String {
-    let (bv, h, s, dh) = (ctx.b * ctx.d.variates, ctx.d.heads, ctx.s, ctx.d.head_dim);
-    let pairs = g.reshape(t, &[bv, h, s, dh / 2, 2]);
+    let (n, h, s, dh) = (ctx.n, ctx.d.heads, ctx.s, ctx.d.head_dim);
+    let pairs = g.reshape(t, &[n, h, s, dh / 2, 2]);
     let halves = g.split(&pairs, -1, &[1, 1]);
     let neg = g.op("Neg", &[&halves[1]], vec![]);
     let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
-    let rot = g.reshape(&rot, &[bv, h, s, dh]);
+    let rot = g.reshape(&rot, &[n, h, s, dh]);
     let (cos, sin) = (ctx.rope[0].clone(), ctx.rope[1].clone());
     let a = g.binary("Mul", t, &cos);
     let a = g.binary("Mul", &a, scale);
@@ -268,8 +256,8 @@ fn sdpa(g: &mut GraphBuilder, q: &str, k_t: &str, v: &str, mask: &str, head_dim:
     g.binary("MatMul", &p, v)
 }
 
-/// Time-wise attention (`attention.py`, TIME axis) over each variate's patch sequence with RoPE + xPos.
-/// `[B, V, S, D]` → `[B, V, S, D]`. Prefill emits the KV cache padded to T slots; decode writes slot
+/// Time-wise attention (`attention.py`, TIME axis) over each row's patch sequence with RoPE + xPos.
+/// `[N, S, D]` → `[N, S, D]`. Prefill emits the keys and values of its S slots as the cache; decode writes slot
 /// `write_pos` into the cache inputs and attends over every slot `≤ write_pos`.
 fn attention_time(
     g: &mut GraphBuilder,
@@ -279,10 +267,10 @@ fn attention_time(
     time_index: usize,
     ctx: &Ctx,
 ) -> Result<String> {
-    let (b, v, s, h, dh, t) = (ctx.b, ctx.d.variates, ctx.s, ctx.d.heads, ctx.d.head_dim, ctx.d.max_slots);
+    let (n, s, h, dh) = (ctx.n, ctx.s, ctx.d.heads, ctx.d.head_dim);
     let qkv = qkv(g, ckpt, prefix, x, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[b * v, s, h, dh]);
+        let y = g.reshape(y, &[n, s, h, dh]);
         g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
@@ -293,25 +281,25 @@ fn attention_time(
     let (k_out, v_out) = (signature::k_cache(time_index, true), signature::v_cache(time_index, true));
     let (k_all, v_all) = match ctx.kind {
         GraphKind::Prefill => {
-            // The cache starts as this call's keys/values in slots 0..S, zeros after.
-            let pads = g.const_i64(&[8], &[0, 0, 0, 0, 0, 0, (t - s) as i64, 0]);
-            g.op_to("Pad", &[&k, &pads], &k_out, vec![]);
-            g.op_to("Pad", &[&val, &pads], &v_out, vec![]);
+            // The cache is this call's keys/values of its S slots; the host copies each row's real slots into
+            // whichever decode bucket continues it.
+            g.op_to("Identity", &[&k], &k_out, vec![]);
+            g.op_to("Identity", &[&val], &v_out, vec![]);
             (k, val)
         }
         GraphKind::Decode => {
-            let rows = ctx.write_rows.clone().expect("decode has write rows");
             let k_in = signature::k_cache(time_index, false);
             let v_in = signature::v_cache(time_index, false);
-            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, &rows, &k_out, ctx));
-            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &val, &rows, &v_out, ctx));
+            let rows = signature::WRITE_POS;
+            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, rows, &k_out, ctx));
+            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &val, rows, &v_out, ctx));
             (ka, va)
         }
     };
     let k_t = g.transpose(&k_all, &[0, 1, 3, 2]);
     let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), dh);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
-    let o = g.reshape(&o, &[b, v, s, h * dh]);
+    let o = g.reshape(&o, &[n, s, h * dh]);
     let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
@@ -326,7 +314,7 @@ fn cache_write(g: &mut GraphBuilder, cache: &str, update: &str, rows: &str, out:
             vec![("axis", Attr::Int(2)), ("mode", Attr::Str("linear"))],
         ),
         CacheUpdate::ScatterNd => {
-            let (bv, h, dh) = (ctx.b * ctx.d.variates, ctx.d.heads, ctx.d.head_dim);
+            let (bv, h, dh) = (ctx.n, ctx.d.heads, ctx.d.head_dim);
             let r: Vec<i64> = (0..bv as i64).flat_map(|r| std::iter::repeat_n(r, h)).collect();
             let hh: Vec<i64> = (0..bv).flat_map(|_| 0..h as i64).collect();
             let r = g.const_i64(&[bv, h, 1], &r);
@@ -340,8 +328,9 @@ fn cache_write(g: &mut GraphBuilder, cache: &str, update: &str, rows: &str, out:
     }
 }
 
-/// Space-wise attention (`attention.py`, SPACE axis): within each patch slot, variates attend to variates of the
-/// same id group; no rotary embedding, no cache. `[B, V, S, D]` → `[B, V, S, D]`.
+/// Space-wise attention (`attention.py`, SPACE axis): within each patch slot, rows attend to rows of the same
+/// group (the variates of one series or sample path that share an id); no rotary embedding, no cache.
+/// `[N, S, D]` → `[N, S, D]`.
 fn attention_space(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
@@ -349,20 +338,20 @@ fn attention_space(
     x: &str,
     ctx: &Ctx,
 ) -> Result<String> {
-    let (b, v, s, h, dh) = (ctx.b, ctx.d.variates, ctx.s, ctx.d.heads, ctx.d.head_dim);
-    let xt = g.transpose(x, &[0, 2, 1, 3]);
+    let (n, s, h, dh) = (ctx.n, ctx.s, ctx.d.heads, ctx.d.head_dim);
+    let xt = g.transpose(x, &[1, 0, 2]);
     let qkv = qkv(g, ckpt, prefix, &xt, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[b, s, v, h, dh]);
-        g.transpose(&y, &[0, 1, 3, 2, 4])
+        let y = g.reshape(y, &[s, n, h, dh]);
+        g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
     let k = heads(g, &qkv[1]);
     let val = heads(g, &qkv[2]);
-    let k_t = g.transpose(&k, &[0, 1, 2, 4, 3]);
+    let k_t = g.transpose(&k, &[0, 1, 3, 2]);
     let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), dh);
-    let o = g.transpose(&o, &[0, 3, 1, 2, 4]);
-    let o = g.reshape(&o, &[b, v, s, h * dh]);
+    let o = g.transpose(&o, &[2, 0, 1, 3]);
+    let o = g.reshape(&o, &[n, s, h * dh]);
     let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
@@ -380,32 +369,31 @@ fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ct
 }
 
 /// The hidden state that predicts the next patch: the last real context slot at prefill (`last_index`, per
-/// row), the only slot at decode. `[B, V, S, D]` → `[B, V, D]`.
+/// row), the only slot at decode. `[N, S, D]` → `[N, D]`.
 fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
-    let (b, v, s, dm) = (ctx.b, ctx.d.variates, ctx.s, ctx.embed);
+    let (n, s, dm) = (ctx.n, ctx.s, ctx.embed);
     match ctx.kind {
-        GraphKind::Decode => g.reshape(x, &[b, v, dm]),
+        GraphKind::Decode => g.reshape(x, &[n, dm]),
         GraphKind::Prefill => g.scoped("last_patch", |g| {
             // A flat Gather keeps the selection exact (a one-hot MatMul would turn inf·0 into NaN).
-            let flat = g.reshape(x, &[b * v * s, dm]);
-            let base: Vec<i64> = (0..(b * v) as i64).map(|r| r * s as i64).collect();
-            let base = g.const_i64(&[b, v], &base);
-            let last = g.unsqueeze(signature::LAST_INDEX, &[1]);
-            let idx = g.binary("Add", &base, &last);
+            let flat = g.reshape(x, &[n * s, dm]);
+            let base: Vec<i64> = (0..n as i64).map(|r| r * s as i64).collect();
+            let base = g.const_i64(&[n], &base);
+            let idx = g.binary("Add", &base, signature::LAST_INDEX);
             g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
         }),
     }
 }
 
-/// `unembed` + `MixtureOfStudentTsOutput` (`backbone.py`, `distribution.py`) for one patch: `[B, V, D]` →
-/// df, loc, scale, weights `[B, V, P, K]`. The four component heads run as one MatMul over their concatenated
+/// `unembed` + `MixtureOfStudentTsOutput` (`backbone.py`, `distribution.py`) for one patch: `[N, D]` →
+/// df, loc, scale, weights `[N, P, K]`. The four component heads run as one MatMul over their concatenated
 /// weights (each output column is computed exactly as by its own Linear).
 fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> Result<[String; 4]> {
-    let (b, v, p, k, dm) = (ctx.b, ctx.d.variates, ctx.d.patch, ctx.d.components, ctx.embed);
+    let (n, p, k, dm) = (ctx.n, ctx.d.patch, ctx.d.components, ctx.embed);
     let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None))?;
     let u = g.scoped("unembed", |g| g.linear(h, &wu, &bu));
     // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
-    let u = g.reshape(&u, &[b, v, p, dm]);
+    let u = g.reshape(&u, &[n, p, dm]);
     g.scoped("output_distribution", |g| {
         let heads = ["df", "loc_proj", "scale_proj", "mixture_weights"];
         let wname = "model.output_distribution.heads.weight_t";
