@@ -267,6 +267,10 @@ pub fn build_engine(
     // checked by loading it): registering the provider says what is missing, before anything is written.
     backend::session_builder(rt, target, &load_cfg)?;
     let check = provider_present(rt, target);
+    // The check needs ONNX Runtime to parse, optimise and plan each graph, not to repack its weights for the
+    // matmul kernels (half of a session's creation time, and it would be redone at load anyway).
+    let mut check_cfg = load_cfg.clone();
+    check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
     let weights = SharedWeights::new(rt);
     let mut profiles = Vec::new();
     let mut index = 0;
@@ -297,15 +301,15 @@ pub fn build_engine(
                 load_session: session_config(target, &Stage::Load { bundle_dir: ".".into() }),
                 providers: Vec::new(),
             };
-            // Load it back where its provider exists: the graph must load and its I/O must be the manifest's.
-            // The runner (and its buffers) is dropped at once, so the check never holds more than one bucket.
+            // Create its session where its provider exists: the graph must load and its I/O must be the
+            // manifest's. No I/O is allocated (the largest caches are gigabytes), so the check stays cheap.
             if check {
                 let path = stage.path().join(&entry.file);
-                let r = weights.trim_while(|| {
-                    GraphRunner::load(rt, &path, &entry.file, target, &load_cfg, Some(&weights))
+                let c = weights.trim_while(|| {
+                    GraphRunner::check(rt, &path, &entry.file, target, &check_cfg, Some(&weights))
                 })?;
-                check_signature(&r, &entry, &path)?;
-                entry.providers = r.providers().to_vec();
+                check_signature(&c.inputs, &c.outputs, &entry, &path)?;
+                entry.providers = c.providers;
             }
             progress(BuildEvent::Graph {
                 file: entry.file.clone(),
@@ -457,13 +461,11 @@ fn bundle_files(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.
-fn check_signature(r: &GraphRunner, g: &EngineGraph, path: &Path) -> Result<()> {
-    let got_in: Vec<&TensorSig> = r.inputs().collect();
-    let got_out: Vec<&TensorSig> = r.outputs().collect();
-    for (what, want, got) in [("input", &g.inputs, got_in), ("output", &g.outputs, got_out)] {
+fn check_signature(inputs: &[TensorSig], outputs: &[TensorSig], g: &EngineGraph, path: &Path) -> Result<()> {
+    for (what, want, got) in [("input", &g.inputs, inputs), ("output", &g.outputs, outputs)] {
         for w in want {
             match got.iter().find(|s| s.name == w.name) {
-                Some(s) if *s == w => {}
+                Some(s) if s == w => {}
                 Some(s) => {
                     return Err(Error::Engine {
                         path: path.to_path_buf(),
@@ -555,7 +557,9 @@ impl EngineBundle {
             GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
         })?;
         self.weights.release_pages();
-        check_signature(&r, g, &path)?;
+        let (inputs, outputs): (Vec<TensorSig>, Vec<TensorSig>) =
+            (r.inputs().cloned().collect(), r.outputs().cloned().collect());
+        check_signature(&inputs, &outputs, g, &path)?;
         Ok(r)
     }
 }

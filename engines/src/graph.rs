@@ -350,6 +350,62 @@ fn element_of(d: DType) -> TensorElementType {
     }
 }
 
+/// Creates `model`'s session for `target` (weights shared through `weights` on CPU), with the logger that counts
+/// ONNX Runtime's cache-copy warnings. Returns the session, the model's facts and the shared values it holds.
+fn open_session(
+    rt: &Runtime,
+    model: &Path,
+    name: &str,
+    target: &Target,
+    cfg: &SessionConfig,
+    weights: Option<&SharedWeights>,
+    copies_logged: Arc<AtomicUsize>,
+) -> Result<(Session, ModelFacts, Vec<Arc<RawValue>>)> {
+    let facts = model_facts(model)?;
+    let builder = backend::session_builder(rt, target, cfg)?;
+    let builder = with_copy_counter(builder, name, copies_logged)?;
+    let (mut builder, held) = match (weights, target.is_gpu()) {
+        (Some(w), false) => {
+            let dir = model.parent().unwrap_or(Path::new("."));
+            w.attach(builder, dir, &facts)?
+        }
+        _ => (builder, Vec::new()),
+    };
+    let session = builder.commit_from_file(model).map_err(|e| Error::Session {
+        graph: name.to_string(),
+        message: format!("creating the {} session from {}: {e}", target.name(), model.display()),
+    })?;
+    Ok((session, facts, held))
+}
+
+/// A session input's or output's static signature (an error for anything totoc graphs never have).
+fn signature_of(o: &ort::value::Outlet, graph: &str) -> Result<TensorSig> {
+    let err = |message: String| Error::Session { graph: graph.to_string(), message };
+    let ty = o.dtype();
+    let (Some(elem), Some(shape)) = (ty.tensor_type(), ty.tensor_shape()) else {
+        return Err(err(format!("`{}` is not a tensor", o.name())));
+    };
+    let dtype = dtype_of(elem).ok_or_else(|| {
+        err(format!("`{}` has element type {elem:?}; totoc graphs use f32/f16/i64", o.name()))
+    })?;
+    if shape.iter().any(|&d| d <= 0) {
+        return Err(err(format!(
+            "`{}` has a dynamic shape {:?}; totoc graphs are static",
+            o.name(),
+            &**shape
+        )));
+    }
+    Ok(TensorSig { name: o.name().to_string(), dtype, shape: shape.iter().map(|&d| d as usize).collect() })
+}
+
+/// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphCheck {
+    pub inputs: Vec<TensorSig>,
+    pub outputs: Vec<TensorSig>,
+    pub providers: Vec<ProviderNodes>,
+}
+
 /// One bound input or output.
 struct Slot {
     sig: TensorSig,
@@ -407,20 +463,9 @@ impl GraphRunner {
         weights: Option<&SharedWeights>,
     ) -> Result<Self> {
         let session_err = |message: String| Error::Session { graph: name.to_string(), message };
-        let facts = model_facts(model)?;
-        let builder = backend::session_builder(rt, target, cfg)?;
         let copies_logged = Arc::new(AtomicUsize::new(0));
-        let builder = with_copy_counter(builder, name, copies_logged.clone())?;
-        let (mut builder, held) = match (weights, target.is_gpu()) {
-            (Some(w), false) => {
-                let dir = model.parent().unwrap_or(Path::new("."));
-                w.attach(builder, dir, &facts)?
-            }
-            _ => (builder, Vec::new()),
-        };
-        let session = builder.commit_from_file(model).map_err(|e| {
-            session_err(format!("creating the {} session from {}: {e}", target.name(), model.display()))
-        })?;
+        let (session, facts, held) =
+            open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
         let providers = ep_assignment(&session);
 
         let (device_alloc, pinned) = if let Some(device) = target.device() {
@@ -440,27 +485,7 @@ impl GraphRunner {
         } else {
             (Allocator::default(), None)
         };
-        let sig_of = |o: &ort::value::Outlet| -> Result<TensorSig> {
-            let ty = o.dtype();
-            let (Some(elem), Some(shape)) = (ty.tensor_type(), ty.tensor_shape()) else {
-                return Err(session_err(format!("`{}` is not a tensor", o.name())));
-            };
-            let dtype = dtype_of(elem).ok_or_else(|| {
-                session_err(format!("`{}` has element type {elem:?}; totoc graphs use f32/f16/i64", o.name()))
-            })?;
-            if shape.iter().any(|&d| d <= 0) {
-                return Err(session_err(format!(
-                    "`{}` has a dynamic shape {:?}; totoc graphs are static",
-                    o.name(),
-                    &**shape
-                )));
-            }
-            Ok(TensorSig {
-                name: o.name().to_string(),
-                dtype,
-                shape: shape.iter().map(|&d| d as usize).collect(),
-            })
-        };
+        let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
         let new_tensor = |alloc: &Allocator, sig: &TensorSig| {
             DynTensor::new(alloc, element_of(sig.dtype), sig.shape.clone())
                 .map_err(|e| ort_error(format!("allocating `{}` of graph {name}", sig.name), e))
@@ -557,6 +582,25 @@ impl GraphRunner {
             pinned,
             scratch: HashMap::new(),
             _weights: held,
+        })
+    }
+
+    /// Creates the graph's session as [`load`](Self::load) does — so ONNX Runtime parses, optimises and plans it
+    /// for `target` — and reports its I/O and providers, without allocating any of its I/O (a build checks every
+    /// bucket, and the largest caches are gigabytes).
+    pub fn check(
+        rt: &Runtime,
+        model: &Path,
+        name: &str,
+        target: &Target,
+        cfg: &SessionConfig,
+        weights: Option<&SharedWeights>,
+    ) -> Result<GraphCheck> {
+        let (session, _, _held) = open_session(rt, model, name, target, cfg, weights, Arc::default())?;
+        Ok(GraphCheck {
+            inputs: session.inputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
+            outputs: session.outputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
+            providers: ep_assignment(&session),
         })
     }
 

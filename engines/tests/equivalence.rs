@@ -1,12 +1,33 @@
 //! Graph-level equivalence with toto-ts: every committed fixture config is exported, built for ONNX Runtime CPU
-//! and run on every golden case through the forecast session (host scaler, rotary tables, mixture mean); every
-//! step's mixture parameters and the mean forecast must match toto-ts's KV-cache path within
-//! `1e-4·σ + 1e-6·|ref|`.
+//! and run on every golden case through the forecast session (host scaler, rotary tables, mixture mean), on
+//! **every** shape bucket the case fits (each prefill bucket, each decode bucket); every step's mixture
+//! parameters and the mean forecast must match toto-ts's KV-cache path within `1e-4·σ + 1e-6·|ref|`.
 mod support;
 
-use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
+use engines::engine::{Engine, RunOptions};
+use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::plan::Pins;
+use engines::request::ForecastRequest;
+use exporter::bucket::Bucket;
 use exporter::graph::CacheUpdate;
+use exporter::signature::GraphKind;
 use support::{cpu_engine, root};
+
+/// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets
+/// holding its rows and cache (none when its horizon fits one patch).
+fn fitting(engine: &Engine, req: &ForecastRequest) -> (Vec<Bucket>, Vec<Bucket>) {
+    let p = engine.manifest().model.patch_size;
+    let (v, s, steps) = (req.variates(), req.context_len().div_ceil(p), req.horizon.div_ceil(p));
+    let all = engine.buckets();
+    let prefill =
+        all.iter().filter(|b| b.kind == GraphKind::Prefill && b.rows >= v && b.slots >= s).copied().collect();
+    let decode = all
+        .iter()
+        .filter(|b| b.kind == GraphKind::Decode && steps > 1 && b.rows >= v && b.slots >= s + steps - 1)
+        .copied()
+        .collect();
+    (prefill, decode)
+}
 
 fn check_config(config: &str, cache_update: CacheUpdate) {
     let tmp = tempfile::tempdir().unwrap();
@@ -16,14 +37,55 @@ fn check_config(config: &str, cache_update: CacheUpdate) {
     let mut failures = Vec::new();
     for path in cases {
         let case = GoldenCase::read(&path).unwrap();
-        let reports = check_case(&f, &case, &Tolerances::default()).unwrap();
-        let worst = reports.iter().filter(|r| r.output == "mean").map(|r| r.max_abs).fold(0.0, f64::max);
-        eprintln!("{config}/{}: {} checks, mean max |Δ| {worst:.2e}", case.name, reports.len());
-        for r in reports.iter().filter(|r| !r.passed()) {
-            failures.push(format!("{config}/{}: {r}", case.name));
+        let req = case.mean_request();
+        let (prefill, decode) = fitting(&f, &req);
+        assert!(!prefill.is_empty(), "{}: no bucket", case.name);
+        let pins = prefill
+            .iter()
+            .map(|&b| Pins { prefill: Some(b), decode: None })
+            .chain(decode.iter().map(|&b| Pins { prefill: None, decode: Some(b) }));
+        let mut worst = 0.0f64;
+        let mut runs = 0;
+        for pins in pins {
+            let opts = RunOptions { record_steps: true, pins };
+            let out = f.forecast_with(vec![req.clone()], opts).remove(0).unwrap();
+            let reports = compare_forecast(&out, &case, &Tolerances::default()).unwrap();
+            worst = reports.iter().filter(|r| r.output == "mean").map(|r| r.max_abs).fold(worst, f64::max);
+            runs += 1;
+            for r in reports.iter().filter(|r| !r.passed()) {
+                failures.push(format!("{config}/{} on {:?}: {r}", case.name, out.response.buckets));
+            }
         }
+        eprintln!("{config}/{}: {runs} bucket runs, mean max |Δ| {worst:.2e}", case.name);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The same request on the smallest buckets that hold it and on the profile's largest shapes: the same mean to
+/// 1e-6 relative (padding rows, slots and cache length change nothing but summation order).
+#[test]
+fn smallest_and_largest_buckets_agree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let case = GoldenCase::read(&root().join("tests/fixtures/tiny/cases/mean_4v_groups.json")).unwrap();
+    let req = case.mean_request();
+    let (prefill, decode) = fitting(&f, &req);
+    let smallest = Pins { prefill: prefill.first().copied(), decode: decode.first().copied() };
+    let largest = Pins { prefill: prefill.last().copied(), decode: decode.last().copied() };
+    assert_ne!(smallest, largest);
+    let run = |pins| {
+        f.forecast_with(vec![req.clone()], RunOptions { record_steps: false, pins }).remove(0).unwrap()
+    };
+    let (a, b) = (run(smallest), run(largest));
+    assert_ne!(a.response.buckets, b.response.buckets);
+    let mut worst = 0.0f64;
+    for (va, vb) in a.response.point().iter().zip(b.response.point()) {
+        for (x, y) in va.iter().zip(vb) {
+            worst = worst.max(((x - y).abs() / y.abs().max(1e-6)) as f64);
+        }
+    }
+    eprintln!("{:?} vs {:?}: max relative difference {worst:.2e}", a.response.buckets, b.response.buckets);
+    assert!(worst <= 1e-6, "{worst}");
 }
 
 #[test]
