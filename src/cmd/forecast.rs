@@ -52,6 +52,7 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let limits = Limits { max_samples: engine.info().limits.max_samples };
     let mut dataset = data::read(&input, Some(in_format), &opts, &overrides, &limits)?;
+    let read_time = start.elapsed();
     let n = dataset.series.len();
     let out_format = out_format.unwrap_or(if n == 1 { Format::Json } else { Format::JsonLines });
     if out_format == Format::Json && n > 1 {
@@ -95,21 +96,25 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     if !a.write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
+    let write_start = Instant::now();
     let point = engine.info().model.point_forecast();
     let bytes = write::to_bytes(&dataset, &responses, out_format, point)?;
     write::emit(&output, out_format, &bytes)?;
+    let write_time = write_start.elapsed();
 
     let wall = start.elapsed();
     let outside = wall.saturating_sub(engine_time);
     eprintln!(
         "forecast {n} series ({} points) in {:.2} s: {:.1} series/s; engine {:.2} s, outside the engine {:.3} s \
-         ({:.1}%); engine load {:.2} s",
+         ({:.1}%; reading {:.3} s, writing {:.3} s); engine load {:.2} s",
         dataset.points(),
         wall.as_secs_f64(),
         n as f64 / wall.as_secs_f64().max(1e-9),
         engine_time.as_secs_f64(),
         outside.as_secs_f64(),
         100.0 * outside.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        read_time.as_secs_f64(),
+        write_time.as_secs_f64(),
         load_time.as_secs_f64(),
     );
     Ok(ExitCode::SUCCESS)

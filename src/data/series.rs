@@ -11,6 +11,9 @@ use super::error::{DataError, Loc, Result};
 use super::timestamps::{infer_grid, Freq, GridError, Stamp, TimeAxis};
 use super::Series;
 
+/// A series' values `[variate][time]`, `None` = missing.
+pub type Target = Vec<Vec<Option<f32>>>;
+
 /// The rows of one series, in input order.
 #[derive(Debug, Clone, Default)]
 pub struct RawSeries {
@@ -133,11 +136,7 @@ pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
 /// The target `[variate][time]` of a series' rows: in input order without timestamps; else sorted by time, on
 /// the series' regular grid (rows missing from it are missing points), with the axis to continue it. `at` names
 /// the series in errors about all of it.
-pub fn place(
-    raw: &RawSeries,
-    cx: &Context<'_>,
-    at: &str,
-) -> Result<(Vec<Vec<Option<f32>>>, Option<TimeAxis>)> {
+pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Option<TimeAxis>)> {
     let nt = cx.target_names.len();
     let rows = raw.locs.len();
     if raw.stamps.is_empty() {

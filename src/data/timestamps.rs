@@ -52,12 +52,12 @@ impl EpochUnit {
     }
 
     /// The instant `value` units after 1970-01-01T00:00:00Z.
-    pub fn to_timestamp(self, value: i64) -> Option<Timestamp> {
+    pub fn instant(self, value: i64) -> Option<Timestamp> {
         Timestamp::from_nanosecond(value as i128 * self.nanos()).ok()
     }
 
     /// `t` in this unit (truncated toward zero).
-    pub fn from_timestamp(self, t: Timestamp) -> i64 {
+    pub fn count(self, t: Timestamp) -> i64 {
         (t.as_nanosecond() / self.nanos()) as i64
     }
 }
@@ -100,14 +100,14 @@ impl Stamp {
     }
 
     /// Text as the input wrote it (epochs as their integer).
-    pub fn to_text(&self) -> String {
+    pub fn to_text(self) -> String {
         let local = self.local();
         match self.style {
             StampStyle::Date if local.time() == jiff::civil::Time::midnight() => local.date().to_string(),
             StampStyle::Date | StampStyle::DateTime => Pieces::from(local).to_string(),
             StampStyle::Zulu => Pieces::from(local).with_offset(PiecesOffset::Zulu).to_string(),
             StampStyle::Offset => Pieces::from(local).with_offset(self.offset).to_string(),
-            StampStyle::Epoch(unit) => unit.from_timestamp(self.at).to_string(),
+            StampStyle::Epoch(unit) => unit.count(self.at).to_string(),
         }
     }
 }
@@ -155,7 +155,7 @@ pub fn parse_text(text: &str, unit: EpochUnit) -> Result<Stamp, String> {
 
 /// An integer epoch timestamp.
 pub fn epoch(value: i64, unit: EpochUnit) -> Result<Stamp, String> {
-    let at = unit.to_timestamp(value).ok_or_else(|| {
+    let at = unit.instant(value).ok_or_else(|| {
         format!(
             "`{value}` is out of range as a timestamp in {}; check --timestamp-unit (s, ms, us or ns)",
             unit.name()
@@ -446,7 +446,7 @@ mod tests {
     }
 
     fn future(xs: &[&str], h: usize) -> Vec<String> {
-        axis(xs).future(h).unwrap().iter().map(Stamp::to_text).collect()
+        axis(xs).future(h).unwrap().iter().map(|s| s.to_text()).collect()
     }
 
     #[test]

@@ -164,7 +164,7 @@ enum JsonStamp {
 impl From<&Stamp> for JsonStamp {
     fn from(s: &Stamp) -> Self {
         match s.style {
-            StampStyle::Epoch(unit) => JsonStamp::Int(unit.from_timestamp(s.at)),
+            StampStyle::Epoch(unit) => JsonStamp::Int(unit.count(s.at)),
             _ => JsonStamp::Text(s.to_text()),
         }
     }
@@ -298,11 +298,11 @@ fn time_column(rows: &Rows<'_>) -> ArrayRef {
             Arc::new(arrow_array::Int64Array::from_iter_values(rows.each().map(|(_, _, h)| h as i64 + 1)))
         }
         Some(TimeKind::Text) => {
-            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(Stamp::to_text))))
+            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
         }
-        Some(TimeKind::Epoch(unit)) => Arc::new(arrow_array::Int64Array::from_iter(
-            stamps.iter().map(|s| s.map(|s| unit.from_timestamp(s.at))),
-        )),
+        Some(TimeKind::Epoch(unit)) => {
+            Arc::new(arrow_array::Int64Array::from_iter(stamps.iter().map(|s| s.map(|s| unit.count(s.at)))))
+        }
         Some(TimeKind::Arrow(DataType::Date32)) => Arc::new(Date32Array::from_iter(
             in_unit(86_400_000_000_000).into_iter().map(|d| d.map(|d| d as i32)),
         )),
@@ -323,7 +323,7 @@ fn time_column(rows: &Rows<'_>) -> ArrayRef {
         },
         // Readers only produce the kinds above; anything else is written as ISO text.
         Some(TimeKind::Arrow(_)) => {
-            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(Stamp::to_text))))
+            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
         }
     }
 }

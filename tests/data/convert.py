@@ -117,6 +117,8 @@ def write_all(out_dir):
 
     provenance = {
         "generator": "tests/data/convert.py",
+        "note": "Daily, hourly, month-end and epoch series are synthetic and made by tests/integration/data.rs "
+        "(statsmodels ships none); the benchmark table is synthetic too (tests/data/make_bench_table.py).",
         "packages": {"statsmodels": statsmodels.__version__, "pandas": pd.__version__, "pyarrow": pa.__version__},
         "datasets": {
             "co2": {"module": "statsmodels.datasets.co2", "license": sm_data.co2.COPYRIGHT.strip(),
