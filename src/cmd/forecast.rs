@@ -56,7 +56,7 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let n = dataset.series.len();
     let out_format = out_format.unwrap_or(if n == 1 { Format::Json } else { Format::JsonLines });
     if out_format == Format::Json && n > 1 {
-        return Err(write::too_many_for_json(n).into());
+        return Err(write::too_many_for_json(&output.name("stdout"), n).into());
     }
     // Every series is checked (and cut to the engine's context) before any is forecast.
     let mut cut = Vec::new();

@@ -321,3 +321,92 @@ fn numbers(array: &ArrayRef, column: &str, source: &str, first_row: u64) -> Resu
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{
+        DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampSecondArray,
+    };
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    fn file(columns: Vec<(&str, ArrayRef)>) -> bytes::Bytes {
+        let schema = Schema::new(
+            columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>(),
+        );
+        let batch =
+            RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.into_inner().unwrap().into()
+    }
+
+    fn read_cols(columns: Vec<(&str, ArrayRef)>) -> Result<(Layout, TimeKind, Collector)> {
+        read(file(columns), "t.parquet", &ReadOptions::default())
+    }
+
+    #[test]
+    fn integer_ids_offset_timestamps_and_missing_values() {
+        let ts = TimestampSecondArray::from(vec![0, 3_600, 0]).with_timezone("+02:00");
+        let (layout, kind, rows) = read_cols(vec![
+            ("item_id", Arc::new(Int64Array::from(vec![7, 7, 8]))),
+            ("timestamp", Arc::new(ts)),
+            ("target", Arc::new(Float64Array::from(vec![Some(1.5), None, Some(f64::NAN)]))),
+        ])
+        .unwrap();
+        assert_eq!((layout.id, layout.time, layout.targets.clone()), (Some(0), Some(1), vec![2]));
+        assert!(matches!(kind, TimeKind::Arrow(DataType::Timestamp(TimeUnit::Second, Some(_)))));
+        assert_eq!(rows.series.len(), 2);
+        assert_eq!(rows.series[0].id, Some(engines::request::RequestId::Int(7)));
+        // null and NaN are missing points
+        assert_eq!(rows.series[0].values, vec![Some(1.5), None]);
+        assert_eq!(rows.series[1].values, vec![None]);
+        let s = rows.series[0].stamps[1];
+        assert_eq!((s.to_text(), s.style), ("1970-01-01T03:00:00+02:00".to_string(), StampStyle::Offset));
+        assert_eq!(rows.series[0].locs, vec![Loc::Row(1), Loc::Row(2)]);
+    }
+
+    #[test]
+    fn dictionary_ids_and_errors_naming_the_row() {
+        let ids: DictionaryArray<Int32Type> = vec!["a", "b", "a"].into_iter().collect();
+        let (_, kind, rows) = read_cols(vec![
+            ("unique_id", Arc::new(ids)),
+            ("ds", Arc::new(Int32Array::from(vec![1, 1, 2]))),
+            ("y", Arc::new(Int64Array::from(vec![1, 2, 3]))),
+        ])
+        .unwrap();
+        assert_eq!(kind, TimeKind::Epoch(EpochUnit::Seconds));
+        assert_eq!(rows.series.len(), 2);
+        assert_eq!(rows.series[0].values, vec![Some(1.0), Some(3.0)]);
+
+        let e = |columns: Vec<(&str, ArrayRef)>| read_cols(columns).unwrap_err().to_string();
+        let msg = e(vec![
+            ("ds", Arc::new(StringArray::from(vec!["2024-01-01", "2024-01-02"]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, f64::INFINITY]))),
+        ]);
+        assert_eq!(
+            msg,
+            "t.parquet: row 2: column `y`: inf is not a finite f32 number (|x| < 3.4e38); write a finite number, or \
+             null for a missing point"
+        );
+        let msg = e(vec![
+            ("id", Arc::new(StringArray::from(vec![Some("a"), None]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
+        ]);
+        assert_eq!(msg, "t.parquet: row 2: column `id` is null; give every row its series id");
+        let msg = e(vec![
+            ("ds", Arc::new(StringArray::from(vec!["2024-01-01", "soon"]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
+        ]);
+        assert!(msg.starts_with("t.parquet: row 2: column `ds`: `soon` is not a timestamp"), "{msg}");
+        let msg = e(vec![
+            ("id", Arc::new(Int64Array::from(vec![1]))),
+            ("y", Arc::new(StringArray::from(vec!["x"]))),
+        ]);
+        assert!(msg.contains("target column `y` has type Utf8, not numbers"), "{msg}");
+        let e = read(bytes::Bytes::from_static(b"id,y\n1,2\n"), "t.parquet", &ReadOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("t.parquet: cannot read it as Parquet"), "{e}");
+    }
+}

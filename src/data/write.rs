@@ -40,7 +40,7 @@ pub fn to_bytes(
     assert_eq!(dataset.series.len(), responses.len(), "one response per series");
     let rows = Rows::new(dataset, responses)?;
     match format {
-        Format::Json if responses.len() != 1 => Err(too_many_for_json(responses.len())),
+        Format::Json if responses.len() != 1 => Err(too_many_for_json("output", responses.len())),
         Format::Json | Format::JsonLines => json(&rows),
         Format::Csv => csv(&rows, point),
         Format::Parquet => parquet(&rows, point),
@@ -48,9 +48,9 @@ pub fn to_bytes(
 }
 
 /// The error for several forecasts sent to a one-document JSON output (checked before forecasting too).
-pub fn too_many_for_json(count: usize) -> DataError {
+pub fn too_many_for_json(output: &str, count: usize) -> DataError {
     DataError::input(
-        "output",
+        output,
         format!("{count} forecasts do not fit one JSON document"),
         "write them as JSON Lines (*.jsonl or --output-format jsonl), CSV or Parquet",
     )

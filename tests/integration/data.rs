@@ -348,6 +348,25 @@ fn malformed_tables_are_clear_errors_and_write_nothing() {
     for (name, body, extra, want) in cases {
         assert_refused(name, &body, &extra, want);
     }
+    // several series to a one-document JSON output: refused before anything runs
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.json");
+    let args = ["--horizon", "2", "--output", out.to_str().unwrap()];
+    let run = totoc(
+        &[
+            &["forecast", "--engine", engine().to_str().unwrap(), "--input"],
+            &[data("long.csv").to_str().unwrap()][..],
+            &args,
+        ]
+        .concat(),
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(
+        err.contains("out.json: 3 forecasts do not fit one JSON document; write them as JSON Lines"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }
 
 #[test]
