@@ -4,7 +4,8 @@
 # that the committed fixtures still match what toto-ts 0.2.0 produces.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
-# and the toto-ts reference venv (~3.3 GB download once; skip the live check with TOTOC_SKIP_LIVE_REFERENCE=1).
+# the toto-ts reference venv (~3.3 GB download once) and the data venv (statsmodels, pandas, pyarrow) that checks
+# the public-data fixtures (skip both live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,10 +29,13 @@ read -r passed failed ignored < <(awk '/^test result:/ {
   } END { print p + 0, f + 0, g + 0 }' "$log")
 
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
-  echo "== live reference check skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
+  echo "== live reference checks skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
 else
   echo "== live reference check: regenerate fixtures with toto-ts and compare"
   tests/reference/regen_fixtures.sh --check
+  echo "== data fixtures: convert the statsmodels datasets again and compare"
+  data_python=$(tests/data/setup_venv.sh | tail -n 1)
+  "$data_python" tests/data/convert.py --check tests/fixtures/data
 fi
 echo "== all tests passed"
 echo "totoc: $passed passed, $failed failed, $ignored skipped"

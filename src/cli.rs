@@ -25,11 +25,12 @@ pub enum Command {
     Export(ExportArgs),
     /// Build an engine bundle (ONNX Runtime CPU, CUDA or TensorRT) from an export bundle.
     BuildEngine(BuildEngineArgs),
-    /// Forecast with an engine: JSON, JSON Lines or CSV in; JSON or JSON Lines out.
+    /// Forecast series from JSON, JSON Lines, CSV or Parquet; forecasts come back as JSON, CSV or Parquet.
     Forecast(ForecastArgs),
     /// Check an engine against golden toto-ts outputs (its own golden set, or --fixtures DIR).
     Verify(VerifyArgs),
-    /// Benchmark engines on reference workloads, interleaved, side by side with toto-ts if given its checkpoint.
+    /// Time engines on reference workloads (one or eight series of --context points; mean forecasts and sample
+    /// paths), interleaved, side by side with toto-ts when given the engines' checkpoint.
     Bench(BenchArgs),
 }
 
@@ -86,33 +87,87 @@ pub struct BuildEngineArgs {
     pub ort: OrtArgs,
 }
 
+/// Data formats of `forecast`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// One JSON request (in) or response (out).
+    Json,
+    /// One JSON request or response per line.
+    Jsonl,
+    /// A CSV table: long (id, timestamp, target columns) or wide (one column per variate).
+    Csv,
+    /// A Parquet table, shaped like the CSV ones.
+    Parquet,
+}
+
+/// Units of integer epoch timestamps.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TimestampUnitArg {
+    S,
+    Ms,
+    Us,
+    Ns,
+}
+
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Long tables have one row per series and time step: an id column (unique_id, item_id, id, \
+series_id), a timestamp column (ds, timestamp, date, time) and target columns (y, target, value; several target \
+columns are the variates of one series). A table without an id column is one series with one column per variate. \
+Forecasts come back in the same shape, with future timestamps. The formats: docs/formats.md."
+)]
 pub struct ForecastArgs {
-    /// Engine bundle directory (from `totoc build-engine`).
+    /// Engine directory (from `totoc build-engine`).
     #[arg(long)]
     pub engine: PathBuf,
-    /// Requests: .json (one request), .jsonl (one per line) or .csv (one column per variate).
+    /// The series to forecast: .json (one request), .jsonl (one per line), .csv or .parquet (long or wide
+    /// tables); `-` reads stdin (with --input-format).
     #[arg(long)]
     pub input: PathBuf,
-    /// Where to write the responses (.json for one, .jsonl for several); default: stdout.
+    /// Format of --input (default: from its extension).
+    #[arg(long, value_enum)]
+    pub input_format: Option<FormatArg>,
+    /// Where to write the forecasts: .json (one series), .jsonl, .csv or .parquet; `-` or absent: stdout.
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Forecast points (overrides the requests'; required for CSV).
+    /// Format of --output (default: from its extension; on stdout JSON for one series, JSON Lines for several).
+    #[arg(long, value_enum)]
+    pub output_format: Option<FormatArg>,
+    /// Column of the series ids (default: unique_id, item_id, id or series_id if present).
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// Column of the timestamps (default: ds, timestamp, date or time if present).
+    #[arg(long)]
+    pub timestamp_column: Option<String>,
+    /// Target columns, e.g. sales,visits (default: y, target or value in a long table; every other column in
+    /// a wide one).
+    #[arg(long, value_delimiter = ',')]
+    pub target_columns: Option<Vec<String>>,
+    /// Unit of integer (epoch) timestamps.
+    #[arg(long, value_enum, default_value = "s")]
+    pub timestamp_unit: TimestampUnitArg,
+    /// Spacing of every series, e.g. 1h, 15m, 1d, 1w, 1mo, 3mo, 1y (default: inferred per series).
+    #[arg(long)]
+    pub freq: Option<String>,
+    /// Forecast steps (replaces the requests' own; required for tables).
     #[arg(long)]
     pub horizon: Option<usize>,
-    /// Sample paths (0 = mean forecast).
+    /// Sample paths per series (0 = the point forecast only).
     #[arg(long)]
     pub samples: Option<usize>,
-    /// Quantile levels from the samples, e.g. 0.1,0.5,0.9.
+    /// Quantile levels computed from the samples, e.g. 0.1,0.5,0.9.
     #[arg(long, value_delimiter = ',')]
     pub quantiles: Option<Vec<f64>>,
     /// Seed of the sample paths.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Leave out the sample paths from the output (keep mean and quantiles).
+    /// Fail on a series longer than the engine's context instead of keeping its most recent points.
     #[arg(long)]
-    pub no_samples_output: bool,
-    /// CPU intra-op threads (default: physical cores).
+    pub strict_context: bool,
+    /// Also write every sample path (JSON `samples`; `sample_0`, `sample_1`, ... columns in tables).
+    #[arg(long)]
+    pub write_samples: bool,
+    /// CPU threads (default: the engine's setting, else physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Memory the engine may use (weights + shape buckets), e.g. 8G; larger calls run in several passes.
@@ -147,8 +202,8 @@ pub struct BenchArgs {
     /// Context points of every benchmark series.
     #[arg(long, default_value_t = 512)]
     pub context: usize,
-    /// The checkpoint the engines were exported from (HF layout): also time toto-ts eager on the same workloads
-    /// in this run.
+    /// The engines' checkpoint (Hugging Face layout): also time toto-ts eager on the same workloads in this run
+    /// (needs the toto-ts Python environment, see --reference-python).
     #[arg(long)]
     pub reference_checkpoint: Option<PathBuf>,
     /// Python of a venv with toto-ts 0.2.0 (default: ~/.cache/totoc/reference-venv/bin/python).

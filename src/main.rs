@@ -3,6 +3,7 @@
 //! `main` only parses flags and dispatches; each subcommand lives in `cmd/` and calls one library entry point.
 mod cli;
 mod cmd;
+mod data;
 mod progress;
 
 use std::process::ExitCode;

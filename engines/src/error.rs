@@ -43,8 +43,6 @@ pub enum Error {
     // --- request syntax
     #[error("{at}: {message}")]
     RequestSyntax { at: String, message: String },
-    #[error("{at}: cannot tell the request format of `{}`; name it *.json, *.jsonl or *.csv, or give the format", path.display())]
-    UnknownFormat { at: String, path: PathBuf },
     #[error("{at}: `{field}` is missing; {fix}")]
     MissingField { at: String, field: &'static str, fix: &'static str },
 
@@ -90,10 +88,6 @@ pub enum Error {
     // --- host math
     #[error("{what}: expected {expected} values, got {actual}")]
     Length { what: String, expected: usize, actual: usize },
-
-    // --- responses
-    #[error("{}: {count} responses do not fit one JSON document; write them to a .jsonl file", path.display())]
-    ResponseCount { path: PathBuf, count: usize },
 
     // --- equivalence checks
     #[error("{output} at step {step}, variate {variate}, t={t}: |Δ|={error:.1e} > tol {tol:.1e} ({failures} of {count} values out of tolerance)")]

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::request::{parse_requests, ForecastRequest, Format, Limits, Overrides};
+use crate::request::{parse_request, ForecastRequest, Limits, Overrides};
 use crate::session::Forecast;
 
 /// Reference outputs of one step.
@@ -56,15 +56,10 @@ impl GoldenCase {
             message: format!("not a golden case file ({e})"),
         })?;
         let at = path.display().to_string();
-        let mut reqs = parse_requests(
-            &raw.request.to_string(),
-            Format::Json,
-            &at,
-            &Overrides::default(),
-            &Limits::default(),
-        )?;
+        let request =
+            parse_request(&raw.request.to_string(), &at, &Overrides::default(), &Limits::default())?;
         let name = path.file_stem().map_or_else(|| at.clone(), |s| s.to_string_lossy().to_string());
-        Ok(GoldenCase { name, request: reqs.remove(0), reference: raw.reference })
+        Ok(GoldenCase { name, request, reference: raw.reference })
     }
 
     /// The case as a mean-path request (the steps are recorded on the mean path for sampled cases too).

@@ -10,8 +10,8 @@
 //! * [`engine_bundle`]: `build-engine` and loading a hash-verified engine bundle.
 //!
 //! The host does in Rust what the static graphs leave out (f64 where toto-ts uses it):
-//! * [`request`]: the forecast request/response format shared with the Python reference harness, and its
-//!   JSON / JSON Lines / CSV readers with validation;
+//! * [`request`]: the forecast request/response format shared with the Python reference harness, its
+//!   validation, and parsing one JSON request (files and tables are read by the binary's data layer);
 //! * [`scaler`]: toto's causal patch scaler as running state: scales the context for prefill and each fed-back
 //!   patch for decode, and de-normalises with the last input patch's statistics;
 //! * [`rope`]: the rotary and xPos tables the graphs take as inputs (prefill and decode centres);

@@ -1,6 +1,6 @@
 //! Forecast requests and responses, shared with the Python reference harness (`tests/reference/run_reference.py`).
 //!
-//! A request (JSON, unknown fields rejected):
+//! A request (JSON, unknown fields rejected; the format is `docs/formats.md`, "Forecast request"):
 //! ```json
 //! {"target": [[1.0, null, 3.0], [4.0, 5.0, 6.0]], "id_mask": [0, 0], "horizon": 24,
 //!  "samples": 256, "quantiles": [0.1, 0.5, 0.9], "seed": 7}
@@ -13,15 +13,14 @@
 //!   `[0.1, 0.5, 0.9]` when sampling (`[]` turns them off); asking for quantiles without samples is an error;
 //! * `seed` optional, default 0.
 //!
-//! [`read_requests`] reads a `.json` file (one request), `.jsonl` (one per line, blank lines skipped) or `.csv`
-//! (a header row of variate names, one column per variate, empty cell = missing; horizon and the rest come from
-//! [`Overrides`]). CLI overrides replace the request's own values. Every request is validated ([`Limits`]);
-//! errors name the source, line and variate and say how to fix the input. Nothing here panics on input.
+//! [`RequestFields`] is a request as written; [`RequestFields::validate`] applies [`Overrides`] (command-line
+//! values) and checks every field against [`Limits`], so every reader (JSON text here, the tables and time
+//! stamps of the `totoc` binary's data layer) ends in the same checks. [`parse_request`] parses one JSON request
+//! (an HTTP body, a golden case). Errors name where the request came from (`at`) and say how to fix the input.
+//! Nothing here panics on input.
 //!
-//! [`ForecastResponse`] is what the engines return; [`write_responses`] writes `.json` (one) or `.jsonl`
-//! atomically.
-
-use std::path::Path;
+//! [`ForecastResponse`] is what the engines return. Files (JSON Lines, CSV, Parquet) are read and written by the
+//! binary, not here.
 
 use serde::{Deserialize, Serialize};
 
@@ -80,49 +79,25 @@ impl ForecastRequest {
     }
 }
 
-/// The request as written (JSON / JSON Lines).
-#[derive(Debug, Deserialize)]
+/// A request as written, before overrides and checks (absent fields are `None`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRequest {
+pub struct RequestFields {
     #[serde(default)]
-    id: Option<RequestId>,
-    target: Vec<Vec<Option<f32>>>,
+    pub id: Option<RequestId>,
+    pub target: Vec<Vec<Option<f32>>>,
     #[serde(default)]
-    id_mask: Option<Vec<i64>>,
+    pub id_mask: Option<Vec<i64>>,
     #[serde(default)]
-    horizon: Option<usize>,
+    pub horizon: Option<usize>,
     #[serde(default)]
-    samples: Option<usize>,
+    pub samples: Option<usize>,
     #[serde(default)]
-    quantiles: Option<Vec<f64>>,
+    pub quantiles: Option<Vec<f64>>,
     #[serde(default)]
-    seed: Option<u64>,
+    pub seed: Option<u64>,
     #[serde(default)]
-    strict_context: Option<bool>,
-}
-
-/// Input formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// One JSON request.
-    Json,
-    /// One JSON request per line.
-    JsonLines,
-    /// Header of variate names, one column per variate, empty cell = missing.
-    Csv,
-}
-
-impl Format {
-    /// From the file extension: `.json`, `.jsonl`/`.ndjson`, `.csv` (case-insensitive).
-    pub fn from_path(path: &Path) -> Option<Format> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        match ext.as_str() {
-            "json" => Some(Format::Json),
-            "jsonl" | "ndjson" => Some(Format::JsonLines),
-            "csv" => Some(Format::Csv),
-            _ => None,
-        }
-    }
+    pub strict_context: Option<bool>,
 }
 
 /// Values given on the command line; each replaces the request's own.
@@ -148,49 +123,20 @@ impl Default for Limits {
     }
 }
 
-/// Reads the requests in `path`; `format` defaults to the one its extension names.
-pub fn read_requests(
-    path: &Path,
-    format: Option<Format>,
-    overrides: &Overrides,
-    limits: &Limits,
-) -> Result<Vec<ForecastRequest>> {
-    let name = path.display().to_string();
-    let format = match format.or_else(|| Format::from_path(path)) {
-        Some(f) => f,
-        None => return Err(Error::UnknownFormat { at: name, path: path.to_path_buf() }),
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_requests(&text, format, &name, overrides, limits)
-}
-
-/// Parses requests from `text` (e.g. an HTTP body or stdin); `name` says where it came from in errors.
-pub fn parse_requests(
+/// Parses one JSON request (e.g. an HTTP body or a golden case); `at` says where it came from in errors.
+pub fn parse_request(
     text: &str,
-    format: Format,
-    name: &str,
+    at: &str,
     overrides: &Overrides,
     limits: &Limits,
-) -> Result<Vec<ForecastRequest>> {
-    match format {
-        Format::Json => Ok(vec![parse_json(text, name, overrides, limits)?]),
-        Format::JsonLines => text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| parse_json(l, &format!("{name} line {}", i + 1), overrides, limits))
-            .collect(),
-        Format::Csv => Ok(vec![parse_csv(text, name, overrides, limits)?]),
-    }
+) -> Result<ForecastRequest> {
+    let raw: RequestFields = serde_json::from_str(text).map_err(|e| json_error(text, at, &e))?;
+    raw.validate(at, overrides, limits)
 }
 
-fn parse_json(text: &str, at: &str, overrides: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
-    let raw: RawRequest = serde_json::from_str(text).map_err(|e| json_error(text, at, &e))?;
-    validate(raw, at, overrides, limits)
-}
-
-/// A serde error with a hint when the input holds NaN/Infinity literals (Python's `json.dumps` writes them).
-fn json_error(text: &str, at: &str, e: &serde_json::Error) -> Error {
+/// A serde error of JSON `text` with a hint when the input holds NaN/Infinity literals (Python's `json.dumps`
+/// writes them).
+pub fn json_error(text: &str, at: &str, e: &serde_json::Error) -> Error {
     let line = text.lines().nth(e.line().saturating_sub(1)).unwrap_or("");
     let rest = line.get(e.column().saturating_sub(1)..).unwrap_or("");
     let rest = rest.trim_start_matches(['-', '+']);
@@ -204,64 +150,19 @@ fn json_error(text: &str, at: &str, e: &serde_json::Error) -> Error {
     Error::RequestSyntax { at: at.to_string(), message }
 }
 
-fn parse_csv(text: &str, at: &str, overrides: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
-    let syntax = |message: String| Error::RequestSyntax { at: at.to_string(), message };
-    let mut reader =
-        csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(text.as_bytes());
-    let names: Vec<String> = reader
-        .headers()
-        .map_err(|e| syntax(format!("header row: {e}")))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    if names.is_empty() || (names.len() == 1 && names[0].is_empty()) {
-        return Err(syntax(
-            "no header row of variate names; the first line must name one column per variate".into(),
-        ));
+impl RequestFields {
+    /// A request of one table's series: its values and id; everything else comes from [`Overrides`].
+    pub fn from_target(id: Option<RequestId>, target: Vec<Vec<Option<f32>>>) -> Self {
+        RequestFields { id, target, ..RequestFields::default() }
     }
-    let mut target: Vec<Vec<Option<f32>>> = vec![Vec::new(); names.len()];
-    for (row, record) in reader.records().enumerate() {
-        let line = row + 2;
-        let record =
-            record.map_err(|e| syntax(format!("line {line}: {e}; every row needs one cell per variate")))?;
-        for (v, cell) in record.iter().enumerate() {
-            let value = if cell.is_empty() {
-                None
-            } else {
-                let x: f32 = cell.parse().map_err(|_| {
-                    syntax(format!(
-                        "line {line}, column `{}`: `{cell}` is not a number; leave the cell empty for a missing point",
-                        names[v]
-                    ))
-                })?;
-                if !x.is_finite() {
-                    return Err(Error::NonFinite {
-                        at: format!("{at} line {line} (column `{}`)", names[v]),
-                        variate: v,
-                        t: row,
-                        value: cell.to_string(),
-                    });
-                }
-                Some(x)
-            };
-            target[v].push(value);
-        }
+
+    /// Applies the overrides and checks every field; `at` names the request in errors.
+    pub fn validate(self, at: &str, overrides: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
+        validate(self, at, overrides, limits)
     }
-    let raw = RawRequest {
-        id: None,
-        target,
-        id_mask: None,
-        horizon: None,
-        samples: None,
-        quantiles: None,
-        seed: None,
-        strict_context: None,
-    };
-    validate(raw, at, overrides, limits)
 }
 
-/// Applies the overrides and checks every field.
-fn validate(raw: RawRequest, at: &str, o: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
+fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
     let at_s = || at.to_string();
     let horizon = o.horizon.or(raw.horizon).ok_or(Error::MissingField {
         at: at_s(),
@@ -380,45 +281,12 @@ impl ForecastResponse {
     }
 }
 
-/// Serialises responses: `.jsonl` → one compact line each; otherwise exactly one JSON document.
-pub fn responses_to_string(
-    responses: &[ForecastResponse],
-    format: Format,
-) -> std::result::Result<String, String> {
-    let line = |r: &ForecastResponse| serde_json::to_string(r).map_err(|e| e.to_string());
-    match format {
-        Format::JsonLines => {
-            let mut s = String::new();
-            for r in responses {
-                s.push_str(&line(r)?);
-                s.push('\n');
-            }
-            Ok(s)
-        }
-        _ => match responses {
-            [one] => Ok(line(one)? + "\n"),
-            _ => Err(format!("{} responses do not fit one JSON document", responses.len())),
-        },
-    }
-}
-
-/// Writes responses atomically (temp file, then rename): one to a `.json` file, any number to `.jsonl`.
-pub fn write_responses(path: &Path, responses: &[ForecastResponse]) -> Result<()> {
-    let format =
-        if Format::from_path(path) == Some(Format::JsonLines) { Format::JsonLines } else { Format::Json };
-    let text = responses_to_string(responses, format)
-        .map_err(|_| Error::ResponseCount { path: path.to_path_buf(), count: responses.len() })?;
-    exporter::fsutil::write_atomic(path, text.as_bytes())?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn json(text: &str) -> Result<ForecastRequest> {
-        parse_requests(text, Format::Json, "req.json", &Overrides::default(), &Limits { max_samples: 512 })
-            .map(|mut v| v.remove(0))
+        parse_request(text, "req.json", &Overrides::default(), &Limits { max_samples: 512 })
     }
 
     fn err(text: &str) -> String {
@@ -493,24 +361,6 @@ mod tests {
     }
 
     #[test]
-    fn json_lines_name_the_line() {
-        let text = "{\"target\": [[1]], \"horizon\": 2}\n\n{\"target\": [[1]], \"horizon\": 0}\n";
-        let e = parse_requests(text, Format::JsonLines, "r.jsonl", &Overrides::default(), &Limits::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("r.jsonl line 3: `horizon` is 0"), "{e}");
-        let ok = parse_requests(
-            "{\"target\": [[1]], \"horizon\": 2}\n{\"target\": [[2]], \"horizon\": 3}",
-            Format::JsonLines,
-            "r.jsonl",
-            &Overrides::default(),
-            &Limits::default(),
-        )
-        .unwrap();
-        assert_eq!(ok.len(), 2);
-    }
-
-    #[test]
     fn overrides_replace_request_values() {
         let o = Overrides {
             horizon: Some(9),
@@ -519,85 +369,50 @@ mod tests {
             seed: Some(5),
             strict_context: Some(true),
         };
-        let r = parse_requests(
+        let r = parse_request(
             r#"{"target": [[1]], "horizon": 2, "samples": 0, "seed": 1}"#,
-            Format::Json,
             "x",
             &o,
             &Limits::default(),
         )
-        .unwrap()
-        .remove(0);
+        .unwrap();
         assert_eq!((r.horizon, r.samples, r.quantiles.clone(), r.seed), (9, 16, vec![0.25], 5));
         assert!(r.strict_context);
     }
 
     #[test]
-    fn csv_requests() {
+    fn fields_from_a_table_are_checked_like_json() {
         let o = Overrides { horizon: Some(4), ..Overrides::default() };
-        let text = "cpu, mem\n1.0, 10\n,11\n3.5 ,\n";
-        let r = parse_requests(text, Format::Csv, "m.csv", &o, &Limits::default()).unwrap().remove(0);
-        assert_eq!(r.target, vec![vec![Some(1.0), None, Some(3.5)], vec![Some(10.0), Some(11.0), None]]);
-        assert_eq!((r.horizon, r.samples), (4, 0));
-
-        let e = |text: &str, o: &Overrides| {
-            parse_requests(text, Format::Csv, "m.csv", o, &Limits::default()).unwrap_err().to_string()
-        };
-        assert!(e("a\n1\n", &Overrides::default()).contains("pass --horizon N"));
-        let msg = e("a,b\n1,2\n3,nan\n", &o);
-        assert!(msg.contains("m.csv line 3 (column `b`): variate 1, t=1: nan is not a finite f32"), "{msg}");
-        assert!(e("a,b\n1,inf\n", &o).contains("inf is not a finite f32"));
-        assert!(e("a,b\n1,x\n", &o).contains("line 2, column `b`: `x` is not a number"));
-        assert!(e("a,b\n1,2\n3\n", &o).contains("line 3: "));
-        assert!(e("a,b\n", &o).contains("variate 0 is empty"));
-        assert!(e("a,b\n1,\n2,\n", &o).contains("variate 1 has no observed point"));
-        assert!(e("", &o).contains("no header row"));
+        let id = Some(RequestId::Str("a".into()));
+        let r = RequestFields::from_target(id.clone(), vec![vec![Some(1.0), None]])
+            .validate("t.csv: series a", &o, &Limits::default())
+            .unwrap();
+        assert_eq!((r.id, r.horizon, r.samples, r.id_mask), (id, 4, 0, vec![0]));
+        let e = RequestFields::from_target(None, vec![vec![None]])
+            .validate("t.csv: series b", &o, &Limits::default())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("t.csv: series b: variate 0 has no observed point"), "{e}");
     }
 
     #[test]
-    fn formats_from_paths() {
-        assert_eq!(Format::from_path(Path::new("a/b.JSON")), Some(Format::Json));
-        assert_eq!(Format::from_path(Path::new("b.jsonl")), Some(Format::JsonLines));
-        assert_eq!(Format::from_path(Path::new("b.csv")), Some(Format::Csv));
-        assert_eq!(Format::from_path(Path::new("b.txt")), None);
-        let e =
-            read_requests(Path::new("/nonexistent/b.txt"), None, &Overrides::default(), &Limits::default())
-                .unwrap_err();
-        assert!(e.to_string().contains("name it *.json, *.jsonl or *.csv"), "{e}");
-        let e =
-            read_requests(Path::new("/nonexistent/b.json"), None, &Overrides::default(), &Limits::default())
-                .unwrap_err();
-        assert!(matches!(e, Error::Io { .. }), "{e}");
-    }
-
-    #[test]
-    fn responses_round_trip_and_write_atomically() {
+    fn responses_round_trip() {
         let r = ForecastResponse {
-            id: None,
+            id: Some(RequestId::Int(3)),
             mean: Some(vec![vec![1.5, 2.25]]),
             median: None,
             quantiles: vec![QuantileForecast { q: 0.5, values: vec![vec![1.0, 2.0]] }],
             samples: None,
-            context_truncated: None,
+            context_truncated: Some(ContextCut { given: 10, used: 8 }),
             buckets: Vec::new(),
             profile: "tiny".into(),
             engine: "cpu".into(),
         };
-        let text = responses_to_string(std::slice::from_ref(&r), Format::Json).unwrap();
+        let text = serde_json::to_string(&r).unwrap();
         assert_eq!(
             text,
-            "{\"mean\":[[1.5,2.25]],\"quantiles\":[{\"q\":0.5,\"values\":[[1.0,2.0]]}],\"samples\":null,\
-             \"profile\":\"tiny\",\"engine\":\"cpu\"}\n"
+            "{\"id\":3,\"mean\":[[1.5,2.25]],\"quantiles\":[{\"q\":0.5,\"values\":[[1.0,2.0]]}],\"samples\":null,\
+             \"context_truncated\":{\"given\":10,\"used\":8},\"profile\":\"tiny\",\"engine\":\"cpu\"}"
         );
         assert_eq!(serde_json::from_str::<ForecastResponse>(&text).unwrap(), r);
-        let dir = tempfile::tempdir().unwrap();
-        let one = dir.path().join("out.json");
-        write_responses(&one, std::slice::from_ref(&r)).unwrap();
-        assert_eq!(std::fs::read_to_string(&one).unwrap(), text);
-        let many = dir.path().join("out.jsonl");
-        write_responses(&many, &[r.clone(), r.clone()]).unwrap();
-        assert_eq!(std::fs::read_to_string(&many).unwrap().lines().count(), 2);
-        let e = write_responses(&one, &[r.clone(), r]).unwrap_err();
-        assert!(e.to_string().contains("2 responses do not fit one JSON document"), "{e}");
     }
 }

@@ -1,51 +1,151 @@
-//! `totoc forecast`.
-use std::io::Write;
+//! `totoc forecast`: reads every series of the input (JSON requests or CSV / Parquet tables, [`crate::data`]),
+//! checks them all against the engine before running any (a bad one stops the run with nothing written),
+//! forecasts them in groups (the engine packs each group onto its graphs; a progress bar on a terminal), writes
+//! the forecasts, and ends with a summary line on stderr: series, points, time, series/s, and the share of the
+//! time spent outside the engine.
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{read_requests, responses_to_string, write_responses, Format, Limits, Overrides};
+use engines::request::{ForecastResponse, Limits, Overrides};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::ForecastArgs;
+use crate::cli::{ForecastArgs, FormatArg, TimestampUnitArg};
+use crate::data::timestamps::{parse_freq, EpochUnit};
+use crate::data::{self, write, Format, Place, ReadOptions};
+
+/// Series per `Engine::forecast` call: large enough for the engine to pack its batches, small enough that the
+/// progress bar moves and the responses in flight stay bounded.
+const GROUP: usize = 256;
 
 pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
+    let input = Place::new(&a.input);
+    let output = a.output.as_deref().map_or(Place::Std, Place::new);
+    let opts = ReadOptions {
+        id_column: a.id_column.clone(),
+        timestamp_column: a.timestamp_column.clone(),
+        target_columns: a.target_columns.clone(),
+        timestamp_unit: epoch_unit(a.timestamp_unit),
+        freq: a.freq.as_deref().map(parse_freq).transpose().map_err(anyhow::Error::msg)?,
+    };
     let overrides = Overrides {
         horizon: a.horizon,
         samples: a.samples,
         quantiles: a.quantiles.clone(),
         seed: a.seed,
-        strict_context: None,
+        strict_context: a.strict_context.then_some(true),
     };
+    // Formats that cannot be told are errors before the engine loads.
+    let in_format = input.format(a.input_format.map(format), "--input-format")?;
+    let out_format = match (&output, a.output_format) {
+        (Place::Std, None) => None,
+        (place, given) => Some(place.format(given.map(format), "--output-format")?),
+    };
+
+    let load_start = Instant::now();
     let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
-    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget };
+    let load = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget };
     let engine =
-        Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
+        Engine::load(&a.engine, &load).with_context(|| format!("loading engine {}", a.engine.display()))?;
+    let load_time = load_start.elapsed();
+
+    let start = Instant::now();
     let limits = Limits { max_samples: engine.info().limits.max_samples };
-    let mut reqs = read_requests(&a.input, None, &overrides, &limits)?;
-    // Every request is checked before any is run: a bad one stops the run with nothing written.
-    for (i, r) in reqs.iter_mut().enumerate() {
-        engine.admit(r, &format!("{} request {}", a.input.display(), i + 1))?;
+    let mut dataset = data::read(&input, Some(in_format), &opts, &overrides, &limits)?;
+    let read_time = start.elapsed();
+    let n = dataset.series.len();
+    let out_format = out_format.unwrap_or(if n == 1 { Format::Json } else { Format::JsonLines });
+    if out_format == Format::Json && n > 1 {
+        return Err(write::too_many_for_json(&output.name("stdout"), n).into());
     }
-    let mut responses = Vec::with_capacity(reqs.len());
-    for (i, r) in engine.forecast(reqs).into_iter().enumerate() {
-        match r {
-            Ok(r) => responses.push(r),
-            Err(e) => bail!("{} request {}: {e}", a.input.display(), i + 1),
+    // Every series is checked (and cut to the engine's context) before any is forecast.
+    let mut cut = Vec::new();
+    for s in &mut dataset.series {
+        if let Some(c) = engine.admit(&mut s.request, &s.at)? {
+            cut.push(c);
         }
     }
-    if a.no_samples_output {
-        for r in &mut responses {
-            r.samples = None;
-        }
+    if !cut.is_empty() {
+        let longest = cut.iter().map(|c| c.given).max().unwrap_or(0);
+        eprintln!(
+            "note: {} of {n} series have more points than the engine's context of {} (up to {longest}); their most \
+             recent {} points were used (--strict-context makes this an error)",
+            cut.len(),
+            cut[0].used,
+            cut[0].used
+        );
     }
-    match &a.output {
-        Some(path) => write_responses(path, &responses)?,
-        None => {
-            let format = if responses.len() == 1 { Format::Json } else { Format::JsonLines };
-            let text = responses_to_string(&responses, format).map_err(anyhow::Error::msg)?;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", text.trim_end())?;
+
+    let bar = progress(n as u64);
+    let mut engine_time = Duration::ZERO;
+    let mut responses: Vec<ForecastResponse> = Vec::with_capacity(n);
+    for group in dataset.series.chunks(GROUP) {
+        let reqs = group.iter().map(|s| s.request.clone()).collect();
+        let t = Instant::now();
+        let results = engine.forecast(reqs);
+        engine_time += t.elapsed();
+        for (s, r) in group.iter().zip(results) {
+            match r {
+                Ok(r) => responses.push(r),
+                Err(e) => bail!("{}: {e}", s.at),
+            }
         }
+        bar.inc(group.len() as u64);
     }
+    bar.finish_and_clear();
+    if !a.write_samples {
+        responses.iter_mut().for_each(|r| r.samples = None);
+    }
+    let write_start = Instant::now();
+    let point = engine.info().model.point_forecast();
+    let bytes = write::to_bytes(&dataset, &responses, out_format, point)?;
+    write::emit(&output, out_format, &bytes)?;
+    let write_time = write_start.elapsed();
+
+    let wall = start.elapsed();
+    let outside = wall.saturating_sub(engine_time);
+    eprintln!(
+        "forecast {n} series ({} points) in {:.2} s: {:.1} series/s; engine {:.2} s, outside the engine {:.3} s \
+         ({:.1}%; reading {:.3} s, writing {:.3} s); engine load {:.2} s",
+        dataset.points(),
+        wall.as_secs_f64(),
+        n as f64 / wall.as_secs_f64().max(1e-9),
+        engine_time.as_secs_f64(),
+        outside.as_secs_f64(),
+        100.0 * outside.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        read_time.as_secs_f64(),
+        write_time.as_secs_f64(),
+        load_time.as_secs_f64(),
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+fn format(f: FormatArg) -> Format {
+    match f {
+        FormatArg::Json => Format::Json,
+        FormatArg::Jsonl => Format::JsonLines,
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Parquet => Format::Parquet,
+    }
+}
+
+fn epoch_unit(u: TimestampUnitArg) -> EpochUnit {
+    match u {
+        TimestampUnitArg::S => EpochUnit::Seconds,
+        TimestampUnitArg::Ms => EpochUnit::Millis,
+        TimestampUnitArg::Us => EpochUnit::Micros,
+        TimestampUnitArg::Ns => EpochUnit::Nanos,
+    }
+}
+
+/// A bar on stderr, drawn only when stderr is a terminal (indicatif hides it otherwise).
+fn progress(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} series [{elapsed_precise}, {per_sec}, eta {eta}]")
+    {
+        bar.set_style(style);
+    }
+    bar
 }

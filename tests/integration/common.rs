@@ -23,6 +23,22 @@ pub fn totoc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_totoc")).args(args).output().expect("run totoc")
 }
 
+/// Runs the built `totoc` binary with `input` on its stdin.
+pub fn totoc_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_totoc"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run totoc");
+    // A refused run may exit before reading its input: a closed pipe is not a failure here.
+    let _ = child.stdin.take().expect("stdin").write_all(input);
+    child.wait_with_output().expect("wait for totoc")
+}
+
 /// Runs totoc and asserts success, returning stdout.
 pub fn totoc_ok(args: &[&str]) -> String {
     let out = totoc(args);

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 /// One CPU engine of the tiny fixture (with its golden cases) for all tests of this module.
-fn engine() -> &'static Path {
+pub fn engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
@@ -152,7 +152,7 @@ fn sampled_request_returns_paths_and_quantiles() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("s.json");
     fs::write(&input, c["request"].to_string()).unwrap();
-    let resp: Value = serde_json::from_str(&forecast_file(&input, &[])).unwrap();
+    let resp: Value = serde_json::from_str(&forecast_file(&input, &["--write-samples"])).unwrap();
     let samples = resp["samples"].as_array().unwrap();
     assert_eq!(samples.len(), 64);
     assert_eq!(resp["quantiles"].as_array().unwrap().len(), 3);

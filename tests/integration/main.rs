@@ -2,5 +2,6 @@
 //! (`tests/fixtures/`, made by toto-ts via `tests/reference/`), so they need no Python, except the ONNX checker
 //! test, which uses the venv made by `scripts/setup-onnx-checker.sh`.
 mod common;
+mod data;
 mod export;
 mod forecast;

@@ -1,0 +1,412 @@
+//! Parquet tables (arrow-rs `parquet`), with the column roles of CSV tables ([`super::layout`]). Only the id,
+//! timestamp and target columns are decoded.
+//!
+//! Column types: ids are text (also dictionary-encoded, as pandas categoricals are written) or integers;
+//! timestamps are Arrow timestamps (any unit; with or without a time zone), dates (`date32`, `date64`), ISO 8601
+//! text, or integer epochs (`--timestamp-unit`); targets are floating-point or integer numbers, where null and
+//! NaN are missing points (pandas and polars write missing floats as either).
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::{DataType, TimeUnit};
+use jiff::tz::Offset;
+use jiff::Timestamp;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use super::error::{DataError, Loc, Result};
+use super::layout::Layout;
+use super::series::{Collector, IdRef};
+use super::timestamps::{epoch, parse_text, EpochUnit, Stamp, StampStyle};
+use super::{ReadOptions, TimeKind};
+
+/// Rows decoded per batch.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// Reads the rows of a Parquet file (its bytes) into a [`Collector`].
+pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(Layout, TimeKind, Collector)> {
+    let not_parquet = |e: parquet::errors::ParquetError| {
+        DataError::input(
+            source,
+            format!("cannot read it as Parquet ({e})"),
+            "give a Parquet file, or name the format with --input-format",
+        )
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
+    let schema = builder.schema().clone();
+    let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let layout = Layout::resolve(&names, opts, source)?;
+    let mut wanted: Vec<usize> =
+        layout.id.into_iter().chain(layout.time).chain(layout.targets.iter().copied()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    // A projected batch holds the wanted columns in schema order.
+    let slot = |i: usize| wanted.binary_search(&i).expect("wanted column");
+    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.iter().copied());
+    let reader = builder.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(not_parquet)?;
+
+    let time_kind = match layout.time.map(|i| schema.field(i).data_type()) {
+        None | Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => TimeKind::Text,
+        Some(t) if t.is_integer() => TimeKind::Epoch(opts.timestamp_unit),
+        Some(t @ (DataType::Timestamp(..) | DataType::Date32 | DataType::Date64)) => {
+            TimeKind::Arrow(t.clone())
+        }
+        Some(t) => {
+            return Err(DataError::input(
+                source,
+                format!("timestamp column `{}` has type {t}", layout.names[layout.time.unwrap_or(0)]),
+                "store timestamps as a timestamp, date, ISO 8601 text or integer epoch column",
+            ))
+        }
+    };
+    let mut rows = Collector::new(layout.targets.len());
+    let mut values = vec![None; layout.targets.len()];
+    let mut first_row = 1u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| {
+            DataError::input(source, format!("cannot decode it ({e})"), "check that the file is complete")
+        })?;
+        let at_row = |r: usize| Loc::Row(first_row + r as u64);
+        let ids = match layout.id {
+            Some(i) => Some(Ids::new(batch.column(slot(i)), &layout.names[i], source)?),
+            None => None,
+        };
+        let stamps = match layout.time {
+            Some(i) => {
+                Some(stamps(batch.column(slot(i)), &layout.names[i], source, first_row, opts.timestamp_unit)?)
+            }
+            None => None,
+        };
+        let targets: Vec<Vec<Option<f32>>> = layout
+            .targets
+            .iter()
+            .map(|&i| numbers(batch.column(slot(i)), &layout.names[i], source, first_row))
+            .collect::<Result<_>>()?;
+        for r in 0..batch.num_rows() {
+            let id = match &ids {
+                Some(ids) => Some(ids.get(r).ok_or_else(|| {
+                    DataError::input(
+                        at_row(r).at(source),
+                        format!("column `{}` is null", ids.column),
+                        "give every row its series id",
+                    )
+                })?),
+                None => None,
+            };
+            for (slot, column) in values.iter_mut().zip(&targets) {
+                *slot = column[r];
+            }
+            rows.push(id, at_row(r), stamps.as_ref().map(|s| s[r]), &values);
+        }
+        first_row += batch.num_rows() as u64;
+    }
+    if rows.series.is_empty() {
+        return Err(DataError::input(
+            source,
+            "the table has no rows",
+            "add one row per time step (and series)",
+        ));
+    }
+    Ok((layout, time_kind, rows))
+}
+
+/// The id column of one batch.
+struct Ids<'a> {
+    column: &'a str,
+    values: IdValues<'a>,
+}
+
+enum IdValues<'a> {
+    Text(Vec<Option<&'a str>>),
+    Int(Vec<Option<i64>>),
+}
+
+impl<'a> Ids<'a> {
+    fn new(array: &'a ArrayRef, column: &'a str, source: &str) -> Result<Self> {
+        let values = if let Some(dict) = array.as_any_dictionary_opt() {
+            let texts =
+                text_values(dict.values()).ok_or_else(|| bad_id_type(array.data_type(), column, source))?;
+            let keys = dict.normalized_keys();
+            IdValues::Text(
+                (0..array.len())
+                    .map(|r| if dict.keys().is_null(r) { None } else { texts[keys[r]] })
+                    .collect(),
+            )
+        } else if let Some(texts) = text_values(array) {
+            IdValues::Text(texts)
+        } else if let Some(ints) = integers(array) {
+            IdValues::Int(ints)
+        } else {
+            return Err(bad_id_type(array.data_type(), column, source));
+        };
+        Ok(Ids { column, values })
+    }
+
+    fn get(&self, r: usize) -> Option<IdRef<'a>> {
+        match &self.values {
+            IdValues::Text(v) => v[r].map(IdRef::Str),
+            IdValues::Int(v) => v[r].map(IdRef::Int),
+        }
+    }
+}
+
+fn bad_id_type(t: &DataType, column: &str, source: &str) -> DataError {
+    DataError::input(
+        source,
+        format!("id column `{column}` has type {t}"),
+        "store series ids as text or integers, or name another id column with --id-column",
+    )
+}
+
+/// A text column's values (null = `None`), or `None` when it is not text.
+fn text_values(array: &ArrayRef) -> Option<Vec<Option<&str>>> {
+    if let Some(a) = array.as_string_opt::<i32>() {
+        Some(a.iter().collect())
+    } else if let Some(a) = array.as_string_opt::<i64>() {
+        Some(a.iter().collect())
+    } else {
+        array.as_string_view_opt().map(|a| a.iter().collect())
+    }
+}
+
+/// An integer column's values widened to i64, or `None` when it is not an integer column (or a u64 overflows).
+fn integers(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
+    fn widen<T: ArrowPrimitiveType>(array: &ArrayRef) -> Option<Vec<Option<i64>>>
+    where
+        T::Native: TryInto<i64>,
+    {
+        array
+            .as_primitive_opt::<T>()?
+            .iter()
+            .map(|x| match x {
+                None => Some(None),
+                Some(x) => x.try_into().ok().map(Some),
+            })
+            .collect::<Option<_>>()
+    }
+    match array.data_type() {
+        DataType::Int8 => widen::<Int8Type>(array),
+        DataType::Int16 => widen::<Int16Type>(array),
+        DataType::Int32 => widen::<Int32Type>(array),
+        DataType::Int64 => widen::<Int64Type>(array),
+        DataType::UInt8 => widen::<UInt8Type>(array),
+        DataType::UInt16 => widen::<UInt16Type>(array),
+        DataType::UInt32 => widen::<UInt32Type>(array),
+        DataType::UInt64 => widen::<UInt64Type>(array),
+        _ => None,
+    }
+}
+
+/// The timestamps of one batch; a null or unreadable one is an error naming its row.
+fn stamps(
+    array: &ArrayRef,
+    column: &str,
+    source: &str,
+    first_row: u64,
+    unit: EpochUnit,
+) -> Result<Vec<Stamp>> {
+    let at_row = |r: usize| Loc::Row(first_row + r as u64).at(source);
+    let null = |r: usize| {
+        DataError::input(at_row(r), format!("column `{column}` is null"), "give every row its timestamp")
+    };
+    let cell_err =
+        |r: usize, message: String| DataError::at(at_row(r), format!("column `{column}`: {message}"));
+    if let Some(texts) = text_values(array) {
+        return texts
+            .iter()
+            .enumerate()
+            .map(|(r, t)| parse_text(t.ok_or_else(|| null(r))?, unit).map_err(|m| cell_err(r, m)))
+            .collect();
+    }
+    if let Some(ints) = integers(array) {
+        return ints
+            .iter()
+            .enumerate()
+            .map(|(r, x)| epoch(x.ok_or_else(|| null(r))?, unit).map_err(|m| cell_err(r, m)))
+            .collect();
+    }
+    let out_of_range =
+        |r: usize| cell_err(r, "the timestamp is out of the supported range (years -9999 to 9999)".into());
+    let instants = |values: Vec<Option<i64>>, nanos: i128| -> Result<Vec<Timestamp>> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(r, x)| {
+                Timestamp::from_nanosecond(x.ok_or_else(|| null(r))? as i128 * nanos)
+                    .map_err(|_| out_of_range(r))
+            })
+            .collect()
+    };
+    let (at, offset, style) = match array.data_type() {
+        DataType::Timestamp(unit, tz) => {
+            let nanos = match unit {
+                TimeUnit::Second => 1_000_000_000,
+                TimeUnit::Millisecond => 1_000_000,
+                TimeUnit::Microsecond => 1_000,
+                TimeUnit::Nanosecond => 1,
+            };
+            let raw: Vec<Option<i64>> = match unit {
+                TimeUnit::Second => array.as_primitive::<TimestampSecondType>().iter().collect(),
+                TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().iter().collect(),
+                TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().iter().collect(),
+                TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().iter().collect(),
+            };
+            let (offset, style) = zone(tz.as_ref());
+            (instants(raw, nanos)?, offset, style)
+        }
+        DataType::Date32 => {
+            let days = array.as_primitive::<Date32Type>().iter().map(|d| d.map(i64::from)).collect();
+            (instants(days, 86_400_000_000_000)?, Offset::UTC, StampStyle::Date)
+        }
+        DataType::Date64 => {
+            let ms = array.as_primitive::<Date64Type>().iter().collect();
+            (instants(ms, 1_000_000)?, Offset::UTC, StampStyle::Date)
+        }
+        t => {
+            return Err(DataError::input(
+                source,
+                format!("timestamp column `{column}` has type {t}"),
+                "store timestamps as a timestamp, date, ISO 8601 text or integer epoch column",
+            ))
+        }
+    };
+    Ok(at.into_iter().map(|at| Stamp { at, offset, style }).collect())
+}
+
+/// The offset and text style of an Arrow timestamp's time zone: none is a civil (local) date-time; `+02:00` is
+/// that offset; `UTC` and zone names are written in UTC (`Z`), since totoc carries no time zone database.
+fn zone(tz: Option<&Arc<str>>) -> (Offset, StampStyle) {
+    match tz {
+        None => (Offset::UTC, StampStyle::DateTime),
+        Some(name) => match parse_text(&format!("2000-01-01T00:00:00{name}"), EpochUnit::Seconds) {
+            Ok(s) if s.style == StampStyle::Offset => (s.offset, StampStyle::Offset),
+            _ => (Offset::UTC, StampStyle::Zulu),
+        },
+    }
+}
+
+/// A target column of one batch as f32 values: null and NaN are missing; infinities and values beyond f32 are
+/// errors naming the row.
+fn numbers(array: &ArrayRef, column: &str, source: &str, first_row: u64) -> Result<Vec<Option<f32>>> {
+    let f64s: Vec<Option<f64>> = match array.data_type() {
+        DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
+        DataType::Float32 => array.as_primitive::<Float32Type>().iter().map(|x| x.map(f64::from)).collect(),
+        DataType::Float16 => array.as_primitive::<Float16Type>().iter().map(|x| x.map(f64::from)).collect(),
+        t if t.is_integer() => match integers(array) {
+            Some(v) => v.into_iter().map(|x| x.map(|x| x as f64)).collect(),
+            None => array.as_primitive::<UInt64Type>().iter().map(|x| x.map(|x| x as f64)).collect(),
+        },
+        t => {
+            return Err(DataError::input(
+                source,
+                format!("target column `{column}` has type {t}, not numbers"),
+                "name the numeric target columns with --target-columns",
+            ))
+        }
+    };
+    f64s.into_iter()
+        .enumerate()
+        .map(|(r, x)| match x {
+            None => Ok(None),
+            Some(x) if x.is_nan() => Ok(None),
+            Some(x) if (x as f32).is_finite() => Ok(Some(x as f32)),
+            Some(x) => Err(DataError::input(
+                Loc::Row(first_row + r as u64).at(source),
+                format!("column `{column}`: {x} is not a finite f32 number (|x| < 3.4e38)"),
+                "write a finite number, or null for a missing point",
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{
+        DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampSecondArray,
+    };
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    fn file(columns: Vec<(&str, ArrayRef)>) -> bytes::Bytes {
+        let schema = Schema::new(
+            columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>(),
+        );
+        let batch =
+            RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.into_inner().unwrap().into()
+    }
+
+    fn read_cols(columns: Vec<(&str, ArrayRef)>) -> Result<(Layout, TimeKind, Collector)> {
+        read(file(columns), "t.parquet", &ReadOptions::default())
+    }
+
+    #[test]
+    fn integer_ids_offset_timestamps_and_missing_values() {
+        let ts = TimestampSecondArray::from(vec![0, 3_600, 0]).with_timezone("+02:00");
+        let (layout, kind, rows) = read_cols(vec![
+            ("item_id", Arc::new(Int64Array::from(vec![7, 7, 8]))),
+            ("timestamp", Arc::new(ts)),
+            ("target", Arc::new(Float64Array::from(vec![Some(1.5), None, Some(f64::NAN)]))),
+        ])
+        .unwrap();
+        assert_eq!((layout.id, layout.time, layout.targets.clone()), (Some(0), Some(1), vec![2]));
+        assert!(matches!(kind, TimeKind::Arrow(DataType::Timestamp(TimeUnit::Second, Some(_)))));
+        assert_eq!(rows.series.len(), 2);
+        assert_eq!(rows.series[0].id, Some(engines::request::RequestId::Int(7)));
+        // null and NaN are missing points
+        assert_eq!(rows.series[0].values, vec![Some(1.5), None]);
+        assert_eq!(rows.series[1].values, vec![None]);
+        let s = rows.series[0].stamps[1];
+        assert_eq!((s.to_text(), s.style), ("1970-01-01T03:00:00+02:00".to_string(), StampStyle::Offset));
+        assert_eq!(rows.series[0].locs, vec![Loc::Row(1), Loc::Row(2)]);
+    }
+
+    #[test]
+    fn dictionary_ids_and_errors_naming_the_row() {
+        let ids: DictionaryArray<Int32Type> = vec!["a", "b", "a"].into_iter().collect();
+        let (_, kind, rows) = read_cols(vec![
+            ("unique_id", Arc::new(ids)),
+            ("ds", Arc::new(Int32Array::from(vec![1, 1, 2]))),
+            ("y", Arc::new(Int64Array::from(vec![1, 2, 3]))),
+        ])
+        .unwrap();
+        assert_eq!(kind, TimeKind::Epoch(EpochUnit::Seconds));
+        assert_eq!(rows.series.len(), 2);
+        assert_eq!(rows.series[0].values, vec![Some(1.0), Some(3.0)]);
+
+        let e = |columns: Vec<(&str, ArrayRef)>| read_cols(columns).unwrap_err().to_string();
+        let msg = e(vec![
+            ("ds", Arc::new(StringArray::from(vec!["2024-01-01", "2024-01-02"]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, f64::INFINITY]))),
+        ]);
+        assert_eq!(
+            msg,
+            "t.parquet: row 2: column `y`: inf is not a finite f32 number (|x| < 3.4e38); write a finite number, or \
+             null for a missing point"
+        );
+        let msg = e(vec![
+            ("id", Arc::new(StringArray::from(vec![Some("a"), None]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
+        ]);
+        assert_eq!(msg, "t.parquet: row 2: column `id` is null; give every row its series id");
+        let msg = e(vec![
+            ("ds", Arc::new(StringArray::from(vec!["2024-01-01", "soon"]))),
+            ("y", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
+        ]);
+        assert!(msg.starts_with("t.parquet: row 2: column `ds`: `soon` is not a timestamp"), "{msg}");
+        let msg = e(vec![
+            ("id", Arc::new(Int64Array::from(vec![1]))),
+            ("y", Arc::new(StringArray::from(vec!["x"]))),
+        ]);
+        assert!(msg.contains("target column `y` has type Utf8, not numbers"), "{msg}");
+        let e = read(bytes::Bytes::from_static(b"id,y\n1,2\n"), "t.parquet", &ReadOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("t.parquet: cannot read it as Parquet"), "{e}");
+    }
+}

@@ -1,0 +1,305 @@
+//! From rows to series: rows are grouped by series id ([`Collector`]), then each series is sorted by time, put on
+//! its regular grid (gaps become missing points) and checked ([`assemble`]), ending as a validated forecast
+//! request. Every reader (CSV, Parquet, JSON with timestamps) goes through here, so the same series gives the
+//! same request whatever its format.
+
+use std::collections::HashMap;
+
+use engines::request::{Limits, Overrides, RequestFields, RequestId};
+
+use super::error::{DataError, Loc, Result};
+use super::timestamps::{infer_grid, Freq, GridError, Stamp, TimeAxis};
+use super::Series;
+
+/// A series' values `[variate][time]`, `None` = missing.
+pub type Target = Vec<Vec<Option<f32>>>;
+
+/// The rows of one series, in input order.
+#[derive(Debug, Clone, Default)]
+pub struct RawSeries {
+    pub id: Option<RequestId>,
+    pub locs: Vec<Loc>,
+    /// One per row when the input has timestamps, else empty.
+    pub stamps: Vec<Stamp>,
+    /// Row-major: `targets` values per row, `None` = missing.
+    pub values: Vec<Option<f32>>,
+}
+
+/// A series id as a reader sees it (borrowed from the row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdRef<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+/// Groups rows by series id, keeping the order in which ids first appear.
+#[derive(Debug)]
+pub struct Collector {
+    targets: usize,
+    by_str: HashMap<String, usize>,
+    by_int: HashMap<i64, usize>,
+    /// The series of the previous row: rows of one series usually come together.
+    last: Option<(IdKey, usize)>,
+    pub series: Vec<RawSeries>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum IdKey {
+    None,
+    Str(String),
+    Int(i64),
+}
+
+impl Collector {
+    pub fn new(targets: usize) -> Self {
+        Collector { targets, by_str: HashMap::new(), by_int: HashMap::new(), last: None, series: Vec::new() }
+    }
+
+    /// Adds a row; `values` has one entry per target column.
+    pub fn push(&mut self, id: Option<IdRef<'_>>, loc: Loc, stamp: Option<Stamp>, values: &[Option<f32>]) {
+        debug_assert_eq!(values.len(), self.targets);
+        let s = self.index(id);
+        let series = &mut self.series[s];
+        series.locs.push(loc);
+        if let Some(stamp) = stamp {
+            series.stamps.push(stamp);
+        }
+        series.values.extend_from_slice(values);
+    }
+
+    fn index(&mut self, id: Option<IdRef<'_>>) -> usize {
+        if let Some((key, s)) = &self.last {
+            let same = match (key, id) {
+                (IdKey::None, None) => true,
+                (IdKey::Str(a), Some(IdRef::Str(b))) => a == b,
+                (IdKey::Int(a), Some(IdRef::Int(b))) => *a == b,
+                _ => false,
+            };
+            if same {
+                return *s;
+            }
+        }
+        let next = self.series.len();
+        let (s, key, request_id) = match id {
+            None => (0, IdKey::None, None),
+            Some(IdRef::Str(v)) => {
+                let s = *self.by_str.entry(v.to_string()).or_insert(next);
+                (s, IdKey::Str(v.to_string()), Some(RequestId::Str(v.to_string())))
+            }
+            Some(IdRef::Int(v)) => {
+                (*self.by_int.entry(v).or_insert(next), IdKey::Int(v), Some(RequestId::Int(v)))
+            }
+        };
+        if s == self.series.len() {
+            self.series.push(RawSeries { id: request_id, ..RawSeries::default() });
+        }
+        self.last = Some((key, s));
+        s
+    }
+}
+
+/// What assembling a series needs besides its rows.
+pub struct Context<'a> {
+    /// The input's name in messages.
+    pub source: &'a str,
+    pub target_names: &'a [String],
+    pub freq: Option<Freq>,
+    pub overrides: &'a Overrides,
+    pub limits: &'a Limits,
+}
+
+/// `source: series ID` (or `source` for a file that is one series).
+pub fn series_at(source: &str, id: Option<&RequestId>) -> String {
+    match id {
+        Some(id) => format!("{source}: series {id}"),
+        None => source.to_string(),
+    }
+}
+
+/// Sorts a table series' rows by time, places them on its grid, checks them and validates the request.
+pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
+    let at = series_at(cx.source, raw.id.as_ref());
+    let (target, time) = place(&raw, cx, &at)?;
+    for (v, series) in target.iter().enumerate() {
+        if series.iter().all(Option::is_none) {
+            return Err(DataError::input(
+                &at,
+                format!("column `{}` has no value", cx.target_names[v]),
+                "give the series at least one value in every target column, or leave it out",
+            ));
+        }
+    }
+    let request = RequestFields::from_target(raw.id, target).validate(&at, cx.overrides, cx.limits)?;
+    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time })
+}
+
+/// The target `[variate][time]` of a series' rows: in input order without timestamps; else sorted by time, on
+/// the series' regular grid (rows missing from it are missing points), with the axis to continue it. `at` names
+/// the series in errors about all of it.
+pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Option<TimeAxis>)> {
+    let nt = cx.target_names.len();
+    let rows = raw.locs.len();
+    if raw.stamps.is_empty() {
+        let target = (0..nt).map(|v| (0..rows).map(|r| raw.values[r * nt + v]).collect()).collect();
+        return Ok((target, None));
+    }
+    let mut order: Vec<usize> = (0..rows).collect();
+    order.sort_by_key(|&r| raw.stamps[r].at);
+    let sorted: Vec<Stamp> = order.iter().map(|&r| raw.stamps[r]).collect();
+    let grid = infer_grid(&sorted, cx.freq).map_err(|e| grid_error(e, raw, &order, &sorted, cx, at))?;
+    let mut target = vec![vec![None; grid.len]; nt];
+    for (&r, &pos) in order.iter().zip(&grid.positions) {
+        for (v, series) in target.iter_mut().enumerate() {
+            series[pos] = raw.values[r * nt + v];
+        }
+    }
+    let last = *sorted.last().expect("a series has rows");
+    Ok((target, Some(TimeAxis { last, freq: grid.freq, anchor: grid.anchor })))
+}
+
+/// A grid error as a message naming the rows at fault.
+fn grid_error(
+    e: GridError,
+    raw: &RawSeries,
+    order: &[usize],
+    sorted: &[Stamp],
+    cx: &Context<'_>,
+    at: &str,
+) -> DataError {
+    let loc = |i: usize| raw.locs[order[i]];
+    let in_series = match &raw.id {
+        Some(id) => format!("series {id}: "),
+        None => String::new(),
+    };
+    let several = "if the file holds several series, name their id column with --id-column";
+    match e {
+        GridError::Duplicate { i } => {
+            let fix = if raw.id.is_none() {
+                format!("keep one row per time step ({several})")
+            } else {
+                "keep one row per time step".to_string()
+            };
+            DataError::input(
+                loc(i).at(cx.source),
+                format!("{in_series}timestamp {} is also on {}", sorted[i], loc(i - 1).name()),
+                fix,
+            )
+        }
+        GridError::OffGrid { i, step, gap } => {
+            let whose = if cx.freq.is_some() { "the step given by --freq" } else { "the series' step" };
+            DataError::input(
+                loc(i).at(cx.source),
+                format!(
+                    "{in_series}timestamp {} is {gap} after {} ({}), not a whole number of {whose} ({step})",
+                    sorted[i],
+                    loc(i - 1).name(),
+                    sorted[i - 1]
+                ),
+                "fix the timestamp; a series that changes frequency needs one series per frequency, or a step \
+                 forced with --freq",
+            )
+        }
+        GridError::Mixed { i, step, gap, missing, total } => DataError::input(
+            at,
+            format!(
+                "the spacing changes from {step} to {gap} at {} ({}), which would leave {missing} of {total} points \
+                 missing: the series mixes frequencies",
+                loc(i).name(),
+                sorted[i]
+            ),
+            "give each frequency its own series, or force one step with --freq (the points in between become \
+             missing)",
+        ),
+        GridError::Single => DataError::input(
+            at,
+            "one timestamp is not enough to infer the series' frequency",
+            "give the series at least two rows, or pass --freq (e.g. --freq 1d)",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::timestamps::{parse_text, EpochUnit};
+    use super::*;
+
+    fn collect(rows: &[(&str, &str, Option<f32>)]) -> Collector {
+        let mut c = Collector::new(1);
+        for (line, (id, ts, y)) in rows.iter().enumerate() {
+            let stamp = parse_text(ts, EpochUnit::Seconds).unwrap();
+            c.push(Some(IdRef::Str(id)), Loc::Line(line as u64 + 2), Some(stamp), &[*y]);
+        }
+        c
+    }
+
+    fn assemble_all(c: Collector) -> Result<Vec<Series>> {
+        let names = vec!["y".to_string()];
+        let o = Overrides { horizon: Some(2), ..Overrides::default() };
+        let cx = Context {
+            source: "t.csv",
+            target_names: &names,
+            freq: None,
+            overrides: &o,
+            limits: &Limits::default(),
+        };
+        c.series.into_iter().map(|r| assemble(r, &cx)).collect()
+    }
+
+    #[test]
+    fn rows_group_by_id_sort_by_time_and_fill_gaps() {
+        let c = collect(&[
+            ("b", "2024-01-02", Some(2.0)),
+            ("a", "2024-01-04", Some(40.0)),
+            ("a", "2024-01-03", Some(30.0)),
+            ("b", "2024-01-01", Some(1.0)),
+            ("a", "2024-01-01", Some(10.0)),
+            ("b", "2024-01-04", None),
+            ("b", "2024-01-03", Some(3.0)),
+        ]);
+        let s = assemble_all(c).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].request.id, Some(RequestId::Str("b".into())));
+        assert_eq!(s[0].request.target, vec![vec![Some(1.0), Some(2.0), Some(3.0), None]]);
+        assert_eq!(s[0].time.unwrap().last.to_text(), "2024-01-04");
+        // a: 1 January, (2 January missing), 3 and 4 January
+        assert_eq!(s[1].request.target, vec![vec![Some(10.0), None, Some(30.0), Some(40.0)]]);
+        assert_eq!(s[1].at, "t.csv: series a");
+    }
+
+    #[test]
+    fn errors_name_the_rows_and_the_fix() {
+        let e = |rows: &[(&str, &str, Option<f32>)]| assemble_all(collect(rows)).unwrap_err().to_string();
+        assert_eq!(
+            e(&[
+                ("a", "2024-01-01", Some(1.0)),
+                ("a", "2024-01-02", Some(1.0)),
+                ("a", "2024-01-01", Some(2.0))
+            ]),
+            "t.csv:4: series a: timestamp 2024-01-01 is also on line 2; keep one row per time step"
+        );
+        let msg = e(&[
+            ("a", "2024-01-01", Some(1.0)),
+            ("a", "2024-01-02", Some(1.0)),
+            ("a", "2024-01-03", Some(1.0)),
+            ("a", "2024-01-03T12:00:00", Some(1.0)),
+        ]);
+        assert!(
+            msg.starts_with(
+                "t.csv:5: series a: timestamp 2024-01-03T12:00:00 is 12 hours after line 4 (2024-01-03), not a \
+                 whole number of the series' step (1 day); fix the timestamp"
+            ),
+            "{msg}"
+        );
+        let msg = e(&[("a", "2024-01-01", None), ("a", "2024-01-02", None)]);
+        assert_eq!(
+            msg,
+            "t.csv: series a: column `y` has no value; give the series at least one value in every target column, \
+             or leave it out"
+        );
+        let msg = e(&[("a", "2024-01-01", Some(1.0))]);
+        assert!(
+            msg.starts_with("t.csv: series a: one timestamp is not enough") && msg.contains("--freq"),
+            "{msg}"
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Forecasts out: JSON / JSON Lines responses, or long CSV / Parquet tables ([`to_bytes`]), written atomically to
+//! a file or to stdout ([`emit`]).
+//!
+//! JSON is the response format of `docs/formats.md` plus `timestamps` (the forecast steps' timestamps) when the
+//! input had them. A table has one row per (series, variate, step): the input's id column (when it had one), its
+//! timestamp column holding the future timestamps (or `step`, 1-based, without timestamps), `target_name` when
+//! series have several target columns, the point forecast (`mean`, or `median` on Toto 2.0 engines), one column
+//! per quantile level named `q` + the level's shortest decimal (`q0.1`, `q0.05`), and `sample_0`... when the
+//! responses carry sample paths.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+
+use arrow_array::builder::{Float32Builder, Int64Builder, StringBuilder};
+use arrow_array::{
+    ArrayRef, Date32Array, Date64Array, RecordBatch, TimestampMicrosecondArray, TimestampMillisecondArray,
+    TimestampNanosecondArray, TimestampSecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use engines::request::{ForecastResponse, RequestId};
+use serde::Serialize;
+
+use super::error::{DataError, Result};
+use super::timestamps::{Stamp, StampStyle};
+use super::{Dataset, Format, Place, TimeKind};
+
+/// The column name of quantile level `q`: `q0.1`, `q0.05`, `q0.975`.
+pub fn quantile_column(q: f64) -> String {
+    format!("q{q}")
+}
+
+/// Serialises the forecasts of `dataset`'s series (`responses[i]` answers `dataset.series[i]`). `point` names the
+/// point forecast column of tables (`engines::engine::ModelFamily::point_forecast`).
+pub fn to_bytes(
+    dataset: &Dataset,
+    responses: &[ForecastResponse],
+    format: Format,
+    point: &str,
+) -> Result<Vec<u8>> {
+    assert_eq!(dataset.series.len(), responses.len(), "one response per series");
+    let rows = Rows::new(dataset, responses)?;
+    match format {
+        Format::Json if responses.len() != 1 => Err(too_many_for_json("output", responses.len())),
+        Format::Json | Format::JsonLines => json(&rows),
+        Format::Csv => csv(&rows, point),
+        Format::Parquet => parquet(&rows, point),
+    }
+}
+
+/// The error for several forecasts sent to a one-document JSON output (checked before forecasting too).
+pub fn too_many_for_json(output: &str, count: usize) -> DataError {
+    DataError::input(
+        output,
+        format!("{count} forecasts do not fit one JSON document"),
+        "write them as JSON Lines (*.jsonl or --output-format jsonl), CSV or Parquet",
+    )
+}
+
+/// Writes `bytes` to a file atomically (temp file, then rename) or to stdout.
+pub fn emit(place: &Place, format: Format, bytes: &[u8]) -> Result<()> {
+    match place {
+        Place::File(path) => exporter::fsutil::write_atomic(path, bytes).map_err(|e| DataError::Io {
+            path: path.display().to_string(),
+            err: std::io::Error::other(e.to_string()),
+        }),
+        Place::Std => {
+            let mut out = std::io::stdout().lock();
+            if format == Format::Parquet && out.is_terminal() {
+                return Err(DataError::input(
+                    "stdout",
+                    "Parquet is binary and stdout is a terminal",
+                    "pass --output FILE.parquet, or pipe the output into a file or program",
+                ));
+            }
+            match out.write_all(bytes).and_then(|()| out.flush()) {
+                // a closed pipe (`| head`) is the reader's choice, not an error
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(DataError::Io { path: "stdout".into(), err: e })
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// The forecasts with their future timestamps.
+struct Rows<'a> {
+    dataset: &'a Dataset,
+    responses: &'a [ForecastResponse],
+    /// Per series: the forecast steps' timestamps, when the series has a time axis.
+    future: Vec<Option<Vec<Stamp>>>,
+}
+
+impl<'a> Rows<'a> {
+    fn new(dataset: &'a Dataset, responses: &'a [ForecastResponse]) -> Result<Self> {
+        let future = dataset
+            .series
+            .iter()
+            .zip(responses)
+            .map(|(s, r)| {
+                let horizon = r.point().first().map_or(0, Vec::len);
+                match &s.time {
+                    None => Ok(None),
+                    Some(axis) => axis.future(horizon).map(Some).ok_or_else(|| {
+                        DataError::input(
+                            &s.at,
+                            "the forecast steps run past the year 9999",
+                            "ask for a shorter horizon",
+                        )
+                    }),
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok(Rows { dataset, responses, future })
+    }
+
+    /// Quantile levels over all responses, in order of first appearance.
+    fn levels(&self) -> Vec<f64> {
+        let mut levels: Vec<f64> = Vec::new();
+        for q in self.responses.iter().flat_map(|r| &r.quantiles) {
+            if !levels.contains(&q.q) {
+                levels.push(q.q);
+            }
+        }
+        levels
+    }
+
+    fn max_samples(&self) -> usize {
+        self.responses.iter().map(|r| r.samples.as_ref().map_or(0, Vec::len)).max().unwrap_or(0)
+    }
+
+    fn multivariate(&self) -> bool {
+        self.dataset.series.iter().any(|s| s.target_names.len() > 1)
+    }
+
+    /// Every table row in order: (series, variate, step).
+    fn each(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.responses.iter().enumerate().flat_map(|(s, r)| {
+            let point = r.point();
+            (0..point.len()).flat_map(move |v| (0..point[v].len()).map(move |h| (s, v, h)))
+        })
+    }
+
+    fn quantile(&self, s: usize, level: f64, v: usize, h: usize) -> Option<f32> {
+        self.responses[s].quantiles.iter().find(|q| q.q == level).map(|q| q.values[v][h])
+    }
+
+    fn sample(&self, s: usize, path: usize, v: usize, h: usize) -> Option<f32> {
+        self.responses[s].samples.as_ref().and_then(|p| p.get(path)).map(|p| p[v][h])
+    }
+
+    fn time_name(&self) -> &str {
+        self.dataset.columns.time.as_ref().map_or("step", |(n, _)| n.as_str())
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum JsonStamp {
+    Int(i64),
+    Text(String),
+}
+
+impl From<&Stamp> for JsonStamp {
+    fn from(s: &Stamp) -> Self {
+        match s.style {
+            StampStyle::Epoch(unit) => JsonStamp::Int(unit.count(s.at)),
+            _ => JsonStamp::Text(s.to_text()),
+        }
+    }
+}
+
+/// A response as written: the engine's, plus the forecast steps' timestamps.
+#[derive(Serialize)]
+struct JsonResponse<'a> {
+    #[serde(flatten)]
+    response: &'a ForecastResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamps: Option<Vec<JsonStamp>>,
+}
+
+fn json(rows: &Rows<'_>) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for (r, future) in rows.responses.iter().zip(&rows.future) {
+        let doc = JsonResponse {
+            response: r,
+            timestamps: future.as_ref().map(|f| f.iter().map(JsonStamp::from).collect()),
+        };
+        serde_json::to_writer(&mut out, &doc).map_err(|e| DataError::at("output", e.to_string()))?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// The header of a forecast table.
+fn header(rows: &Rows<'_>, point: &str, levels: &[f64], samples: usize) -> Vec<String> {
+    let mut h = Vec::new();
+    h.extend(rows.dataset.columns.id.clone());
+    h.push(rows.time_name().to_string());
+    if rows.multivariate() {
+        h.push("target_name".into());
+    }
+    h.push(point.to_string());
+    h.extend(levels.iter().map(|&q| quantile_column(q)));
+    h.extend((0..samples).map(|i| format!("sample_{i}")));
+    h
+}
+
+fn csv(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
+    let (levels, samples) = (rows.levels(), rows.max_samples());
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let fail = |e: csv::Error| DataError::at("output", e.to_string());
+    w.write_record(header(rows, point, &levels, samples)).map_err(fail)?;
+    let has_id = rows.dataset.columns.id.is_some();
+    let multivariate = rows.multivariate();
+    let num = |x: Option<f32>| x.map(|x| x.to_string()).unwrap_or_default();
+    let mut record: Vec<String> = Vec::new();
+    for (s, v, h) in rows.each() {
+        record.clear();
+        if has_id {
+            record.push(rows.responses[s].id.as_ref().map(RequestId::to_string).unwrap_or_default());
+        }
+        record.push(match &rows.future[s] {
+            Some(f) => f[h].to_text(),
+            None => (h + 1).to_string(),
+        });
+        if multivariate {
+            record.push(rows.dataset.series[s].target_names[v].clone());
+        }
+        record.push(num(Some(rows.responses[s].point()[v][h])));
+        record.extend(levels.iter().map(|&q| num(rows.quantile(s, q, v, h))));
+        record.extend((0..samples).map(|p| num(rows.sample(s, p, v, h))));
+        w.write_record(&record).map_err(fail)?;
+    }
+    w.into_inner().map_err(|e| DataError::at("output", e.to_string()))
+}
+
+fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
+    let (levels, samples) = (rows.levels(), rows.max_samples());
+    let names = header(rows, point, &levels, samples);
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    let n = rows.each().count();
+    if rows.dataset.columns.id.is_some() {
+        let ids: Vec<Option<&RequestId>> =
+            rows.each().map(|(s, _, _)| rows.responses[s].id.as_ref()).collect();
+        if ids.iter().all(|id| matches!(id, Some(RequestId::Int(_)))) {
+            let mut b = Int64Builder::with_capacity(n);
+            ids.iter().for_each(|id| {
+                b.append_option(if let Some(RequestId::Int(i)) = id { Some(*i) } else { None })
+            });
+            columns.push(Arc::new(b.finish()));
+        } else {
+            let mut b = StringBuilder::new();
+            ids.iter().for_each(|id| b.append_option(id.map(|id| id.to_string())));
+            columns.push(Arc::new(b.finish()));
+        }
+    }
+    columns.push(time_column(rows));
+    if rows.multivariate() {
+        let mut b = StringBuilder::new();
+        rows.each().for_each(|(s, v, _)| b.append_value(&rows.dataset.series[s].target_names[v]));
+        columns.push(Arc::new(b.finish()));
+    }
+    let floats = |f: &dyn Fn(usize, usize, usize) -> Option<f32>| -> ArrayRef {
+        let mut b = Float32Builder::with_capacity(n);
+        rows.each().for_each(|(s, v, h)| b.append_option(f(s, v, h)));
+        Arc::new(b.finish())
+    };
+    columns.push(floats(&|s, v, h| Some(rows.responses[s].point()[v][h])));
+    for &q in &levels {
+        columns.push(floats(&|s, v, h| rows.quantile(s, q, v, h)));
+    }
+    for p in 0..samples {
+        columns.push(floats(&|s, v, h| rows.sample(s, p, v, h)));
+    }
+    let fields: Vec<Field> =
+        names.iter().zip(&columns).map(|(name, c)| Field::new(name, c.data_type().clone(), true)).collect();
+    let schema = Arc::new(Schema::new(fields));
+    let fail = |e: String| DataError::at("output", format!("cannot write Parquet: {e}"));
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema, Some(props))
+        .map_err(|e| fail(e.to_string()))?;
+    w.write(&batch).map_err(|e| fail(e.to_string()))?;
+    w.into_inner().map_err(|e| fail(e.to_string()))
+}
+
+/// The timestamp column of a Parquet forecast table, of the input column's type (`step` numbers without one).
+fn time_column(rows: &Rows<'_>) -> ArrayRef {
+    let stamps: Vec<Option<&Stamp>> =
+        rows.each().map(|(s, _, h)| rows.future[s].as_ref().map(|f| &f[h])).collect();
+    let nanos = |s: &Stamp| s.at.as_nanosecond();
+    let in_unit = |div: i128| stamps.iter().map(|s| s.map(|s| (nanos(s) / div) as i64)).collect::<Vec<_>>();
+    match rows.dataset.columns.time.as_ref().map(|(_, k)| k) {
+        None => {
+            Arc::new(arrow_array::Int64Array::from_iter_values(rows.each().map(|(_, _, h)| h as i64 + 1)))
+        }
+        Some(TimeKind::Text) => {
+            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
+        }
+        Some(TimeKind::Epoch(unit)) => {
+            Arc::new(arrow_array::Int64Array::from_iter(stamps.iter().map(|s| s.map(|s| unit.count(s.at)))))
+        }
+        Some(TimeKind::Arrow(DataType::Date32)) => Arc::new(Date32Array::from_iter(
+            in_unit(86_400_000_000_000).into_iter().map(|d| d.map(|d| d as i32)),
+        )),
+        Some(TimeKind::Arrow(DataType::Date64)) => Arc::new(Date64Array::from(in_unit(1_000_000))),
+        Some(TimeKind::Arrow(DataType::Timestamp(unit, tz))) => match unit {
+            TimeUnit::Second => {
+                Arc::new(TimestampSecondArray::from(in_unit(1_000_000_000)).with_timezone_opt(tz.clone()))
+            }
+            TimeUnit::Millisecond => {
+                Arc::new(TimestampMillisecondArray::from(in_unit(1_000_000)).with_timezone_opt(tz.clone()))
+            }
+            TimeUnit::Microsecond => {
+                Arc::new(TimestampMicrosecondArray::from(in_unit(1_000)).with_timezone_opt(tz.clone()))
+            }
+            TimeUnit::Nanosecond => {
+                Arc::new(TimestampNanosecondArray::from(in_unit(1)).with_timezone_opt(tz.clone()))
+            }
+        },
+        // Readers only produce the kinds above; anything else is written as ISO text.
+        Some(TimeKind::Arrow(_)) => {
+            Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engines::request::{Limits, Overrides, QuantileForecast};
+
+    use super::super::{parse, ReadOptions};
+    use super::*;
+
+    fn response(id: Option<RequestId>, point: Vec<Vec<f32>>, median: bool) -> ForecastResponse {
+        let q = |d: f32| point.iter().map(|v| v.iter().map(|x| x + d).collect()).collect();
+        ForecastResponse {
+            id,
+            mean: (!median).then(|| point.clone()),
+            median: median.then(|| point.clone()),
+            quantiles: vec![
+                QuantileForecast { q: 0.05, values: q(-1.0) },
+                QuantileForecast { q: 0.975, values: q(1.0) },
+            ],
+            samples: None,
+            context_truncated: None,
+            buckets: Vec::new(),
+            profile: "p".into(),
+            engine: "cpu".into(),
+        }
+    }
+
+    fn dataset(text: &str, format: Format) -> Dataset {
+        let o = Overrides { horizon: Some(2), ..Overrides::default() };
+        parse(text.as_bytes().to_vec(), format, "in.csv", &ReadOptions::default(), &o, &Limits::default())
+            .unwrap()
+    }
+
+    fn text(bytes: Vec<u8>) -> String {
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn long_csv_with_future_timestamps_and_the_median_of_toto_2() {
+        let d = dataset(
+            "unique_id,ds,y\na,2024-01-30,1\na,2024-01-31,2\nb,2023-12-31,3\nb,2024-01-31,4\n",
+            Format::Csv,
+        );
+        let rs = vec![
+            response(Some(RequestId::Str("a".into())), vec![vec![1.5, 2.5]], true),
+            response(Some(RequestId::Str("b".into())), vec![vec![10.0, 20.0]], true),
+        ];
+        let out = text(to_bytes(&d, &rs, Format::Csv, "median").unwrap());
+        assert_eq!(
+            out,
+            "unique_id,ds,median,q0.05,q0.975\n\
+             a,2024-02-01,1.5,0.5,2.5\na,2024-02-02,2.5,1.5,3.5\n\
+             b,2024-02-29,10,9,11\nb,2024-03-31,20,19,21\n"
+        );
+        // JSON keeps the engine's field names and adds the timestamps
+        let out = text(to_bytes(&d, &rs, Format::JsonLines, "median").unwrap());
+        let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        assert_eq!(first["median"], serde_json::json!([[1.5, 2.5]]));
+        assert_eq!(first["timestamps"], serde_json::json!(["2024-02-01", "2024-02-02"]));
+        assert_eq!(first["id"], "a");
+        assert!(first.get("mean").is_none());
+        let e = to_bytes(&d, &rs, Format::Json, "median").unwrap_err().to_string();
+        assert!(e.contains("2 forecasts do not fit one JSON document"), "{e}");
+    }
+
+    #[test]
+    fn multivariate_wide_input_without_timestamps_writes_steps_and_target_names() {
+        let d = dataset("cpu,mem\n1,2\n3,4\n", Format::Csv);
+        let mut r = response(None, vec![vec![1.0, 2.0], vec![3.0, 4.0]], false);
+        r.quantiles.clear();
+        r.samples = Some(vec![vec![vec![0.5, 0.25], vec![1.0, 2.0]]]);
+        let out = text(to_bytes(&d, &[r], Format::Csv, "mean").unwrap());
+        assert_eq!(out, "step,target_name,mean,sample_0\n1,cpu,1,0.5\n2,cpu,2,0.25\n1,mem,3,1\n2,mem,4,2\n");
+    }
+
+    #[test]
+    fn quantile_columns_use_the_shortest_decimal() {
+        assert_eq!(quantile_column(0.1), "q0.1");
+        assert_eq!(quantile_column(0.05), "q0.05");
+        assert_eq!(quantile_column(0.975), "q0.975");
+        assert_eq!(quantile_column(0.5), "q0.5");
+    }
+
+    #[test]
+    fn parquet_round_trips_through_the_reader() {
+        let d = dataset("unique_id,ds,y\n7,2024-01-01T00:00:00Z,1\n7,2024-01-01T01:00:00Z,2\n", Format::Csv);
+        let rs = vec![response(Some(RequestId::Str("7".into())), vec![vec![1.0, 2.0]], false)];
+        let bytes = to_bytes(&d, &rs, Format::Parquet, "mean").unwrap();
+        // The forecast table is itself a long table: read it back with `mean` as the target.
+        let opts = ReadOptions { target_columns: Some(vec!["mean".into()]), ..ReadOptions::default() };
+        let o = Overrides { horizon: Some(1), ..Overrides::default() };
+        let back = parse(bytes, Format::Parquet, "out.parquet", &opts, &o, &Limits::default()).unwrap();
+        assert_eq!(back.columns.id.as_deref(), Some("unique_id"));
+        assert_eq!(back.series[0].request.target, vec![vec![Some(1.0), Some(2.0)]]);
+        assert_eq!(back.series[0].time.unwrap().last.to_text(), "2024-01-01T03:00:00Z");
+    }
+}
