@@ -29,7 +29,7 @@ req = {"target": [[round(50 + 10 * math.sin(i / 6) + 0.1 * i, 3) for i in t],
        "id_mask": [0, 0], "horizon": 24, "samples": 64, "quantiles": [0.1, 0.5, 0.9], "seed": 42}
 json.dump(req, open(sys.argv[1], "w"))
 PY
-$totoc forecast --engine "$work/engine" --input "$work/request.json" --output "$work/forecast.json" --no-samples-output
+$totoc forecast --engine "$work/engine" --input "$work/request.json" --output "$work/forecast.json"
 python3 - "$work/forecast.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
