@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of totoc: formatting and lints, Rust unit + integration tests (against the committed toto-ts
 # golden fixtures, through ONNX Runtime CPU), the official ONNX checker on exported graphs, and the live check
-# that the committed fixtures still match what toto-ts 0.2.0 produces.
+# that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0) and toto-2 2.0.0 (Toto 2.0) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
 # and the toto-ts reference venv (~3.3 GB download once; skip the live check with TOTOC_SKIP_LIVE_REFERENCE=1).
@@ -32,6 +32,8 @@ if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
 else
   echo "== live reference check: regenerate fixtures with toto-ts and compare"
   tests/reference/regen_fixtures.sh --check
+  echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
+  tests/reference/regen_toto2_fixtures.sh --check
 fi
 echo "== all tests passed"
 echo "totoc: $passed passed, $failed failed, $ignored skipped"
