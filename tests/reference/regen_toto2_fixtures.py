@@ -67,11 +67,13 @@ def all_cases():
     # 300 points -> the last 288 (9 patches) are used; H=100 -> 4 patches in one pass.
     cases["single_1v"] = (make_request(41, ["kilo"], 300, 100), None)
     # 200 -> 192 used (points 8..199; 6 patches). Two id groups. Variate 1: kept patch 2 (points 72..103) fully
-    # missing; variate 2: kept patches 0 and 1 fully missing (its first 72 points); variate 3: the last 3 points
-    # and one more inside the last patch missing (forward-filled); scattered nulls elsewhere.
+    # missing; variate 2: kept patches 0 and 1 fully missing (its first 72 points); variate 0 (the other group):
+    # kept patch 1 (points 40..71) fully missing too, so at that slot two variates of different groups share
+    # toto-2's group id -1; variate 3: the last 3 points and one more inside the last patch missing
+    # (forward-filled); scattered nulls elsewhere.
     t = 200
     nulls = {
-        0: v1.scattered(42, t, 6, 0),
+        0: sorted(set(v1.scattered(42, t, 6, 0)) | set(range(40, 72))),
         1: list(range(72, 104)) + [150],
         2: list(range(72)) + [120],
         3: [180, 197, 198, 199],
@@ -80,10 +82,12 @@ def all_cases():
         make_request(43, ["kilo", "centi", "neg", "big"], t, 40, id_mask=[0, 0, 1, 1], nulls=nulls),
         None,
     )
-    # Block decoding, H=200 -> 7 patches in blocks of 2 (2,2,2,1: prefill + 3 decode calls). Variate 1 has its
-    # first context patch fully missing, which changes its group id in every decode call (the base_gids rule);
-    # variate 2 misses points inside the last context patch.
-    nulls = {1: list(range(40)) + [100], 2: [230, 255]}
+    # Block decoding, H=200 -> 7 patches in blocks of 2 (2,2,2,1: prefill + 3 decode calls). Variate 1 (group 0)
+    # has context patches 0 and 1 fully missing and variate 2 (group 1) patch 1: every decode call gives its
+    # slots 0 and 1 those patches' group id -1 (toto-2 reads base_gids[..., :2B]), so in the variate layer
+    # variate 1 leaves its group there and meets variate 2 at slot 1, whose output predicts the next patch.
+    # Variate 2 also misses points inside the last context patch.
+    nulls = {1: list(range(64)) + [100], 2: list(range(32, 64)) + [230, 255]}
     cases["block_3v"] = (make_request(44, ["kilo", "neg", "big"], 256, 200, id_mask=[0, 0, 1], nulls=nulls), 64)
     # 130 -> 128 used; H=336 -> 11 patches in blocks of 4 (4,4,3).
     cases["block_1v_long"] = (make_request(45, ["big"], 130, 336), 128)
