@@ -310,3 +310,172 @@ fn match_expected(
     }
     Ok(entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toto2::synth::{tensors, write_checkpoint, write_safetensors};
+
+    /// A very small config so the test files stay tiny: patch 4, D 8, 2 heads of 4, 2 layers (time, variate).
+    pub(crate) fn mini_json() -> String {
+        r#"{"patch_size":4,"d_model":8,"num_heads":2,"num_layers":2,"layer_group_size":2,
+        "num_variate_layers_per_group":1,"variate_layer_first":false,"attn_bias":true,"mlp_bias":false,
+        "d_ff":8,"qk_dim":4,"v_dim":4,"num_groups":2,"residual_attn_ratio":1.0,"qk_norm":false,
+        "per_dim_scale":true,"use_xpos":true,"norm_eps":0.0001}"#
+            .to_string()
+    }
+
+    type Items = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+    fn items() -> Items {
+        tensors(&Toto2Config::from_json(&mini_json()).unwrap(), 7).collect()
+    }
+
+    /// A checkpoint directory holding `items` in one `model.safetensors`.
+    fn dir_with(items: &Items) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), mini_json()).unwrap();
+        write_safetensors(&dir.path().join(SAFETENSORS_FILE), items).unwrap();
+        dir
+    }
+
+    fn load_err(items: &Items) -> String {
+        Toto2Checkpoint::load(dir_with(items).path()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn published_4m_has_48_tensors_and_4_144_448_parameters() {
+        let cfg = Toto2Config::from_json(&crate::toto2::config::tests::config_4m_json()).unwrap();
+        let t = expected_tensors(&cfg);
+        assert_eq!(t.len(), 48);
+        let params: usize =
+            t.iter().filter(|(_, s)| !s.is_empty()).map(|(_, s)| s.iter().product::<usize>()).sum();
+        assert_eq!(params, 4_144_448);
+        assert_eq!((time_layer_index(&cfg, 2), time_layer_index(&cfg, 3)), (Some(2), None));
+    }
+
+    #[test]
+    fn loads_one_file_and_shards_alike() {
+        let one = tempfile::tempdir().unwrap();
+        write_checkpoint(one.path(), &mini_json(), 7, 1).unwrap();
+        let three = tempfile::tempdir().unwrap();
+        write_checkpoint(three.path(), &mini_json(), 7, 3).unwrap();
+        let (a, b) =
+            (Toto2Checkpoint::load(one.path()).unwrap(), Toto2Checkpoint::load(three.path()).unwrap());
+        assert_eq!((a.files().count(), b.files().count()), (1, 3));
+        let want = items();
+        assert_eq!(a.tensors().count(), want.len());
+        for ((name, shape, vals), (ta, tb)) in want.iter().zip(a.tensors().zip(b.tensors())) {
+            assert_eq!((ta.name, ta.shape), (name.as_str(), shape.as_slice()));
+            assert_eq!(ta.to_f32_vec(), *vals);
+            assert_eq!(tb.to_f32_vec(), *vals);
+        }
+        assert!(a.tensor("transformer.layers.0.attn_tau").unwrap().shape.is_empty());
+        assert!(!a.has("transformer.layers.0.ffn.fc1.bias"), "mlp_bias false");
+        assert_eq!(a.info().config_sha256, b.info().config_sha256);
+        assert_ne!(a.info().safetensors_sha256, b.info().safetensors_sha256);
+    }
+
+    #[test]
+    fn missing_extra_misshaped_and_non_f32_tensors_are_named() {
+        let mut v = items();
+        v.retain(|(n, _, _)| n != "transformer.layers.1.attn.out_proj.bias");
+        let e = load_err(&v);
+        assert!(
+            e.contains("`transformer.layers.1.attn.out_proj.bias`")
+                && e.contains("missing")
+                && e.contains("[8]"),
+            "{e}"
+        );
+        let mut v = items();
+        v.push(("transformer.layers.1.norm1.weight".into(), vec![8], vec![1.0; 8]));
+        let e = load_err(&v);
+        assert!(e.contains("unexpected") && e.contains("transformer.layers.1.norm1.weight"), "{e}");
+        let mut v = items();
+        v[0].1 = vec![64, 4];
+        let e = load_err(&v);
+        assert!(
+            e.contains("`patch_proj.linear1.weight`") && e.contains("[64, 4]") && e.contains("[32, 8]"),
+            "{e}"
+        );
+        // a τ stored as [1] instead of a 0-d scalar is a shape error too
+        let mut v = items();
+        let i = v.iter().position(|(n, _, _)| n.ends_with("layers.0.mlp_tau")).unwrap();
+        v[i].1 = vec![1];
+        assert!(load_err(&v).contains("`transformer.layers.0.mlp_tau` has shape [1], expected []"));
+        // a non-F32 dtype: rewrite the header of the first tensor to I32 (same width, so the layout stays valid)
+        let dir = dir_with(&items());
+        let path = dir.path().join(SAFETENSORS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header = String::from_utf8(bytes[8..8 + n].to_vec()).unwrap();
+        let header = header.replacen("\"F32\"", "\"I32\"", 1);
+        bytes[8..8 + n].copy_from_slice(header.as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let e = Toto2Checkpoint::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("dtype I32") && e.contains("float32"), "{e}");
+    }
+
+    #[test]
+    fn sharded_index_faults_are_named() {
+        let make = || {
+            let dir = tempfile::tempdir().unwrap();
+            write_checkpoint(dir.path(), &mini_json(), 7, 2).unwrap();
+            dir
+        };
+        let index = |dir: &tempfile::TempDir| dir.path().join(INDEX_FILE);
+        let edit = |dir: &tempfile::TempDir, f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(index(dir)).unwrap()).unwrap();
+            f(&mut v);
+            std::fs::write(index(dir), serde_json::to_vec(&v).unwrap()).unwrap();
+            Toto2Checkpoint::load(dir.path()).unwrap_err().to_string()
+        };
+        let first = "model-00001-of-00002.safetensors";
+        let second = "model-00002-of-00002.safetensors";
+        // a tensor of shard 1 mapped to shard 2
+        let d = make();
+        let e = edit(&d, &|v| v["weight_map"]["patch_proj.linear1.weight"] = second.into());
+        assert!(
+            e.contains("patch_proj.linear1.weight") && e.contains(&format!("maps it to shard {second}")),
+            "{e}"
+        );
+        // a tensor the index does not list
+        let d = make();
+        let e = edit(&d, &|v| {
+            v["weight_map"].as_object_mut().unwrap().remove("patch_proj.linear1.bias");
+        });
+        assert!(e.contains("patch_proj.linear1.bias") && e.contains("does not list it"), "{e}");
+        // an index entry its shard does not hold
+        let d = make();
+        let e = edit(&d, &|v| v["weight_map"]["transformer.layers.9.attn_tau"] = first.into());
+        assert!(e.contains("transformer.layers.9.attn_tau") && e.contains("does not hold it"), "{e}");
+        // a shard outside the directory, a missing shard, and an unreadable index
+        let d = make();
+        let e = edit(&d, &|v| v["weight_map"]["patch_proj.linear1.bias"] = "../x.safetensors".into());
+        assert!(e.contains("must be a file name"), "{e}");
+        let d = make();
+        std::fs::remove_file(d.path().join(second)).unwrap();
+        let e = Toto2Checkpoint::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains(second), "{e}");
+        let d = make();
+        std::fs::write(index(&d), "{\"weights\": {}}").unwrap();
+        let e = Toto2Checkpoint::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains(INDEX_FILE) && e.contains("not a safetensors index"), "{e}");
+        // both layouts, or neither
+        let d = make();
+        write_safetensors(&d.path().join(SAFETENSORS_FILE), &items()).unwrap();
+        assert!(Toto2Checkpoint::load(d.path()).unwrap_err().to_string().contains("keep one layout"));
+        let d = make();
+        std::fs::remove_file(index(&d)).unwrap();
+        assert!(Toto2Checkpoint::load(d.path()).unwrap_err().to_string().contains("neither"));
+    }
+
+    #[test]
+    fn a_toto1_config_is_refused_naming_the_key() {
+        let d = dir_with(&items());
+        std::fs::write(d.path().join(CONFIG_FILE), r#"{"embed_dim": 8}"#).unwrap();
+        let e = Toto2Checkpoint::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains("config.json") && e.contains("embed_dim"), "{e}");
+    }
+}

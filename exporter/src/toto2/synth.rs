@@ -145,7 +145,7 @@ pub fn write_checkpoint(dir: &Path, config_json: &str, seed: u64, shards: usize)
 }
 
 /// One safetensors file (F32, `__metadata__ {"format": "pt"}`, data in the given order).
-fn write_safetensors(path: &Path, items: &[(String, Vec<usize>, Vec<f32>)]) -> Result<()> {
+pub(crate) fn write_safetensors(path: &Path, items: &[(String, Vec<usize>, Vec<f32>)]) -> Result<()> {
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
     let mut offset = 0usize;
@@ -190,6 +190,19 @@ mod tests {
         // SplitMix64 seeded with 0: the first outputs of the published reference implementation.
         let first: Vec<u64> = (1..=3u64).map(|i| mix64(GOLDEN.wrapping_mul(i))).collect();
         assert_eq!(first, [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]);
+    }
+
+    /// The reference harness's digest of the committed `small` fixture config (provenance.json).
+    #[test]
+    fn regenerates_the_reference_weights() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/toto2");
+        let prov: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("provenance.json")).unwrap()).unwrap();
+        let p = &prov["checkpoints"]["small"];
+        let cfg = Toto2Config::from_json(&std::fs::read_to_string(root.join("small/config.json")).unwrap())
+            .unwrap();
+        assert_eq!(weights_sha256(&cfg, p["seed"].as_u64().unwrap()), p["weights_sha256"].as_str().unwrap());
+        assert_ne!(weights_sha256(&cfg, 1), p["weights_sha256"].as_str().unwrap());
     }
 
     #[test]
