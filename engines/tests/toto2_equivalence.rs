@@ -14,12 +14,11 @@ use engines::backend::{session_config, Stage, Target};
 use engines::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use engines::graph::{GraphRunner, SharedWeights};
 use engines::request::{parse_requests, ForecastRequest, Format, Limits, Overrides};
-use engines::session::StepTimings;
 use engines::toto2::rope::RopeTables;
-use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners};
+use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings};
 use exporter::graph::WeightStore;
 use exporter::toto2::export::write_graph_set;
-use exporter::toto2::{synth, Toto2Checkpoint, Toto2Config, Toto2Dims, Toto2GraphKind};
+use exporter::toto2::{synth, Toto2Checkpoint, Toto2Config, Toto2Dims};
 use serde::Deserialize;
 
 use common::init_ort;
@@ -140,7 +139,7 @@ fn run(
         [prefill, decode] => Toto2Runners::Block { prefill, decode },
         _ => panic!("{} graphs", graphs.len()),
     };
-    forecast_chunk(runners, &cfg, reqs, &mut StepTimings::default()).unwrap()
+    forecast_chunk(runners, &cfg, reqs, &mut Toto2Timings::default()).unwrap()
 }
 
 /// A shape that holds `reqs` with one spare row, context slot and horizon slot (padding everywhere).
@@ -276,5 +275,4 @@ fn packed_requests_equal_single_ones() {
             }
         }
     }
-    let _ = Toto2GraphKind::Pass;
 }

@@ -24,7 +24,6 @@ use exporter::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse, QuantileForecast};
-use crate::session::StepTimings;
 use crate::toto2::context::{self, PreparedContext};
 use crate::toto2::quantiles::{self, Levels, QuantileCap, KNOTS, MEDIAN};
 use crate::toto2::rope::{centre, RopeTables};
@@ -48,6 +47,15 @@ pub struct ChunkConfig<'a> {
     pub cap_k: Option<f32>,
     /// Keep each request's per-block raw knots and scaler statistics (equivalence checks).
     pub record: bool,
+}
+
+/// Wall time of each graph run, for benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct Toto2Timings {
+    /// The pass or prefill run of each chunk.
+    pub first: Vec<std::time::Duration>,
+    /// Each decode call.
+    pub decode: Vec<std::time::Duration>,
 }
 
 /// One forecast block of a request as the graph produced it, for equivalence checks.
@@ -149,7 +157,7 @@ pub fn forecast_chunk(
     runners: Toto2Runners,
     cfg: &ChunkConfig,
     reqs: &[&ForecastRequest],
-    timings: &mut StepTimings,
+    timings: &mut Toto2Timings,
 ) -> Result<Vec<Toto2Forecast>> {
     let d = cfg.dims;
     let mut jobs = plan(d, reqs)?;
@@ -233,7 +241,7 @@ fn first_call(
     kind: Toto2GraphKind,
     cfg: &ChunkConfig,
     jobs: &mut [Job],
-    timings: &mut StepTimings,
+    timings: &mut Toto2Timings,
 ) -> Result<()> {
     let d = cfg.dims;
     let (l, k, p, dr) = (d.tokens(kind), d.outputs(kind), d.patch, d.rotary_dim);
@@ -282,7 +290,7 @@ fn first_call(
     }
     let t0 = std::time::Instant::now();
     g.run()?;
-    timings.prefill.push(t0.elapsed());
+    timings.first.push(t0.elapsed());
     let out = g.output::<f32>(sig::QUANTILES)?;
     for j in jobs.iter_mut() {
         let m = j.n.min(k);
@@ -297,7 +305,7 @@ fn decode_call(
     b: usize,
     cfg: &ChunkConfig,
     jobs: &mut [Job],
-    timings: &mut StepTimings,
+    timings: &mut Toto2Timings,
 ) -> Result<()> {
     let d = cfg.dims;
     let (l, p, dr, t) = (2 * b, d.patch, d.rotary_dim, d.cache_slots());

@@ -14,5 +14,5 @@ pub mod quantiles;
 pub mod rope;
 
 pub use driver::{
-    check_request, fits, forecast_chunk, BlockRecord, ChunkConfig, Toto2Forecast, Toto2Runners,
+    check_request, fits, forecast_chunk, BlockRecord, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings,
 };

@@ -471,6 +471,33 @@ mod tests {
         assert!(Toto2Checkpoint::load(d.path()).unwrap_err().to_string().contains("neither"));
     }
 
+    /// A safetensors file past 4 GiB (2.5B is 9.8 GB): a tensor after a 4.5 GiB one is parsed, validated and
+    /// viewed through the map at its real offset. The file is sparse: no 4 GiB of disk or memory.
+    #[test]
+    fn tensors_past_4_gib_are_mapped_at_their_offsets() {
+        use std::io::{Seek, SeekFrom, Write};
+        let big: usize = 9 << 27; // f32 elements: 4.5 GiB
+        let header = serde_json::json!({
+            "big": {"dtype": "F32", "shape": [big], "data_offsets": [0, 4 * big]},
+            "small": {"dtype": "F32", "shape": [2], "data_offsets": [4 * big, 4 * big + 8]},
+        });
+        let mut h = serde_json::to_vec(&header).unwrap();
+        h.resize(h.len().div_ceil(8) * 8, b' ');
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.safetensors");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&(h.len() as u64).to_le_bytes()).unwrap();
+        f.write_all(&h).unwrap();
+        f.seek(SeekFrom::Current(4 * big as i64)).unwrap();
+        f.write_all(&[1.5f32.to_le_bytes(), (-2.0f32).to_le_bytes()].concat()).unwrap();
+        drop(f);
+        let (map, tensors) = map_file(&path).unwrap();
+        let small = tensors.iter().find(|t| t.name == "small").unwrap();
+        assert!(small.range.start > u32::MAX as usize);
+        let view = TensorView { name: "small", shape: &small.shape, bytes: &map[small.range.clone()] };
+        assert_eq!(view.to_f32_vec(), [1.5, -2.0]);
+    }
+
     #[test]
     fn a_toto1_config_is_refused_naming_the_key() {
         let d = dir_with(&items());
