@@ -15,6 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
+use crate::graph::toto::CacheUpdate;
 use crate::signature::{k_cache, v_cache};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
@@ -39,14 +40,17 @@ struct Ctx {
     time_mask: String,
     /// Additive variate mask `[L, 1, R, R]`.
     variate_mask: String,
+    cache_update: CacheUpdate,
 }
 
-/// Builds one Toto 2.0 graph of the set `d` describes.
+/// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
+/// keys/values (`TensorScatter`, or the portable `ScatterND`).
 pub fn toto2_graph(
     g: &mut GraphBuilder,
     ckpt: &Toto2Checkpoint,
     kind: Toto2GraphKind,
     d: &Toto2Dims,
+    cache_update: CacheUpdate,
 ) -> Result<()> {
     if !d.graphs().contains(&kind) {
         return Err(Error::Graph {
@@ -64,7 +68,7 @@ pub fn toto2_graph(
         _ => g.scoped("time_mask", |g| time_mask(g, d, l)),
     };
     let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
-    let ctx = Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask };
+    let ctx = Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask, cache_update };
 
     let x = g.scoped("patch_input", |g| patch_input(g, &ctx));
     let mut x = g.scoped("patch_proj", |g| residual_mlp(g, ckpt, "patch_proj", &x, false))?;
@@ -350,10 +354,9 @@ fn attention_time(
             (k, v, l)
         }
         Toto2GraphKind::Decode => {
-            let attrs = || vec![("axis", Attr::Int(2)), ("mode", Attr::Str("linear"))];
             let (k_in, v_in) = (k_cache(time_index, false), v_cache(time_index, false));
-            let ka = g.op_to("TensorScatter", &[&k_in, &k, sig::WRITE_POS], &k_out, attrs());
-            let va = g.op_to("TensorScatter", &[&v_in, &v, sig::WRITE_POS], &v_out, attrs());
+            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, &k_out, ctx));
+            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &v, &v_out, ctx));
             (ka, va, t)
         }
     };
@@ -363,6 +366,33 @@ fn attention_time(
     let o = g.transpose(&o, &[0, 2, 1, 3]);
     let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
     out_proj(g, ckpt, prefix, &o)
+}
+
+/// Writes the call's 2B keys (or values) `update [R, G, 2B, d]` into `cache [R, G, T, d]` at slots
+/// `write_pos[r] …`, producing the output `out` (which may alias the cache input: the write is the input's only
+/// reader). `TensorScatter` (opset 24) writes each row's run at its index; `ScatterND` gets `(r, g, slot)`
+/// indices computed from `write_pos`.
+fn cache_write(g: &mut GraphBuilder, cache: &str, update: &str, out: &str, ctx: &Ctx) -> String {
+    let (r, heads, n) = (ctx.d.rows, ctx.d.kv_heads, ctx.l);
+    match ctx.cache_update {
+        CacheUpdate::TensorScatter => g.op_to(
+            "TensorScatter",
+            &[cache, update, sig::WRITE_POS],
+            out,
+            vec![("axis", Attr::Int(2)), ("mode", Attr::Str("linear"))],
+        ),
+        CacheUpdate::ScatterNd => {
+            let count = r * heads * n;
+            let at = |f: &dyn Fn(usize) -> usize| (0..count).map(|i| f(i) as i64).collect::<Vec<_>>();
+            let rows = g.const_i64(&[r, heads, n, 1], &at(&|i| i / (heads * n)));
+            let groups = g.const_i64(&[r, heads, n, 1], &at(&|i| (i / n) % heads));
+            let offsets = g.const_i64(&[r, heads, n, 1], &at(&|i| i % n));
+            let pos = g.reshape(sig::WRITE_POS, &[r, 1, 1, 1]);
+            let slots = g.binary("Add", &pos, &offsets);
+            let idx = g.op("Concat", &[&rows, &groups, &slots], vec![("axis", Attr::Int(-1))]);
+            g.op_to("ScatterND", &[cache, &idx, update], out, vec![])
+        }
+    }
 }
 
 /// Variate attention (`SelfAttention` of the variate layer): at each slot, rows attend to the rows of their
