@@ -17,8 +17,10 @@ pub const KNOTS: [f64; 9] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
 /// Largest token position the rotary tables cover (`kwargs={"max_len": 8192}` of the time layers' RoPE).
 pub const MAX_POSITIONS: usize = 8192;
 
-/// A validated Toto 2.0 configuration with every derived value filled in.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A validated Toto 2.0 configuration with every derived value filled in. Deserialising validates it too (a
+/// manifest can carry it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Raw")]
 pub struct Toto2Config {
     pub patch_size: usize,
     pub d_model: usize,
@@ -51,7 +53,7 @@ pub struct Toto2Config {
 }
 
 /// `config.json` as written; `None` = toto-2's default or derived value.
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
     patch_size: usize,
@@ -81,6 +83,14 @@ struct Raw {
     use_xpos: Option<bool>,
 }
 
+impl TryFrom<Raw> for Toto2Config {
+    type Error = Error;
+
+    fn try_from(raw: Raw) -> Result<Self> {
+        Self::from_raw(raw)
+    }
+}
+
 /// Which axis a Toto 2.0 layer attends over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -95,6 +105,10 @@ impl Toto2Config {
     /// Parses and validates a `config.json` text.
     pub fn from_json(text: &str) -> Result<Self> {
         let raw: Raw = serde_json::from_str(text).map_err(|e| Error::Config { message: e.to_string() })?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: Raw) -> Result<Self> {
         let (d, heads) = (raw.d_model, raw.num_heads);
         let qk_dim = raw.qk_dim.filter(|&v| v > 0).unwrap_or(d.checked_div(heads).unwrap_or(0));
         let num_groups = raw.num_groups.filter(|&v| v > 0).unwrap_or(heads);
@@ -261,9 +275,12 @@ pub(crate) mod tests {
         assert_eq!(kinds[..3], [Toto2LayerKind::Time; 3]);
         assert_eq!(kinds[3], Toto2LayerKind::Variate);
         assert_eq!(c.time_layer_count(), 3);
-        // serialises with every field, and round-trips
-        let again = Toto2Config::from_json(&serde_json::to_string(&c).unwrap()).unwrap();
-        assert_eq!(again, c);
+        // serialises with every field, and round-trips (also through serde, validating)
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(Toto2Config::from_json(&text).unwrap(), c);
+        assert_eq!(serde_json::from_str::<Toto2Config>(&text).unwrap(), c);
+        let bad = text.replace("\"qk_norm\":false", "\"qk_norm\":true");
+        assert!(serde_json::from_str::<Toto2Config>(&bad).unwrap_err().to_string().contains("qk_norm"));
     }
 
     #[test]
