@@ -16,8 +16,11 @@
 //!
 //! toto-2 quirks the driver reproduces (documented in the README): the group id −1 of fully unobserved context
 //! patches is shared by all variates of a request (they attend to each other in the variate layer, whatever
-//! their series), and every decode call takes its variate-layer group ids from the *first* 2B slots of the
+//! their id group), and every decode call takes its variate-layer group ids from the *first* 2B slots of the
 //! request's prefill (`base_gids[..., :2B]`), not from the slots it runs.
+//!
+//! A response's `context_truncated` covers both cuts: the engine's (`ForecastRequest::context_cut`, its `given`)
+//! and the cut to whole patches here.
 
 use exporter::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
 
@@ -425,4 +428,59 @@ fn finish(mut j: Job, cfg: &ChunkConfig) -> Toto2Forecast {
         engine: cfg.engine.to_string(),
     };
     Toto2Forecast { response, knots: j.knots, blocks: j.blocks, interpolated: j.levels.interpolates() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exporter::toto2::Toto2Config;
+
+    fn req(len: usize, variates: usize, horizon: usize) -> ForecastRequest {
+        ForecastRequest {
+            id: None,
+            target: vec![vec![Some(1.0); len]; variates],
+            id_mask: vec![0; variates],
+            horizon,
+            samples: 0,
+            quantiles: Vec::new(),
+            seed: 0,
+            strict_context: false,
+            context_cut: None,
+        }
+    }
+
+    #[test]
+    fn sampling_fields_levels_and_short_contexts_are_refused_with_the_reason() {
+        assert!(check_request(&req(64, 1, 10), 32, "r").is_ok());
+        let e = |r: ForecastRequest| check_request(&r, 32, "request 3").unwrap_err().to_string();
+        let s = e(ForecastRequest { samples: 8, ..req(64, 1, 10) });
+        assert!(
+            s.contains("request 3") && s.contains("`samples` is not supported") && s.contains("quantiles"),
+            "{s}"
+        );
+        let s = e(ForecastRequest { seed: 3, ..req(64, 1, 10) });
+        assert!(s.contains("`seed` is not supported"), "{s}");
+        let s = e(ForecastRequest { quantiles: vec![0.5, 0.95], ..req(64, 1, 10) });
+        assert!(s.contains("0.95") && s.contains("[0.1, 0.9]"), "{s}");
+        assert!(e(req(20, 1, 10)).contains("needs at least 32"));
+    }
+
+    #[test]
+    fn fits_counts_rows_whole_patches_and_horizon_patches() {
+        let json = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/toto2/4m/config.json"),
+        )
+        .unwrap();
+        let cfg = Toto2Config::from_json(&json).unwrap();
+        let d = Toto2Dims::new(&cfg, 3, 512, 336, None).unwrap();
+        assert!(fits(&d, &req(512, 3, 336)));
+        assert!(fits(&d, &req(543, 3, 330)), "543 points use 16 whole patches");
+        assert!(!fits(&d, &req(544, 3, 336)), "17 patches");
+        assert!(!fits(&d, &req(512, 4, 336)), "4 rows");
+        assert!(
+            fits(&d, &req(512, 1, 352)) && !fits(&d, &req(512, 1, 353)),
+            "11 horizon patches hold 352 points"
+        );
+        assert!(!fits(&d, &req(31, 1, 10)), "no whole patch");
+    }
 }
