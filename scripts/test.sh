@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of totoc: formatting and lints, Rust unit + integration tests (against the committed toto-ts
 # golden fixtures, through ONNX Runtime CPU), the official ONNX checker on exported graphs, and the live check
-# that the committed fixtures still match what toto-ts 0.2.0 produces.
+# that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0) and toto-2 2.0.0 (Toto 2.0) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
 # the toto-ts reference venv (~3.3 GB download once) and the data venv (statsmodels, pandas, pyarrow) that checks
@@ -36,6 +36,8 @@ else
   echo "== data fixtures: convert the statsmodels datasets again and compare"
   data_python=$(tests/data/setup_venv.sh | tail -n 1)
   "$data_python" tests/data/convert.py --check tests/fixtures/data
+  echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
+  tests/reference/regen_toto2_fixtures.sh --check
 fi
 echo "== all tests passed"
 echo "totoc: $passed passed, $failed failed, $ignored skipped"

@@ -72,6 +72,14 @@ pub enum Error {
     #[error("{at}: {samples} samples exceed this engine's limit of {limit}; ask for at most {limit}")]
     TooManySamples { at: String, samples: usize, limit: usize },
 
+    // --- Toto 2.0 requests
+    #[error("{at}: quantile {q} is outside the range a Toto 2.0 engine predicts, [0.1, 0.9] (its nine knots 0.1, 0.2, …, 0.9; levels between knots are interpolated); ask for levels from 0.1 to 0.9")]
+    QuantileOutsideKnots { at: String, q: f64 },
+    #[error("{at}: `{field}` is not supported by a Toto 2.0 engine: it predicts nine quantiles per step directly and draws no sample paths; drop `samples` and `seed` and ask for `quantiles` (default: the nine knots 0.1 … 0.9)")]
+    NoSamplingInToto2 { at: String, field: &'static str },
+    #[error("{at}: the context has {given} points but Toto 2.0 needs at least {minimum} (one patch); send at least {minimum} points of history")]
+    ContextTooShort { at: String, given: usize, minimum: usize },
+
     // --- engine limits
     /// `what` reads as "5 variates", "horizon 400", "512 samples".
     #[error("{at}: {what} exceed this engine's limit of {limit}; ask for at most {limit}, or export a profile that covers it (configs/*.yaml) and rebuild the engine")]

@@ -23,6 +23,9 @@
 //! [`memory`] is the budget the engine keeps its buckets within; [`engine::Engine`] ties them together. Checking: [`compare`] (tolerances against toto-ts, `1e-4·σ + 1e-6·|ref|`) and
 //! [`golden`] (reference cases, as `totoc verify` runs them).
 //!
+//! Toto 2.0: [`toto2`] (context preparation, its rotary tables, quantile post-processing, and the forecast
+//! driver that runs a chunk of requests through one shape's pass, or prefill and decode, graphs).
+//!
 //! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy).
 //!
 //! Errors are one [`Error`] enum ([`error`]).
@@ -42,5 +45,6 @@ pub mod rope;
 pub mod runtime;
 pub mod scaler;
 pub mod session;
+pub mod toto2;
 
 pub use error::{Error, Result};

@@ -19,6 +19,9 @@
 //! Every step of patch j uses loc/scale of the patch's **last** step, cast to f32; the model input is
 //! `(x − loc)/scale` in f32. The global sums are added in the order of torch's AVX2 CPU `sum`, so the clamp
 //! bounds match bit for bit as well (`engines/tests/data/scaler.json`: all loc/scale/scaled values equal).
+//!
+//! Toto 2.0's scaler is the same running state without the minimum scale and the clamp, floored at 1e-6
+//! ([`CausalScaler::with_floor`]); its context handling lives in `crate::toto2::context`.
 
 use crate::mixture::torch_sum;
 
@@ -108,6 +111,41 @@ impl CausalScaler {
             out.scaled.extend((start..start + p).map(|i| scale_value(point(i).unwrap_or(0.0), st.last)));
         }
         (st, out)
+    }
+
+    /// A scaler with no points yet whose scale is `max(sqrt(var + min_scale), floor)` with no global clamp,
+    /// fed point by point with [`push_point`](Self::push_point) and [`end_patch`](Self::end_patch) (and
+    /// [`push_patch`](Self::push_patch) for fed-back forecasts). Toto 2.0's `PatchedCausalStdScaler`
+    /// (toto-2 2.0.0 `toto2/model.py`) is `with_floor(0.0, 1e-6)`: the same f64 Welford sums as Toto 1.0's,
+    /// without the added minimum scale and the global clamp.
+    pub fn with_floor(min_scale: f64, floor: f64) -> Self {
+        let mut st = CausalScaler {
+            min_scale,
+            weight: 0.0,
+            sum: 0.0,
+            m2: 0.0,
+            mean: 0.0,
+            lo: floor,
+            hi: f64::INFINITY,
+            last: PatchStats { loc: 0.0, scale: 0.0 },
+        };
+        st.last = st.stats();
+        st
+    }
+
+    /// Adds one point: `Some(x)` observed (weight 1), `None` missing (weight 0, the sums do not move).
+    pub fn push_point(&mut self, x: Option<f32>) {
+        match x {
+            Some(x) => self.step(f64::from(x), 1.0),
+            None => self.step(0.0, 0.0),
+        }
+    }
+
+    /// Closes the current patch: its statistics are those of the point just pushed (returned, and what
+    /// [`last_stats`](Self::last_stats) reports until the next patch).
+    pub fn end_patch(&mut self) -> PatchStats {
+        self.last = self.stats();
+        self.last
     }
 
     /// Appends one patch of observed values (original units, e.g. a forecast fed back), writes their scaled
@@ -307,6 +345,27 @@ pub(crate) mod tests {
         let (st, ctx) = CausalScaler::prefill(&cfg, &[]);
         assert!(ctx.scaled.is_empty() && ctx.stats.is_empty());
         assert_eq!(st.last_stats().loc, 0.0);
+    }
+
+    #[test]
+    fn floor_scaler_has_no_minimum_scale_and_a_1e6_floor() {
+        // Toto 2.0: scale = max(sqrt(m2 / max(n - 1, 1)), 1e-6), no added minimum, no global clamp
+        let mut st = CausalScaler::with_floor(0.0, 1e-6);
+        for x in [Some(1.0), None, Some(3.0)] {
+            st.push_point(x);
+        }
+        let s = st.end_patch();
+        assert_eq!(s, PatchStats { loc: 2.0, scale: 2f64.sqrt() as f32 });
+        assert_eq!(st.last_stats(), s);
+        // a constant series sits on the floor; a single point has variance 0 too
+        let mut st = CausalScaler::with_floor(0.0, 1e-6);
+        st.push_point(Some(5.0));
+        assert_eq!(st.end_patch(), PatchStats { loc: 5.0, scale: 1e-6 });
+        // fed-back patches continue the same sums
+        let mut scaled = [0.0; 2];
+        let s = st.push_patch(&[5.0, 8.0], &mut scaled);
+        assert_eq!(s.loc, 6.0);
+        assert_eq!(s.scale, 3f64.sqrt() as f32);
     }
 
     #[test]

@@ -190,12 +190,12 @@ struct RawEntry {
 
 /// A header entry whose byte range has been checked against the file.
 #[derive(Debug)]
-struct StoredTensor {
-    name: String,
-    dtype: String,
-    shape: Vec<usize>,
+pub(crate) struct StoredTensor {
+    pub(crate) name: String,
+    pub(crate) dtype: String,
+    pub(crate) shape: Vec<usize>,
     /// Absolute range in the file.
-    range: Range<usize>,
+    pub(crate) range: Range<usize>,
 }
 
 /// The safetensors crate refuses headers over 100 MB; a larger one is certainly garbage.
@@ -203,7 +203,7 @@ const MAX_HEADER: u64 = 100 << 20;
 
 /// Parses and validates the header: every byte range lies in the data section, matches its dtype and shape,
 /// and the ranges tile the data section exactly (no overlap, no hole, no truncation), as the format requires.
-fn parse_safetensors(path: &Path, bytes: &[u8]) -> Result<Vec<StoredTensor>> {
+pub(crate) fn parse_safetensors(path: &Path, bytes: &[u8]) -> Result<Vec<StoredTensor>> {
     let bad = |message: String| Error::SafetensorsFormat { path: path.to_path_buf(), message };
     if bytes.len() < 8 {
         return Err(bad(format!("file is {} bytes, shorter than the 8-byte header length", bytes.len())));

@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the toto-ts reference venv under ~/.cache/totoc/reference-venv.
-# toto-ts pulls a CUDA torch (~3.3 GB download, ~4 min); there is no CPU-only torch on PyPI.
-# Prints the venv's python path on stdout's last line.
+# Creates (or reuses) the reference venv under ~/.cache/totoc/reference-venv: toto-ts 0.2.0 (Toto 1.0) and, on top
+# of it, toto-2 2.0.0 (Toto 2.0).
+# toto-ts pulls a CUDA torch (~3.3 GB download, ~4 min); there is no CPU-only torch on PyPI. The Toto 2.0 wheels
+# (requirements-toto2.txt, 140 kB) are added without dependencies (they declare Python >= 3.12 but run on 3.11;
+# their runtime dependencies all come with toto-ts), so adding them never rebuilds the base venv.
+# Each layer has its own stamp (sha256 of its requirements file). Prints the venv's python on stdout's last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=${TOTOC_REFERENCE_VENV:-$HOME/.cache/totoc/reference-venv}
 stamp="$venv/.requirements.sha256"
 want=$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)
-if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "$venv/bin/python"; exit 0
+if ! [ -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setting up the toto-ts reference venv in $venv (downloads ~3.3 GB once)" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip >&2
+  "$venv/bin/python" -m pip install -q -r "$here/requirements.txt" >&2
+  echo "$want" > "$stamp"
 fi
-echo "setting up the toto-ts reference venv in $venv (downloads ~3.3 GB once)" >&2
-rm -rf "$venv"
-python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip >&2
-"$venv/bin/python" -m pip install -q -r "$here/requirements.txt" >&2
-echo "$want" > "$stamp"
+stamp2="$venv/.requirements-toto2.sha256"
+want2=$(sha256sum "$here/requirements-toto2.txt" | cut -d' ' -f1)
+if [ "$(cat "$stamp2" 2>/dev/null)" != "$want2" ]; then
+  echo "adding toto-2 2.0.0 to the reference venv in $venv" >&2
+  "$venv/bin/python" -m pip install -q --no-deps --ignore-requires-python --only-binary=:all: \
+    --require-hashes -r "$here/requirements-toto2.txt" >&2
+  "$venv/bin/python" -c "import toto2, dd_unit_scaling" 2>/dev/null
+  echo "$want2" > "$stamp2"
+fi
 echo "$venv/bin/python"

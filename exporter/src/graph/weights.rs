@@ -117,3 +117,44 @@ impl WeightStore {
         f.sync_all().map_err(|e| Error::io(&self.path, e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, SeekFrom};
+
+    impl WeightStore {
+        /// Leaves a hole of `bytes` in the file, as if that many bytes of weights had been stored (a sparse file,
+        /// so tests reach offsets past 4 GiB without writing them).
+        fn skip(&mut self, bytes: u64) {
+            self.file.seek(SeekFrom::Current(bytes as i64)).unwrap();
+            self.len += bytes;
+        }
+    }
+
+    #[test]
+    fn offsets_past_4_gib_are_written_and_referenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.bin");
+        let mut store = WeightStore::create(&path, "w.bin").unwrap();
+        store.add("low", &[2], || Ok(vec![1.0, 2.0])).unwrap();
+        store.skip(9 << 29); // 4.5 GiB
+        store.add("high", &[3], || Ok(vec![-1.0, 0.5, 7.0])).unwrap();
+        let used: BTreeSet<String> = ["low", "high"].iter().map(|s| s.to_string()).collect();
+        let refs = store.references(&used);
+        store.finish().unwrap();
+        let offset = |t: &TensorProto| {
+            t.external_data.iter().find(|e| e.key == "offset").unwrap().value.parse::<u64>().unwrap()
+        };
+        assert_eq!(offset(&refs[0]), 0);
+        let high = offset(&refs[1]);
+        assert!(high > u64::from(u32::MAX) && high.is_multiple_of(ALIGN), "{high}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), high + 12);
+        let mut f = File::open(&path).unwrap();
+        f.seek(SeekFrom::Start(high)).unwrap();
+        let mut b = [0u8; 12];
+        f.read_exact(&mut b).unwrap();
+        let vals: Vec<f32> = b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(vals, [-1.0, 0.5, 7.0]);
+    }
+}

@@ -1,0 +1,584 @@
+//! The Toto 2.0 forward pass as static ONNX graphs, one function per model block in forward order, named after
+//! the checkpoint paths they read (`patch_proj`, `transformer.layers.i.attn`, `…ffn`, `output_head`).
+//!
+//! Ports `toto2/model.py` of toto-2 2.0.0 (`Toto2Model.forecast` and the modules it runs) with the I/O contract
+//! of [`crate::toto2::signature`]: rows flattened (one variate of one series per row), masks built in the graph
+//! from per-slot group ids, rotary tables from the host, and for block decoding the KV cache and write position
+//! as explicit tensors. Shapes in the docs: R rows, L tokens of this call, D = d_model, H query heads, G key/value
+//! heads, Dh = qk_dim, Dv = v_dim, Dr = rotated channels, P patch, T cache slots, K output patches.
+//!
+//! **u-μP folded at export.** toto-2 multiplies every `uu.Linear` output (weight and bias) by 1/√fan_in and every
+//! `uu.LinearReadout` by 1/fan_in, scales `U.silu` by 1.7667829, applies a learned per-dim scale
+//! `softplus(p)/ln 2` to the queries, uses the attention scale 1/Dh, and combines each residual branch as
+//! `(τ·f(x) + x)/√(1+τ²)`. All of it is folded into the stored weights ([`FoldedLinear`]), leaving one `Mul` per
+//! residual skip; an exported graph is plain linear algebra.
+
+use crate::error::{Error, Result};
+use crate::graph::builder::{Attr, GraphBuilder};
+use crate::graph::toto::CacheUpdate;
+use crate::signature::{k_cache, v_cache};
+use crate::toto2::checkpoint::Toto2Checkpoint;
+use crate::toto2::config::{Toto2Config, Toto2LayerKind};
+use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
+
+/// `U.silu`'s forward scale at mult 1: `exp(0.8·ln √(2/(1−1/π)) + 0.2·ln 2)` (unit_scaling `silu`).
+pub fn silu_scale() -> f64 {
+    let upper = (2.0 / (1.0 - 1.0 / std::f64::consts::PI)).sqrt();
+    (0.8 * upper.ln() + 0.2 * 2f64.ln()).exp()
+}
+
+/// Per-call values shared by all layers.
+struct Ctx {
+    kind: Toto2GraphKind,
+    d: Toto2Dims,
+    cfg: Toto2Config,
+    /// Tokens per row in this call.
+    l: usize,
+    /// Rotary tables `[R, 1, L, Dr]`: cos, sin, query xPos scale, key xPos scale (its reciprocal).
+    rope: [String; 4],
+    /// Additive time mask: `[R, 1, L, L]` (pass, prefill) or `[R, 1, 2B, T]` (decode).
+    time_mask: String,
+    /// Additive variate mask `[L, 1, R, R]`.
+    variate_mask: String,
+    cache_update: CacheUpdate,
+}
+
+/// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
+/// keys/values (`TensorScatter`, or the portable `ScatterND`).
+pub fn toto2_graph(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    kind: Toto2GraphKind,
+    d: &Toto2Dims,
+    cache_update: CacheUpdate,
+) -> Result<()> {
+    if !d.graphs().contains(&kind) {
+        return Err(Error::Graph {
+            graph: kind.as_str().into(),
+            message: format!("dims {d:?} have no {} graph", kind.as_str()),
+        });
+    }
+    for t in d.inputs(kind) {
+        g.input(&t);
+    }
+    let l = d.tokens(kind);
+    let rope = rope_tables(g, d, l);
+    let time_mask = match kind {
+        Toto2GraphKind::Decode => g.scoped("time_mask", |g| decode_time_mask(g, d)),
+        _ => g.scoped("time_mask", |g| time_mask(g, d, l)),
+    };
+    let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
+    let ctx = Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask, cache_update };
+
+    let x = g.scoped("patch_input", |g| patch_input(g, &ctx));
+    let mut x = g.scoped("patch_proj", |g| residual_mlp(g, ckpt, "patch_proj", &x, false))?;
+    let mut time_index = 0;
+    for (i, layer_kind) in ctx.cfg.layer_kinds().into_iter().enumerate() {
+        x = g.scoped(format!("transformer.layers.{i}"), |g| {
+            layer(g, ckpt, &x, layer_kind, time_index, &ctx)
+        })?;
+        time_index += usize::from(layer_kind == Toto2LayerKind::Time);
+    }
+    let x = g.scoped("transformer.out_norm", |g| rms_norm(g, &x, ctx.cfg.norm_eps));
+    let x = g.scoped("select_outputs", |g| select_outputs(g, &x, &ctx));
+    let head = "output_head.param_projection.proj";
+    let q = g.scoped(head, |g| residual_mlp(g, ckpt, head, &x, true))?;
+    let outs = d.outputs_sigs(kind);
+    let q = g.reshape(&q, &outs[0].shape);
+    g.output(&q, &outs[0]);
+    for out in &outs[1..] {
+        // produced under their output names by `attention_time`
+        g.output(&out.name, out);
+    }
+    Ok(())
+}
+
+/// Host rotary tables `[R, L, Dr]` → `[R, 1, L, Dr]` (broadcast over heads), plus the key scale `ζ^−power`
+/// (toto-2 raises the xPos scale to the power −1 for keys, which torch computes as a reciprocal).
+fn rope_tables(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> [String; 4] {
+    let shape = [d.rows, 1, l, d.rotary_dim];
+    let [c, s, x] = [sig::ROPE_COS, sig::ROPE_SIN, sig::XPOS_SCALE].map(|n| g.reshape(n, &shape));
+    let k_scale = g.op("Reciprocal", &[&x], vec![]);
+    [c, s, x, k_scale]
+}
+
+/// Pass/prefill time mask (`_sdpa_kwargs` with `has_missing_values=True`): causal, and only keys whose group id
+/// equals the query's (fully unobserved context patches form their own group). `[R, 1, L, L]`.
+fn time_mask(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> String {
+    let q = g.unsqueeze(sig::GROUP_IDS, &[2]);
+    let k = g.unsqueeze(sig::GROUP_IDS, &[1]);
+    let same = g.binary("Equal", &q, &k);
+    let m = additive(g, &same);
+    let causal: Vec<f32> = (0..l * l).map(|i| if i % l <= i / l { 0.0 } else { f32::NEG_INFINITY }).collect();
+    let causal = g.const_f32(&[l, l], &causal);
+    let m = g.binary("Add", &m, &causal);
+    g.reshape(&m, &[d.rows, 1, l, l])
+}
+
+/// Decode time mask (`VariateTimeTransformerDecoder.forward`, decode branch): query i of the call (slot
+/// `write_pos + i`) sees cache slots `≤ write_pos + i` that are valid (`_cache_valid`). `[R, 1, 2B, T]`.
+fn decode_time_mask(g: &mut GraphBuilder, d: &Toto2Dims) -> String {
+    let (t, n) = (d.cache_slots(), d.tokens(Toto2GraphKind::Decode));
+    let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
+    let offsets = g.const_i64(&[n], &(0..n as i64).collect::<Vec<_>>());
+    let pos = g.unsqueeze(sig::WRITE_POS, &[1]);
+    let qpos = g.binary("Add", &pos, &offsets);
+    let qpos = g.unsqueeze(&qpos, &[2]);
+    let visible = g.binary("LessOrEqual", &slots, &qpos);
+    let one = g.const_i64(&[], &[1]);
+    let valid = g.binary("Equal", sig::KEY_VALID, &one);
+    let valid = g.unsqueeze(&valid, &[1]);
+    let keep = g.binary("And", &visible, &valid);
+    let m = additive(g, &keep);
+    g.reshape(&m, &[d.rows, 1, n, t])
+}
+
+/// Variate mask: at each slot, rows attend to rows with the same group id. `[L, 1, R, R]`.
+fn variate_mask(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> String {
+    let ids = g.transpose(sig::GROUP_IDS, &[1, 0]);
+    let a = g.unsqueeze(&ids, &[2]);
+    let b = g.unsqueeze(&ids, &[1]);
+    let same = g.binary("Equal", &a, &b);
+    let m = additive(g, &same);
+    g.reshape(&m, &[l, 1, d.rows, d.rows])
+}
+
+/// `where(keep, 0, −inf)`.
+fn additive(g: &mut GraphBuilder, keep: &str) -> String {
+    let zero = g.scalar(0.0);
+    let ninf = g.scalar(f32::NEG_INFINITY);
+    g.op("Where", &[keep, &zero, &ninf], vec![])
+}
+
+/// The patch embedding's input `[R, L, 2P]`: `[asinh-scaled patch ‖ missing indicator]` (`_embed_patches`).
+/// Decode: the fed-back medians (all observed) followed by B mask tokens (zeros, all missing).
+fn patch_input(g: &mut GraphBuilder, ctx: &Ctx) -> String {
+    let (r, p) = (ctx.d.rows, ctx.d.patch);
+    if ctx.kind != Toto2GraphKind::Decode {
+        return g.op("Concat", &[sig::PATCHES, sig::MISSING], vec![("axis", Attr::Int(-1))]);
+    }
+    let b = ctx.d.outputs(ctx.kind);
+    let zeros = g.const_f32(&[1, 1, p], &vec![0.0; p]);
+    let zeros = g.expand(&zeros, &[r, b, p]);
+    let fed = g.op("Concat", &[sig::PATCHES, &zeros], vec![("axis", Attr::Int(-1))]);
+    let token: Vec<f32> = (0..2 * p).map(|i| if i < p { 0.0 } else { 1.0 }).collect();
+    let token = g.const_f32(&[1, 1, 2 * p], &token);
+    let tokens = g.expand(&token, &[r, b, 2 * p]);
+    g.op("Concat", &[&fed, &tokens], vec![("axis", Attr::Int(1))])
+}
+
+/// `InputResidualMLP` / `OutputResidualMLP` (`ResidualMLP.forward`, τ = 1):
+/// `(silu_u(x·W1ᵀ+b1)·W2ᵀ + b2 + x·Wsᵀ + bs)/√2` with the u-μP scales folded (readout layers 1/fan_in).
+/// `[…, in]` → `[…, out]`.
+fn residual_mlp(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    prefix: &str,
+    x: &str,
+    readout: bool,
+) -> Result<String> {
+    let half = std::f64::consts::FRAC_1_SQRT_2;
+    let l1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.linear1"), false, 1.0)?;
+    // `U.silu`'s scale multiplies linear2's input, so it goes into its weight only
+    let l2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.linear2"), readout, half)?
+        .with_input_scale(silu_scale());
+    let skip = FoldedLinear::uniform(ckpt, &format!("{prefix}.skip_proj"), readout, half)?;
+    let h = g.scoped("linear1", |g| l1.wire(g, ckpt, x))?;
+    let sig = g.op("Sigmoid", &[&h], vec![]);
+    let h = g.binary("Mul", &h, &sig);
+    // the two output biases are stored summed, as one bias of the skip projection
+    let y = g.scoped("linear2", |g| l2.wire_no_bias(g, ckpt, &h))?;
+    let s = g.scoped("skip_proj", |g| skip.wire_with_extra_bias(g, ckpt, x, &l2))?;
+    Ok(g.binary("Add", &y, &s))
+}
+
+/// One pre-norm layer (`SelfAttentionTransformerLayer.forward`): `x ← f(RMSNorm(x))·τ/√(1+τ²) + x/√(1+τ²)`
+/// for the attention and the FFN branch; the branch factor is folded into `out_proj`/`fc2`.
+fn layer(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    x: &str,
+    kind: Toto2LayerKind,
+    time_index: usize,
+    ctx: &Ctx,
+) -> Result<String> {
+    let prefix = g.path();
+    let (_, attn_skip) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
+    let (_, mlp_skip) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
+    let h = g.scoped("norm1", |g| rms_norm(g, x, ctx.cfg.norm_eps));
+    let a = g.scoped("attn", |g| match kind {
+        Toto2LayerKind::Time => attention_time(g, ckpt, &prefix, &h, time_index, ctx),
+        Toto2LayerKind::Variate => attention_variate(g, ckpt, &prefix, &h, ctx),
+    })?;
+    let skip = g.scalar(attn_skip);
+    let x = g.binary("Mul", x, &skip);
+    let x = g.binary("Add", &a, &x);
+    let h = g.scoped("norm2", |g| rms_norm(g, &x, ctx.cfg.norm_eps));
+    let m = g.scoped("ffn", |g| ffn(g, ckpt, &prefix, &h, ctx))?;
+    let skip = g.scalar(mlp_skip);
+    let x = g.binary("Mul", &x, &skip);
+    Ok(g.binary("Add", &m, &x))
+}
+
+/// `(τ/√(1+τ²), 1/√(1+τ²))` in f32, as torch computes them from the f32 τ buffer (`U.residual_add`).
+fn tau_factors(ckpt: &Toto2Checkpoint, name: &str) -> Result<(f32, f32)> {
+    let tau = ckpt.tensor(name)?.to_f32_vec()[0];
+    let denom = (1.0f32 + tau * tau).sqrt();
+    Ok((tau / denom, 1.0 / denom))
+}
+
+/// Weightless `uu.RMSNorm`: `x / sqrt(mean(x², −1) + eps)` (unit_scaling `rms`, eps inside the root).
+fn rms_norm(g: &mut GraphBuilder, x: &str, eps: f64) -> String {
+    let sq = g.binary("Mul", x, x);
+    let axes = g.const_i64(&[1], &[-1]);
+    let mean = g.op("ReduceMean", &[&sq, &axes], vec![("keepdims", Attr::Int(1))]);
+    let eps = g.scalar(eps as f32);
+    let var = g.binary("Add", &mean, &eps);
+    let rms = g.op("Sqrt", &[&var], vec![]);
+    g.binary("Div", x, &rms)
+}
+
+/// `in_proj` split into queries `[…, H·Dh]`, keys `[…, G·Dh]`, values `[…, G·Dv]` (head-major), with the query
+/// per-dim scale and the attention scale 1/Dh folded into the query rows.
+fn qkv(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    prefix: &str,
+    x: &str,
+    ctx: &Ctx,
+) -> Result<Vec<String>> {
+    let c = &ctx.cfg;
+    let (hq, hk, hv) = (c.num_heads * c.qk_dim, c.num_groups * c.qk_dim, c.num_groups * c.v_dim);
+    let q_scale = query_scale(ckpt, prefix, c)?;
+    let lin = FoldedLinear::new(ckpt, &format!("{prefix}.attn.in_proj"), false, |row| {
+        if row < hq {
+            q_scale[row % c.qk_dim]
+        } else {
+            1.0
+        }
+    })?;
+    let y = g.scoped("in_proj", |g| lin.wire(g, ckpt, x))?;
+    Ok(g.split(&y, -1, &[hq, hk, hv]))
+}
+
+/// Per query channel: `softplus(p)/ln 2` (`uu.PerDimScale`, 1 without one) times the attention scale 1/Dh.
+fn query_scale(ckpt: &Toto2Checkpoint, prefix: &str, c: &Toto2Config) -> Result<Vec<f64>> {
+    let name = format!("{prefix}.attn._pds.per_dim_scale");
+    let pds = if ckpt.has(&name) { ckpt.tensor(&name)?.to_f32_vec() } else { Vec::new() };
+    let mult = 1.0 / c.qk_dim as f64;
+    Ok((0..c.qk_dim)
+        .map(|j| pds.get(j).map_or(1.0, |&p| softplus(f64::from(p)) / std::f64::consts::LN_2) * mult)
+        .collect())
+}
+
+/// torch's `F.softplus` (beta 1, threshold 20).
+fn softplus(x: f64) -> f64 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+/// `[A, L, heads·dh]` → `[A, heads, L, dh]`.
+fn split_heads(g: &mut GraphBuilder, y: &str, a: usize, l: usize, heads: usize, dh: usize) -> String {
+    let y = g.reshape(y, &[a, l, heads, dh]);
+    g.transpose(&y, &[0, 2, 1, 3])
+}
+
+/// RoPE on the first Dr channels of each head, then the xPos scale (`QueryKeyProjection` with
+/// `partial_factor=(0, 0.5)`, `ExtrapolatableRotaryProjection`): `(cos·x + sin·rotate(x))·scale`, where
+/// `rotate` maps each interleaved pair `(a, b)` to `(−b, a)`. `t`: `[R, heads, L, Dh]`.
+fn apply_rope(g: &mut GraphBuilder, t: &str, heads: usize, scale: &str, ctx: &Ctx) -> String {
+    let (r, l, dh, dr) = (ctx.d.rows, ctx.l, ctx.d.qk_dim, ctx.d.rotary_dim);
+    let parts = g.split(t, -1, &[dr, dh - dr]);
+    let pairs = g.reshape(&parts[0], &[r, heads, l, dr / 2, 2]);
+    let halves = g.split(&pairs, -1, &[1, 1]);
+    let neg = g.op("Neg", &[&halves[1]], vec![]);
+    let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
+    let rot = g.reshape(&rot, &[r, heads, l, dr]);
+    let a = g.binary("Mul", &parts[0], &ctx.rope[0].clone());
+    let b = g.binary("Mul", &rot, &ctx.rope[1].clone());
+    let y = g.binary("Add", &a, &b);
+    let y = g.binary("Mul", &y, scale);
+    g.op("Concat", &[&y, &parts[1]], vec![("axis", Attr::Int(-1))])
+}
+
+/// Grouped-query attention: key/value head j serves query heads `j·rep … j·rep+rep−1` (SDPA `enable_gqa`).
+/// `[A, G, S, d]` → `[A, H, S, d]`.
+fn expand_kv(g: &mut GraphBuilder, t: &str, a: usize, s: usize, dh: usize, ctx: &Ctx) -> String {
+    let (heads, groups) = (ctx.d.heads, ctx.d.kv_heads);
+    if heads == groups {
+        return t.to_string();
+    }
+    let u = g.unsqueeze(t, &[2]);
+    let e = g.expand(&u, &[a, groups, heads / groups, s, dh]);
+    g.reshape(&e, &[a, heads, s, dh])
+}
+
+/// Softmax attention with an additive mask; the 1/Dh scale is already in the queries.
+fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str) -> String {
+    let k_t = g.transpose(k, &[0, 1, 3, 2]);
+    let scores = g.binary("MatMul", q, &k_t);
+    let scores = g.binary("Add", &scores, mask);
+    let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+    g.binary("MatMul", &p, v)
+}
+
+/// Time attention (`SelfAttention` of a time layer) over each row's tokens: `[R, L, D]` → `[R, L, D]`. Prefill
+/// emits the cache (keys after RoPE/xPos, padded to T slots); decode writes its 2B keys/values at `write_pos`
+/// and attends over the whole cache under the decode mask.
+fn attention_time(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    prefix: &str,
+    x: &str,
+    time_index: usize,
+    ctx: &Ctx,
+) -> Result<String> {
+    let (r, l, c) = (ctx.d.rows, ctx.l, &ctx.cfg);
+    let parts = qkv(g, ckpt, prefix, x, ctx)?;
+    let q = split_heads(g, &parts[0], r, l, c.num_heads, c.qk_dim);
+    let k = split_heads(g, &parts[1], r, l, c.num_groups, c.qk_dim);
+    let v = split_heads(g, &parts[2], r, l, c.num_groups, c.v_dim);
+    let q = g.scoped("rope_q", |g| apply_rope(g, &q, c.num_heads, &ctx.rope[2].clone(), ctx));
+    let k = g.scoped("rope_k", |g| apply_rope(g, &k, c.num_groups, &ctx.rope[3].clone(), ctx));
+    let (k_out, v_out) = (k_cache(time_index, true), v_cache(time_index, true));
+    let t = ctx.d.cache_slots();
+    let (k_all, v_all, s) = match ctx.kind {
+        Toto2GraphKind::Pass => (k, v, l),
+        Toto2GraphKind::Prefill => {
+            let pads = g.const_i64(&[8], &[0, 0, 0, 0, 0, 0, (t - l) as i64, 0]);
+            g.op_to("Pad", &[&k, &pads], &k_out, vec![]);
+            g.op_to("Pad", &[&v, &pads], &v_out, vec![]);
+            (k, v, l)
+        }
+        Toto2GraphKind::Decode => {
+            let (k_in, v_in) = (k_cache(time_index, false), v_cache(time_index, false));
+            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, &k_out, ctx));
+            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &v, &v_out, ctx));
+            (ka, va, t)
+        }
+    };
+    let k_all = expand_kv(g, &k_all, r, s, c.qk_dim, ctx);
+    let v_all = expand_kv(g, &v_all, r, s, c.v_dim, ctx);
+    let o = sdpa(g, &q, &k_all, &v_all, &ctx.time_mask.clone());
+    let o = g.transpose(&o, &[0, 2, 1, 3]);
+    let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
+    out_proj(g, ckpt, prefix, &o)
+}
+
+/// Writes the call's 2B keys (or values) `update [R, G, 2B, d]` into `cache [R, G, T, d]` at slots
+/// `write_pos[r] …`, producing the output `out` (which may alias the cache input: the write is the input's only
+/// reader). `TensorScatter` (opset 24) writes each row's run at its index; `ScatterND` gets `(r, g, slot)`
+/// indices computed from `write_pos`.
+fn cache_write(g: &mut GraphBuilder, cache: &str, update: &str, out: &str, ctx: &Ctx) -> String {
+    let (r, heads, n) = (ctx.d.rows, ctx.d.kv_heads, ctx.l);
+    match ctx.cache_update {
+        CacheUpdate::TensorScatter => g.op_to(
+            "TensorScatter",
+            &[cache, update, sig::WRITE_POS],
+            out,
+            vec![("axis", Attr::Int(2)), ("mode", Attr::Str("linear"))],
+        ),
+        CacheUpdate::ScatterNd => {
+            let count = r * heads * n;
+            let at = |f: &dyn Fn(usize) -> usize| (0..count).map(|i| f(i) as i64).collect::<Vec<_>>();
+            let rows = g.const_i64(&[r, heads, n, 1], &at(&|i| i / (heads * n)));
+            let groups = g.const_i64(&[r, heads, n, 1], &at(&|i| (i / n) % heads));
+            let offsets = g.const_i64(&[r, heads, n, 1], &at(&|i| i % n));
+            let pos = g.reshape(sig::WRITE_POS, &[r, 1, 1, 1]);
+            let slots = g.binary("Add", &pos, &offsets);
+            let idx = g.op("Concat", &[&rows, &groups, &slots], vec![("axis", Attr::Int(-1))]);
+            g.op_to("ScatterND", &[cache, &idx, update], out, vec![])
+        }
+    }
+}
+
+/// Variate attention (`SelfAttention` of the variate layer): at each slot, rows attend to the rows of their
+/// group (no RoPE, no cache). `[R, L, D]` → `[R, L, D]`.
+fn attention_variate(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    prefix: &str,
+    x: &str,
+    ctx: &Ctx,
+) -> Result<String> {
+    let (r, l, c) = (ctx.d.rows, ctx.l, &ctx.cfg);
+    let xt = g.transpose(x, &[1, 0, 2]);
+    let parts = qkv(g, ckpt, prefix, &xt, ctx)?;
+    let q = split_heads(g, &parts[0], l, r, c.num_heads, c.qk_dim);
+    let k = split_heads(g, &parts[1], l, r, c.num_groups, c.qk_dim);
+    let v = split_heads(g, &parts[2], l, r, c.num_groups, c.v_dim);
+    let k = expand_kv(g, &k, l, r, c.qk_dim, ctx);
+    let v = expand_kv(g, &v, l, r, c.v_dim, ctx);
+    let o = sdpa(g, &q, &k, &v, &ctx.variate_mask.clone());
+    let o = g.transpose(&o, &[2, 0, 1, 3]);
+    let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
+    out_proj(g, ckpt, prefix, &o)
+}
+
+/// `attn.out_proj` with 1/√fan_in and the residual factor τ/√(1+τ²) folded in.
+fn out_proj(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, o: &str) -> Result<String> {
+    let (branch, _) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
+    let lin = FoldedLinear::uniform(ckpt, &format!("{prefix}.attn.out_proj"), false, f64::from(branch))?;
+    g.scoped("out_proj", |g| lin.wire(g, ckpt, o))
+}
+
+/// `GatedLinearUnitFeedForwardNetwork`: `fc1 → [a | b]`, `a·silu(b)` (the gate is the *second* half), `fc2`
+/// (with τ/√(1+τ²) folded in). `[…, D]` → `[…, D]`.
+fn ffn(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
+    let (branch, _) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
+    let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?;
+    let fc2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc2"), false, f64::from(branch))?;
+    let y = g.scoped("fc1", |g| fc1.wire(g, ckpt, x))?;
+    let halves = g.split(&y, -1, &[ctx.cfg.d_ff, ctx.cfg.d_ff]);
+    let sig = g.op("Sigmoid", &[&halves[1]], vec![]);
+    let silu = g.binary("Mul", &halves[1], &sig);
+    let z = g.binary("Mul", &halves[0], &silu);
+    g.scoped("fc2", |g| fc2.wire(g, ckpt, &z))
+}
+
+/// The hidden states that predict the output patches: `out_index` per row (pass, prefill) or the static tokens
+/// `B−1 … 2B−2` (decode, `x[..., -(block+1):-1]`). `[R, L, D]` → `[R, K, D]`.
+fn select_outputs(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
+    let (r, l, dm, k) = (ctx.d.rows, ctx.l, ctx.cfg.d_model, ctx.d.outputs(ctx.kind));
+    if ctx.kind == Toto2GraphKind::Decode {
+        let starts = g.const_i64(&[1], &[k as i64 - 1]);
+        let ends = g.const_i64(&[1], &[2 * k as i64 - 1]);
+        let axes = g.const_i64(&[1], &[1]);
+        return g.op("Slice", &[x, &starts, &ends, &axes], vec![]);
+    }
+    // A flat Gather keeps the selection exact.
+    let flat = g.reshape(x, &[r * l, dm]);
+    let base: Vec<i64> = (0..r).flat_map(|i| std::iter::repeat_n((i * l) as i64, k)).collect();
+    let base = g.const_i64(&[r, k], &base);
+    let idx = g.binary("Add", &base, sig::OUT_INDEX);
+    g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
+}
+
+/// A `uu.Linear`/`uu.LinearReadout` with its forward scale and any per-output-row factor folded into the stored
+/// weight (transposed to `[in, out]` for MatMul) and bias: `y = x·(W·s·f·c)ᵀ + b·s·f`, s = 1/√fan_in (1/fan_in
+/// for a readout), f the row factor, c a scale of the input. Stored once per bundle as `{prefix}.weight.folded` / `{prefix}.bias.folded`.
+pub struct FoldedLinear {
+    prefix: String,
+    inp: usize,
+    out: usize,
+    /// Per output row: s·f.
+    factor: Vec<f64>,
+    /// A scale of the layer's input, folded into the weight only.
+    input_scale: f64,
+    has_bias: bool,
+}
+
+impl FoldedLinear {
+    /// One factor for every row.
+    pub fn uniform(ckpt: &Toto2Checkpoint, prefix: &str, readout: bool, factor: f64) -> Result<Self> {
+        Self::new(ckpt, prefix, readout, |_| factor)
+    }
+
+    /// Row `o`'s factor is `row_factor(o)`.
+    pub fn new(
+        ckpt: &Toto2Checkpoint,
+        prefix: &str,
+        readout: bool,
+        row_factor: impl Fn(usize) -> f64,
+    ) -> Result<Self> {
+        let w = ckpt.tensor(&format!("{prefix}.weight"))?;
+        let (out, inp) = (w.shape[0], w.shape[1]);
+        let s = if readout { 1.0 / inp as f64 } else { 1.0 / (inp as f64).sqrt() };
+        Ok(FoldedLinear {
+            prefix: prefix.to_string(),
+            inp,
+            out,
+            factor: (0..out).map(|o| s * row_factor(o)).collect(),
+            input_scale: 1.0,
+            has_bias: ckpt.has(&format!("{prefix}.bias")),
+        })
+    }
+
+    /// Folds a constant that multiplies the layer's input (`Linear(c·x)`) into the weight.
+    pub fn with_input_scale(mut self, c: f64) -> Self {
+        self.input_scale = c;
+        self
+    }
+
+    /// The folded `[in, out]` weight.
+    pub fn weight(&self, ckpt: &Toto2Checkpoint) -> Result<Vec<f32>> {
+        let w = ckpt.tensor(&format!("{}.weight", self.prefix))?.to_f32_vec();
+        let mut t = vec![0f32; w.len()];
+        for o in 0..self.out {
+            for i in 0..self.inp {
+                t[i * self.out + o] =
+                    (f64::from(w[o * self.inp + i]) * self.factor[o] * self.input_scale) as f32;
+            }
+        }
+        Ok(t)
+    }
+
+    /// The folded bias in f64 (zeros without one).
+    pub fn bias(&self, ckpt: &Toto2Checkpoint) -> Result<Vec<f64>> {
+        if !self.has_bias {
+            return Ok(vec![0.0; self.out]);
+        }
+        let b = ckpt.tensor(&format!("{}.bias", self.prefix))?.to_f32_vec();
+        Ok(b.iter().zip(&self.factor).map(|(&b, f)| f64::from(b) * f).collect())
+    }
+
+    fn store_weight(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint) -> Result<String> {
+        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], || self.weight(ckpt))
+    }
+
+    /// `x·Wᵀ + b`.
+    pub fn wire(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
+        let y = self.wire_no_bias(g, ckpt, x)?;
+        if !self.has_bias {
+            return Ok(y);
+        }
+        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], || {
+            Ok(self.bias(ckpt)?.iter().map(|&v| v as f32).collect())
+        })?;
+        Ok(g.binary("Add", &y, &b))
+    }
+
+    /// `x·Wᵀ`.
+    pub fn wire_no_bias(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
+        let w = self.store_weight(g, ckpt)?;
+        Ok(g.binary("MatMul", x, &w))
+    }
+
+    /// `x·Wᵀ + b + other.b` (two branches that are summed share one bias).
+    fn wire_with_extra_bias(
+        &self,
+        g: &mut GraphBuilder,
+        ckpt: &Toto2Checkpoint,
+        x: &str,
+        other: &FoldedLinear,
+    ) -> Result<String> {
+        let y = self.wire_no_bias(g, ckpt, x)?;
+        let name = format!("{}.bias.folded+{}.bias", self.prefix, other.prefix);
+        let b = g.weight(&name, &[self.out], || {
+            let (a, b) = (self.bias(ckpt)?, other.bias(ckpt)?);
+            Ok(a.iter().zip(&b).map(|(x, y)| (x + y) as f32).collect())
+        })?;
+        Ok(g.binary("Add", &y, &b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silu_scale_is_unit_scalings_constant() {
+        // unit_scaling.functional.silu(mult=1): logarithmic_interpolation(0.8, 2, sqrt(2/(1-1/pi)))
+        assert!((silu_scale() - 1.766_782_9).abs() < 1e-7, "{}", silu_scale());
+    }
+
+    #[test]
+    fn softplus_matches_torch_branches() {
+        assert_eq!(softplus(25.0), 25.0);
+        assert!((softplus(0.0) - std::f64::consts::LN_2).abs() < 1e-15);
+        assert!((softplus(-30.0) - (-30f64).exp()).abs() < 1e-25);
+    }
+}
