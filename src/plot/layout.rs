@@ -16,8 +16,9 @@ pub const Y_LABELS: u32 = 56;
 pub const PANEL_MARGIN: u32 = 8;
 /// The smallest panel that still reads.
 pub const MIN_PANEL: (u32, u32) = (240, 160);
-/// The largest image side (a PNG of 8000 × 8000 is 192 MB of pixels while it is drawn).
-pub const MAX_SIDE: u32 = 8000;
+/// The largest image side: a PNG is drawn at twice its size, so one of 4000 × 4000 holds 192 MB of pixels while it
+/// is drawn.
+pub const MAX_SIDE: u32 = 4000;
 
 /// The chart's size and the panel grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +129,7 @@ mod tests {
         assert_eq!((l.size, l.panel), ((1200, 800), (588, 360)));
         let e = Layout::new(4, 0, Some((400, 300))).unwrap_err().to_string();
         assert!(e.starts_with("--plot-size 400x300 leaves 188x110 pixels for each of 4 panels (2 × 2); give at least 504x400"), "{e}");
-        assert!(Layout::new(1, 0, Some((9000, 100))).unwrap_err().to_string().contains("larger than 8000"));
+        assert!(Layout::new(1, 0, Some((4001, 100))).unwrap_err().to_string().contains("larger than 4000"));
     }
 
     #[test]
