@@ -195,7 +195,7 @@ pub struct PlotOptions {
     pub plot_history: Option<usize>,
     /// Panels drawn at most (one per series, and per variate of multivariate series); the rest are left out
     /// with a note.
-    #[arg(long, default_value_t = 12, requires = "plot")]
+    #[arg(long, default_value_t = crate::plot::model::DEFAULT_PANELS, requires = "plot")]
     pub plot_panels: usize,
     /// Size of the image in pixels, WIDTHxHEIGHT (default: from the number of panels).
     #[arg(long, requires = "plot", value_name = "WxH")]

@@ -15,6 +15,8 @@ use crate::data::Series;
 
 /// Default number of history points shown: four horizons, at least this many.
 pub const MIN_DEFAULT_HISTORY: usize = 64;
+/// Panels drawn at most unless `--plot-panels` says otherwise (a 4 × 3 grid).
+pub const DEFAULT_PANELS: usize = 12;
 
 /// Series and their forecasts, one [`Forecast`] per series, as `totoc forecast` made them.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +49,7 @@ pub struct ChartOptions {
 
 impl Default for ChartOptions {
     fn default() -> Self {
-        ChartOptions { history: None, max_panels: 12, size: None, title: None }
+        ChartOptions { history: None, max_panels: DEFAULT_PANELS, size: None, title: None }
     }
 }
 

@@ -11,11 +11,10 @@
 //!   (`font/`), registered with plotters' `ab_glyph` renderer, so no system font, fontconfig or FreeType is
 //!   needed.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, Context};
-use std::ops::Range;
-
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -73,11 +72,34 @@ fn register_font() -> anyhow::Result<()> {
 pub struct Region {
     pub origin: (i32, i32),
     pub size: (u32, u32),
-    /// The SVG class: `header`, `panel`, `notes`, `plot`.
-    pub class: &'static str,
-    /// Panels: the panel's title.
+    pub kind: RegionKind,
+    /// Panels: the panel's title (the SVG element's `aria-label`).
     pub label: Option<String>,
-    pub index: usize,
+}
+
+/// What a region holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// Title, subtitle, legend.
+    Header,
+    /// Forecast panel `i`.
+    Panel(usize),
+    /// Notes under the panels.
+    Notes,
+    /// The bars of the bench chart.
+    Plot,
+}
+
+impl RegionKind {
+    /// The SVG class of the region's element.
+    fn class(self) -> &'static str {
+        match self {
+            RegionKind::Header => "header",
+            RegionKind::Panel(_) => "panel",
+            RegionKind::Notes => "notes",
+            RegionKind::Plot => "plot",
+        }
+    }
 }
 
 /// A chart model that can be drawn region by region.
@@ -128,7 +150,9 @@ fn svg(chart: &impl Chart) -> anyhow::Result<String> {
             region.label.as_deref().map_or_else(String::new, |l| format!(" aria-label=\"{}\"", escape(l)));
         out += &format!(
             "<svg x=\"{}\" y=\"{}\" class=\"{}\"{label} {body}",
-            region.origin.0, region.origin.1, region.class
+            region.origin.0,
+            region.origin.1,
+            region.kind.class()
         );
     }
     out += "</svg>\n";
@@ -198,23 +222,16 @@ impl Chart for Figure {
     fn regions(&self) -> Vec<Region> {
         let l = &self.layout;
         let mut out =
-            vec![Region { origin: (0, 0), size: (l.size.0, HEADER), class: "header", label: None, index: 0 }];
+            vec![Region { origin: (0, 0), size: (l.size.0, HEADER), kind: RegionKind::Header, label: None }];
         out.extend(self.panels.iter().enumerate().map(|(i, p)| Region {
             origin: l.panel_origin(i),
             size: l.panel,
-            class: "panel",
+            kind: RegionKind::Panel(i),
             label: Some(p.title.clone()),
-            index: i,
         }));
         if !self.notes.is_empty() {
-            let origin = l.footer_origin();
-            out.push(Region {
-                origin,
-                size: (l.size.0 - SIDE, l.footer),
-                class: "notes",
-                label: None,
-                index: 0,
-            });
+            let size = (l.size.0 - SIDE, l.footer);
+            out.push(Region { origin: l.footer_origin(), size, kind: RegionKind::Notes, label: None });
         }
         out
     }
@@ -225,14 +242,14 @@ impl Chart for Figure {
         area: &DrawingArea<DB, Shift>,
         s: Scale,
     ) -> Drawn<DB> {
-        match region.class {
-            "header" => {
+        match region.kind {
+            RegionKind::Header => {
                 let legend: Vec<(Swatch, String)> =
                     self.legend.iter().enumerate().map(|(i, l)| legend_entry(l, i)).collect();
                 header(area, &self.title, &self.subtitle, &legend, s)
             }
-            "panel" => panel(area, &self.panels[region.index], s),
-            _ => notes(area, &self.notes, s),
+            RegionKind::Panel(i) => panel(area, &self.panels[i], s),
+            RegionKind::Notes | RegionKind::Plot => notes(area, &self.notes, s),
         }
     }
 }
@@ -416,13 +433,12 @@ impl Chart for BarChart {
     fn regions(&self) -> Vec<Region> {
         let (w, h) = self.size;
         vec![
-            Region { origin: (0, 0), size: (w, HEADER), class: "header", label: None, index: 0 },
+            Region { origin: (0, 0), size: (w, HEADER), kind: RegionKind::Header, label: None },
             Region {
                 origin: (SIDE as i32, HEADER as i32),
                 size: (w - 2 * SIDE, h - HEADER),
-                class: "plot",
+                kind: RegionKind::Plot,
                 label: None,
-                index: 0,
             },
         ]
     }
@@ -433,7 +449,7 @@ impl Chart for BarChart {
         area: &DrawingArea<DB, Shift>,
         s: Scale,
     ) -> Drawn<DB> {
-        if region.class == "header" {
+        if region.kind == RegionKind::Header {
             let legend: Vec<(Swatch, String)> = self
                 .series
                 .iter()
