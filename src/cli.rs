@@ -29,6 +29,9 @@ pub enum Command {
     Forecast(ForecastArgs),
     /// Check an engine against golden toto-ts outputs (its own golden set, or --fixtures DIR).
     Verify(VerifyArgs),
+    /// Draw saved forecasts over the history they continue (SVG or PNG): the input and the forecast file that
+    /// `totoc forecast` read and wrote.
+    Plot(PlotArgs),
     /// Time engines on reference workloads (one or eight series of --context points; mean forecasts and sample
     /// paths), interleaved, side by side with toto-ts when given the engines' checkpoint.
     Bench(BenchArgs),
@@ -174,8 +177,75 @@ pub struct ForecastArgs {
     /// Default: 80% of this container's (or machine's) memory.
     #[arg(long)]
     pub memory_budget: Option<String>,
+    /// Also draw the forecasts: FILE.svg or FILE.png (the history's last part, the point forecast and bands
+    /// between symmetric quantiles; one panel per series).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub plot_options: PlotOptions,
     #[command(flatten)]
     pub ort: OrtArgs,
+}
+
+/// How forecast charts are drawn (`forecast --plot`, `plot`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlotOptions {
+    /// History points shown before the forecast (default: four horizons, at least 64).
+    #[arg(long, requires = "plot")]
+    pub plot_history: Option<usize>,
+    /// Panels drawn at most (one per series, and per variate of multivariate series); the rest are left out
+    /// with a note.
+    #[arg(long, default_value_t = crate::plot::model::DEFAULT_PANELS, requires = "plot")]
+    pub plot_panels: usize,
+    /// Size of the image in pixels, WIDTHxHEIGHT (default: from the number of panels).
+    #[arg(long, requires = "plot", value_name = "WxH")]
+    pub plot_size: Option<String>,
+    /// Title of the chart (default: the series id, or the number of series).
+    #[arg(long, requires = "plot")]
+    pub plot_title: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example: totoc forecast --engine E --input sales.csv --horizon 28 --samples 256 --output fc.csv; \
+totoc plot --input sales.csv --forecast fc.csv --plot fc.png. Give the same column flags (--id-column, \
+--timestamp-column, ...) as to forecast."
+)]
+pub struct PlotArgs {
+    /// The series that were forecast: the --input of `totoc forecast` (.json, .jsonl, .csv, .parquet; `-` reads
+    /// stdin with --input-format).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Format of --input (default: from its extension).
+    #[arg(long, value_enum)]
+    pub input_format: Option<FormatArg>,
+    /// The forecasts: the --output of `totoc forecast` (.json, .jsonl, .csv or .parquet).
+    #[arg(long)]
+    pub forecast: PathBuf,
+    /// Format of --forecast (default: from its extension).
+    #[arg(long, value_enum)]
+    pub forecast_format: Option<FormatArg>,
+    /// Where to draw: FILE.svg or FILE.png.
+    #[arg(long)]
+    pub plot: PathBuf,
+    /// Column of the series ids (default: unique_id, item_id, id or series_id if present).
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// Column of the timestamps (default: ds, timestamp, date or time if present).
+    #[arg(long)]
+    pub timestamp_column: Option<String>,
+    /// Target columns, e.g. sales,visits (default: y, target or value in a long table; every other column in
+    /// a wide one).
+    #[arg(long, value_delimiter = ',')]
+    pub target_columns: Option<Vec<String>>,
+    /// Unit of integer (epoch) timestamps.
+    #[arg(long, value_enum, default_value = "s")]
+    pub timestamp_unit: TimestampUnitArg,
+    /// Spacing of every series, e.g. 1h, 15m, 1d, 1w, 1mo, 3mo, 1y (default: inferred per series).
+    #[arg(long)]
+    pub freq: Option<String>,
+    #[command(flatten)]
+    pub plot_options: PlotOptions,
 }
 
 #[derive(Debug, clap::Args)]
@@ -221,6 +291,9 @@ pub struct BenchArgs {
     /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw the results: FILE.svg or FILE.png (every engine's and toto-ts's median per workload, log scale).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     /// Internal: run one workload in this process and print its peak RSS (the parent's RSS probe).
     #[arg(long, hide = true)]
     pub rss_probe: Option<String>,

@@ -4,6 +4,7 @@
 mod cli;
 mod cmd;
 mod data;
+mod plot;
 mod progress;
 
 use std::process::ExitCode;

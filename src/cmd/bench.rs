@@ -15,6 +15,7 @@ use exporter::signature::GraphKind;
 use serde_json::{json, Value};
 
 use crate::cli::BenchArgs;
+use crate::plot;
 
 /// A benchmark workload: `series` series of the bench context, each with `samples` paths and `horizon`, sent as
 /// one call or as one call per series.
@@ -61,6 +62,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let engines_arg = parse_engines(&a.engines)?;
     if let Some(name) = &a.rss_probe {
         return rss_probe(&a, &engines_arg[0].1, name, budget);
+    }
+    if let Some(path) = &a.plot {
+        plot::ImageFormat::from_path(path, "--plot")?;
     }
     // toto-ts first, so its memory is gone before ours is measured (both in this one invocation).
     let reference = match &a.reference_checkpoint {
@@ -133,8 +137,41 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let threads = engines::runtime::intra_threads();
     let bw = read_bandwidth_gbs(threads);
-    print_report(&a, &benches, reference.as_ref(), &rss, bw, threads)?;
+    let medians = print_report(&a, &benches, reference.as_ref(), &rss, bw, threads)?;
+    if let Some(path) = &a.plot {
+        plot_report(path, &a, &benches, reference.is_some(), &medians, threads)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per workload: each engine's median (ms) and toto-ts's.
+type Medians = Vec<(Vec<Option<f64>>, Option<f64>)>;
+
+/// `--plot`: the medians as bars per workload, log scale.
+fn plot_report(
+    path: &Path,
+    a: &BenchArgs,
+    benches: &[Bench],
+    with_reference: bool,
+    medians: &Medians,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let workloads: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+    let engines: Vec<(String, Vec<Option<f64>>)> = benches
+        .iter()
+        .enumerate()
+        .map(|(bi, b)| (b.label.clone(), medians.iter().map(|(m, _)| m[bi]).collect()))
+        .collect();
+    let reference: Option<Vec<Option<f64>>> =
+        with_reference.then(|| medians.iter().map(|(_, r)| *r).collect());
+    let subtitle = format!(
+        "{} points of context per series, median of {} interleaved runs, {threads} threads; lower is better",
+        a.context, a.runs
+    );
+    let chart = plot::bars::bench_chart(&workloads, &engines, reference.as_deref(), subtitle)?;
+    plot::write(path, "--plot", &chart)?;
+    eprintln!("plotted the results into {}", path.display());
+    Ok(())
 }
 
 /// `LABEL=DIR` or `DIR` (labelled by its directory name).
@@ -239,7 +276,7 @@ fn print_report(
     rss: &[Vec<Option<f64>>],
     bw: f64,
     threads: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Medians> {
     let med = |t: &Option<Vec<Duration>>| t.as_ref().map(|v| median(v.iter().map(ms).collect()));
     println!(
         "totoc bench: {} engine(s), {} points of context per series, median of {} interleaved runs, {threads} threads",
@@ -262,6 +299,7 @@ fn print_report(
     }
     println!("{header}");
     let mut json_rows = serde_json::Map::new();
+    let mut medians = Medians::new();
     for (wi, w) in WORKLOADS.iter().enumerate() {
         let meds: Vec<Option<f64>> = benches.iter().map(|b| med(&b.times[wi])).collect();
         let mut line = format!("{:<20} {:>6} {:>7} {:>7}", w.name, w.series, w.samples, w.horizon);
@@ -283,6 +321,7 @@ fn print_report(
             );
         }
         println!("{line}");
+        medians.push((meds.clone(), r));
         json_rows.insert(
             w.name.into(),
             json!({"series": w.series, "samples": w.samples, "horizon": w.horizon, "separate_calls": w.separate_calls,
@@ -340,7 +379,7 @@ fn print_report(
             "workloads": json_rows, "reference": reference});
         exporter::fsutil::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
-    Ok(())
+    Ok(medians)
 }
 
 fn ms(d: &Duration) -> f64 {

@@ -2,7 +2,7 @@
 //! checks them all against the engine before running any (a bad one stops the run with nothing written),
 //! forecasts them in groups (the engine packs each group onto its graphs; a progress bar on a terminal), writes
 //! the forecasts, and ends with a summary line on stderr: series, points, time, series/s, and the share of the
-//! time spent outside the engine.
+//! time spent outside the engine. `--plot` also draws them ([`crate::plot`]).
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::{ForecastArgs, FormatArg, TimestampUnitArg};
 use crate::data::timestamps::{parse_freq, EpochUnit};
 use crate::data::{self, write, Format, Place, ReadOptions};
+use crate::plot;
 
 /// Series per `Engine::forecast` call: large enough for the engine to pack its batches, small enough that the
 /// progress bar moves and the responses in flight stay bounded.
@@ -42,6 +43,7 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         (Place::Std, None) => None,
         (place, given) => Some(place.format(given.map(format), "--output-format")?),
     };
+    let chart = a.plot.as_ref().map(|p| plot::check(p, &a.plot_options)).transpose()?;
 
     let load_start = Instant::now();
     let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
@@ -118,10 +120,13 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         write_time.as_secs_f64(),
         load_time.as_secs_f64(),
     );
+    if let (Some(path), Some(chart)) = (&a.plot, &chart) {
+        plot::forecasts(path, chart, &dataset, &responses, &plot::about(&engine, &a.engine))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn format(f: FormatArg) -> Format {
+pub(super) fn format(f: FormatArg) -> Format {
     match f {
         FormatArg::Json => Format::Json,
         FormatArg::Jsonl => Format::JsonLines,
@@ -130,7 +135,7 @@ fn format(f: FormatArg) -> Format {
     }
 }
 
-fn epoch_unit(u: TimestampUnitArg) -> EpochUnit {
+pub(super) fn epoch_unit(u: TimestampUnitArg) -> EpochUnit {
     match u {
         TimestampUnitArg::S => EpochUnit::Seconds,
         TimestampUnitArg::Ms => EpochUnit::Millis,

@@ -3,6 +3,7 @@ mod bench;
 mod build_engine;
 mod export;
 mod forecast;
+mod plot;
 mod verify;
 
 use std::process::ExitCode;
@@ -15,6 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BuildEngine(a) => build_engine::run(a),
         Command::Forecast(a) => forecast::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::Plot(a) => plot::run(a),
         Command::Bench(a) => bench::run(a),
     }
 }

@@ -10,12 +10,14 @@
 //! * Out ([`write`]): JSON / JSON Lines responses, or long CSV / Parquet tables with the input's id and timestamp
 //!   column names, the point forecast, one column per quantile and, when asked, the sample paths; future
 //!   timestamps continue each series at its frequency.
+//! * Back in ([`forecast_in`]): saved forecasts (JSON responses, forecast tables) read back for `totoc plot`.
 //! * Errors ([`error`]): one style for every format: `FILE:LINE` (or `FILE: series ID`), the problem, the fix.
 //!
 //! The formats are specified in `docs/formats.md`.
 
 pub mod csv_in;
 pub mod error;
+pub mod forecast_in;
 pub mod json;
 pub mod layout;
 pub mod parquet_in;

@@ -114,8 +114,8 @@ pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(La
 }
 
 /// The id column of one batch.
-struct Ids<'a> {
-    column: &'a str,
+pub(super) struct Ids<'a> {
+    pub(super) column: &'a str,
     values: IdValues<'a>,
 }
 
@@ -125,7 +125,7 @@ enum IdValues<'a> {
 }
 
 impl<'a> Ids<'a> {
-    fn new(array: &'a ArrayRef, column: &'a str, source: &str) -> Result<Self> {
+    pub(super) fn new(array: &'a ArrayRef, column: &'a str, source: &str) -> Result<Self> {
         let values = if let Some(dict) = array.as_any_dictionary_opt() {
             let texts =
                 text_values(dict.values()).ok_or_else(|| bad_id_type(array.data_type(), column, source))?;
@@ -145,7 +145,7 @@ impl<'a> Ids<'a> {
         Ok(Ids { column, values })
     }
 
-    fn get(&self, r: usize) -> Option<IdRef<'a>> {
+    pub(super) fn get(&self, r: usize) -> Option<IdRef<'a>> {
         match &self.values {
             IdValues::Text(v) => v[r].map(IdRef::Str),
             IdValues::Int(v) => v[r].map(IdRef::Int),
@@ -162,7 +162,7 @@ fn bad_id_type(t: &DataType, column: &str, source: &str) -> DataError {
 }
 
 /// A text column's values (null = `None`), or `None` when it is not text.
-fn text_values(array: &ArrayRef) -> Option<Vec<Option<&str>>> {
+pub(super) fn text_values(array: &ArrayRef) -> Option<Vec<Option<&str>>> {
     if let Some(a) = array.as_string_opt::<i32>() {
         Some(a.iter().collect())
     } else if let Some(a) = array.as_string_opt::<i64>() {
@@ -173,7 +173,7 @@ fn text_values(array: &ArrayRef) -> Option<Vec<Option<&str>>> {
 }
 
 /// An integer column's values widened to i64, or `None` when it is not an integer column (or a u64 overflows).
-fn integers(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
+pub(super) fn integers(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
     fn widen<T: ArrowPrimitiveType>(array: &ArrayRef) -> Option<Vec<Option<i64>>>
     where
         T::Native: TryInto<i64>,
@@ -201,7 +201,7 @@ fn integers(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
 }
 
 /// The timestamps of one batch; a null or unreadable one is an error naming its row.
-fn stamps(
+pub(super) fn stamps(
     array: &ArrayRef,
     column: &str,
     source: &str,
@@ -290,7 +290,12 @@ fn zone(tz: Option<&Arc<str>>) -> (Offset, StampStyle) {
 
 /// A target column of one batch as f32 values: null and NaN are missing; infinities and values beyond f32 are
 /// errors naming the row.
-fn numbers(array: &ArrayRef, column: &str, source: &str, first_row: u64) -> Result<Vec<Option<f32>>> {
+pub(super) fn numbers(
+    array: &ArrayRef,
+    column: &str,
+    source: &str,
+    first_row: u64,
+) -> Result<Vec<Option<f32>>> {
     let f64s: Vec<Option<f64>> = match array.data_type() {
         DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
         DataType::Float32 => array.as_primitive::<Float32Type>().iter().map(|x| x.map(f64::from)).collect(),

@@ -252,10 +252,12 @@ impl TimeAxis {
     /// The timestamps of steps `1..=horizon` after the last one, in the last one's style and offset. `None` when
     /// a step falls outside the range of timestamps (year 9999).
     pub fn future(&self, horizon: usize) -> Option<Vec<Stamp>> {
-        (1..=horizon as i64).map(|k| self.step(k)).collect()
+        (1..=horizon as i64).map(|k| self.at(k)).collect()
     }
 
-    fn step(&self, k: i64) -> Option<Stamp> {
+    /// The timestamp `k` steps after the last one (`k` ≤ 0: the series' own grid points, 0 being the last), in
+    /// the last one's style and offset. `None` outside the range of timestamps.
+    pub fn at(&self, k: i64) -> Option<Stamp> {
         let at = match self.freq {
             Freq::Fixed(ns) => {
                 Timestamp::from_nanosecond(self.last.at.as_nanosecond() + ns * k as i128).ok()?
@@ -524,6 +526,11 @@ mod tests {
         );
         // the 30th clamps to February's end and comes back
         assert_eq!(future(&["2023-11-30", "2023-12-30", "2024-01-30"], 2), ["2024-02-29", "2024-03-30"]);
+        // steps back in time (chart axes) land on the same days
+        let a = axis(&["2023-11-30", "2023-12-30", "2024-01-30"]);
+        let back: Vec<String> = (-3..=0).map(|k| a.at(k).unwrap().to_text()).collect();
+        assert_eq!(back, ["2023-10-30", "2023-11-30", "2023-12-30", "2024-01-30"]);
+        assert_eq!(axis(&["2024-01-01", "2024-01-08"]).at(-2).unwrap().to_text(), "2023-12-25");
         let q = grid(&["1959-01-01", "1959-04-01", "1959-07-01", "1960-01-01"]).unwrap();
         assert_eq!((q.freq, q.positions.clone(), q.len), (Freq::Months(3), vec![0, 1, 2, 4], 5));
         assert_eq!(future(&["2008-01-01", "2009-01-01"], 2), ["2010-01-01", "2011-01-01"]);

@@ -5,3 +5,4 @@ mod common;
 mod data;
 mod export;
 mod forecast;
+mod plot;

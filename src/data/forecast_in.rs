@@ -1,0 +1,672 @@
+//! Saved forecasts read back (`totoc plot`): the JSON / JSON Lines responses and the CSV / Parquet forecast tables
+//! that `totoc forecast` writes ([`super::write`]; `docs/formats.md`, "Forecast response" and "Forecast tables").
+//!
+//! A table is read with the column names of the input it was made from ([`Columns`]): its id column, its
+//! timestamp column (or `step`), then `target_name` (several target columns), the point forecast (`mean` or
+//! `median`), the quantile columns (`q0.1`, ...) and the sample paths (`sample_0`, ..., not read). Any other column
+//! is an error, so a table of another shape is not half-read. Each series becomes one [`Saved`] forecast: a
+//! [`ForecastResponse`] as the engine gave it (without samples), its variates' names, and the forecast steps'
+//! timestamps (or step numbers), which the caller checks against the input.
+
+use std::collections::HashMap;
+
+use engines::request::{ForecastResponse, QuantileForecast, RequestId};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use serde_json::Value;
+
+use super::csv_in;
+use super::error::{DataError, Loc, Result};
+use super::layout::{ID_NAMES, TIME_NAMES};
+use super::parquet_in::{integers, numbers, stamps, text_values, Ids};
+use super::series::{series_at, IdRef};
+use super::timestamps::{epoch, parse_text, EpochUnit, Stamp};
+use super::{Columns, Format, Place};
+
+/// One series' saved forecast.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    /// Names it in messages: `FILE: series ID`, `FILE:LINE` (JSON Lines) or `FILE`.
+    pub at: String,
+    /// The point forecast (`mean` or `median`, as saved) and the quantiles; `engine` and `profile` as saved in
+    /// JSON, empty from tables.
+    pub response: ForecastResponse,
+    /// Tables of multivariate series: the variates' `target_name`s, in the response's order.
+    pub variates: Option<Vec<String>>,
+    pub steps: Steps,
+}
+
+/// The forecast steps as the file gives them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Steps {
+    /// Timestamps (JSON `timestamps`, the input's timestamp column).
+    Stamps(Vec<Stamp>),
+    /// Step numbers 1..H (the `step` column of a table made from input without timestamps).
+    Numbers(Vec<i64>),
+    /// JSON without `timestamps`.
+    Absent,
+}
+
+/// Reads the saved forecasts at `place` in `format` (default: its extension). `columns` are those of the input
+/// the forecasts were made from; `unit` reads integer timestamps.
+pub fn read(place: &Place, format: Option<Format>, columns: &Columns, unit: EpochUnit) -> Result<Vec<Saved>> {
+    let source = place.name("stdin");
+    let format = place.format(format, "--forecast-format")?;
+    let bytes = match place {
+        Place::File(p) => std::fs::read(p).map_err(|err| DataError::Io { path: source.clone(), err })?,
+        Place::Std => {
+            return Err(DataError::input(
+                "stdin",
+                "saved forecasts are read from a file",
+                "pass --forecast FILE",
+            ))
+        }
+    };
+    let saved = match format {
+        Format::Json | Format::JsonLines => {
+            let text = std::str::from_utf8(&bytes).map_err(|_| {
+                DataError::input(&source, "the file is not UTF-8 text", "save it as UTF-8 JSON")
+            })?;
+            json(text, format == Format::JsonLines, &source, unit)?
+        }
+        Format::Csv => table(csv_rows(&bytes, &source, columns, unit)?, &source)?,
+        Format::Parquet => table(parquet_rows(bytes.into(), &source, columns, unit)?, &source)?,
+    };
+    if saved.is_empty() {
+        return Err(DataError::input(
+            &source,
+            "there is no forecast in it",
+            "give a file written by totoc forecast",
+        ));
+    }
+    Ok(saved)
+}
+
+// ---- JSON ----
+
+fn json(text: &str, lines: bool, source: &str, unit: EpochUnit) -> Result<Vec<Saved>> {
+    let docs: Vec<(String, &str)> = if lines {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| (Loc::Line(i as u64 + 1).at(source), l))
+            .collect()
+    } else {
+        vec![(source.to_string(), text)]
+    };
+    docs.into_iter().map(|(at, doc)| response(doc, at, unit)).collect()
+}
+
+fn response(text: &str, at: String, unit: EpochUnit) -> Result<Saved> {
+    let mut value: Value = serde_json::from_str(text).map_err(|e| DataError::at(&at, e.to_string()))?;
+    let timestamps = value.as_object_mut().and_then(|o| o.remove("timestamps"));
+    let response: ForecastResponse = serde_json::from_value(value).map_err(|e| {
+        DataError::input(
+            &at,
+            format!("not a forecast response ({e})"),
+            "give a file written by totoc forecast",
+        )
+    })?;
+    if response.mean.is_none() && response.median.is_none() {
+        return Err(DataError::input(
+            &at,
+            "it has neither `mean` nor `median`",
+            "give a file written by totoc forecast",
+        ));
+    }
+    let horizon = check_shape(&response, &at)?;
+    let steps = match timestamps {
+        None | Some(Value::Null) => Steps::Absent,
+        Some(Value::Array(items)) if items.len() == horizon => Steps::Stamps(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let where_ = Loc::Index(i).at(&at);
+                    match item {
+                        Value::String(s) => parse_text(s, unit).map_err(|m| DataError::at(where_, m)),
+                        Value::Number(n) => match n.as_i64() {
+                            Some(x) => epoch(x, unit).map_err(|m| DataError::at(where_, m)),
+                            None => Err(DataError::at(where_, format!("{n} is not an integer epoch"))),
+                        },
+                        other => Err(DataError::at(where_, format!("{other} is not a timestamp"))),
+                    }
+                })
+                .collect::<Result<_>>()?,
+        ),
+        Some(_) => {
+            return Err(DataError::input(
+                &at,
+                "`timestamps` is not an array of one timestamp per forecast step",
+                "give a file written by totoc forecast",
+            ))
+        }
+    };
+    Ok(Saved { at, response, variates: None, steps })
+}
+
+/// The horizon of a response whose point forecast and quantiles are all `[variate][horizon]` of one shape.
+fn check_shape(r: &ForecastResponse, at: &str) -> Result<usize> {
+    let point = r.point();
+    let horizon = point.first().map_or(0, Vec::len);
+    let fix = "give a file written by totoc forecast";
+    if horizon == 0 || point.iter().any(|v| v.len() != horizon) {
+        return Err(DataError::input(at, "the point forecast is empty or ragged", fix));
+    }
+    for q in &r.quantiles {
+        if q.values.len() != point.len() || q.values.iter().any(|v| v.len() != horizon) {
+            return Err(DataError::input(
+                at,
+                format!("quantile {} is not shaped like the point forecast", q.q),
+                fix,
+            ));
+        }
+    }
+    Ok(horizon)
+}
+
+// ---- tables ----
+
+/// The roles of a forecast table's columns (indices into its header).
+struct Roles {
+    id: Option<usize>,
+    time: usize,
+    /// Whether the time column holds `step` numbers (the input had no timestamps).
+    numbered: bool,
+    target_name: Option<usize>,
+    point: (usize, &'static str),
+    /// `(column, level)`.
+    quantiles: Vec<(usize, f64)>,
+}
+
+impl Roles {
+    fn resolve(names: &[String], columns: &Columns, source: &str) -> Result<Roles> {
+        let fix =
+            "plot a forecast table with the input it was made from (same --id-column and --timestamp-column)";
+        let find = |name: &str| names.iter().position(|n| n == name);
+        let id = match &columns.id {
+            Some(name) => Some(find(name).ok_or_else(|| {
+                DataError::input(source, format!("there is no column `{name}`, the input's series ids"), fix)
+            })?),
+            None => None,
+        };
+        let (time_name, numbered) = match &columns.time {
+            Some((name, _)) => (name.as_str(), false),
+            None => ("step", true),
+        };
+        let time = find(time_name).ok_or_else(|| {
+            let what = if numbered {
+                "the step numbers of a forecast made without timestamps"
+            } else {
+                "the input's timestamps"
+            };
+            DataError::input(source, format!("there is no column `{time_name}`, {what}"), fix)
+        })?;
+        let mut roles =
+            Roles { id, time, numbered, target_name: None, point: (0, "mean"), quantiles: Vec::new() };
+        let mut points = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if Some(i) == id || i == time {
+                continue;
+            }
+            match name.as_str() {
+                "target_name" => roles.target_name = Some(i),
+                "mean" => points.push((i, "mean")),
+                "median" => points.push((i, "median")),
+                n if n.strip_prefix("sample_").is_some_and(|k| k.parse::<usize>().is_ok()) => {}
+                n => match n.strip_prefix('q').and_then(|l| l.parse::<f64>().ok()).filter(|l| *l > 0.0 && *l < 1.0) {
+                    Some(level) => roles.quantiles.push((i, level)),
+                    None if columns.id.is_none() && ID_NAMES.iter().any(|c| c.eq_ignore_ascii_case(n)) => {
+                        return Err(DataError::input(source, format!("column `{n}` holds series ids, but the input has none"), fix))
+                    }
+                    None if columns.time.is_none() && TIME_NAMES.iter().any(|c| c.eq_ignore_ascii_case(n)) => {
+                        return Err(DataError::input(source, format!("column `{n}` holds timestamps, but the input has none"), fix))
+                    }
+                    None => {
+                        return Err(DataError::input(
+                            source,
+                            format!("column `{n}` is not a forecast table column"),
+                            "forecast tables hold the id and timestamp (or step) columns, target_name, mean or median, \
+                             q<level> and sample_<n> columns (docs/formats.md); give a table written by totoc forecast",
+                        ))
+                    }
+                },
+            }
+        }
+        roles.point = match points[..] {
+            [one] => one,
+            [] => return Err(DataError::input(source, "there is no `mean` or `median` column", fix)),
+            _ => {
+                return Err(DataError::input(
+                    source,
+                    "it has both a `mean` and a `median` column",
+                    "keep the point forecast the engine wrote",
+                ))
+            }
+        };
+        Ok(roles)
+    }
+}
+
+/// One row of a forecast table.
+struct Row {
+    loc: Loc,
+    id: Option<RequestId>,
+    step: StepValue,
+    variate: Option<String>,
+    point: f32,
+    quantiles: Vec<Option<f32>>,
+}
+
+enum StepValue {
+    Stamp(Stamp),
+    Number(i64),
+}
+
+/// The rows of a table and the roles of its columns.
+struct Rows {
+    roles: Roles,
+    rows: Vec<Row>,
+}
+
+fn csv_rows(bytes: &[u8], source: &str, columns: &Columns, unit: EpochUnit) -> Result<Rows> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(bytes);
+    let csv_err = |e: csv::Error| {
+        let line = e.position().map_or(0, |p| p.line());
+        DataError::input(
+            Loc::Line(line).at(source),
+            e.to_string(),
+            "give a CSV table written by totoc forecast",
+        )
+    };
+    let names: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(str::to_string).collect();
+    let roles = Roles::resolve(&names, columns, source)?;
+    let mut rows = Vec::new();
+    let mut record = csv::StringRecord::new();
+    while reader.read_record(&mut record).map_err(csv_err)? {
+        let loc = Loc::Line(record.position().map_or(0, |p| p.line()));
+        let cell = |i: usize| record.get(i).unwrap_or("");
+        let empty = |i: usize| {
+            DataError::input(
+                loc.at(source),
+                format!("column `{}` is empty", names[i]),
+                "give a table written by totoc forecast",
+            )
+        };
+        let id = match roles.id {
+            Some(i) if cell(i).is_empty() => return Err(empty(i)),
+            Some(i) => Some(RequestId::Str(cell(i).to_string())),
+            None => None,
+        };
+        let t = cell(roles.time);
+        let step =
+            if roles.numbered {
+                StepValue::Number(t.parse().map_err(|_| {
+                    DataError::input(
+                        loc.at(source),
+                        format!("step `{t}` is not a step number"),
+                        "give a table written by totoc forecast",
+                    )
+                })?)
+            } else {
+                StepValue::Stamp(parse_text(t, unit).map_err(|m| {
+                    DataError::at(loc.at(source), format!("column `{}`: {m}", names[roles.time]))
+                })?)
+            };
+        let variate = roles.target_name.map(|i| cell(i).to_string());
+        let (pi, pname) = roles.point;
+        let point = csv_in::number(cell(pi), pname, loc, source)?.ok_or_else(|| empty(pi))?;
+        let quantiles = roles
+            .quantiles
+            .iter()
+            .map(|&(i, _)| csv_in::number(cell(i), &names[i], loc, source))
+            .collect::<Result<_>>()?;
+        rows.push(Row { loc, id, step, variate, point, quantiles });
+    }
+    Ok(Rows { roles, rows })
+}
+
+fn parquet_rows(bytes: bytes::Bytes, source: &str, columns: &Columns, unit: EpochUnit) -> Result<Rows> {
+    let not_parquet = |e: parquet::errors::ParquetError| {
+        DataError::input(
+            source,
+            format!("cannot read it as Parquet ({e})"),
+            "give a Parquet forecast table, or name the format with --forecast-format",
+        )
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
+    let names: Vec<String> = builder.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let roles = Roles::resolve(&names, columns, source)?;
+    let mut wanted: Vec<usize> = roles
+        .id
+        .into_iter()
+        .chain([roles.time, roles.point.0])
+        .chain(roles.target_name)
+        .chain(roles.quantiles.iter().map(|&(i, _)| i))
+        .collect();
+    wanted.sort_unstable();
+    // A projected batch holds the wanted columns in schema order (the sample paths are never decoded).
+    let slot = |i: usize| wanted.binary_search(&i).expect("wanted column");
+    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.iter().copied());
+    let reader = builder.with_projection(mask).build().map_err(not_parquet)?;
+    let mut rows = Vec::new();
+    let mut first_row = 1u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| {
+            DataError::input(source, format!("cannot decode it ({e})"), "check that the file is complete")
+        })?;
+        let at_row = |r: usize| Loc::Row(first_row + r as u64);
+        let ids = roles.id.map(|i| Ids::new(batch.column(slot(i)), &names[i], source)).transpose()?;
+        let time = batch.column(slot(roles.time));
+        let steps: Vec<StepValue> = if roles.numbered {
+            let ints = integers(time).ok_or_else(|| {
+                DataError::input(
+                    source,
+                    "column `step` does not hold integers",
+                    "give a table written by totoc forecast",
+                )
+            })?;
+            ints.iter()
+                .enumerate()
+                .map(|(r, x)| {
+                    x.map(StepValue::Number).ok_or_else(|| {
+                        DataError::input(
+                            at_row(r).at(source),
+                            "column `step` is null",
+                            "give a table written by totoc forecast",
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?
+        } else {
+            stamps(time, &names[roles.time], source, first_row, unit)?
+                .into_iter()
+                .map(StepValue::Stamp)
+                .collect()
+        };
+        let variates = match roles.target_name {
+            Some(i) => Some(text_values(batch.column(slot(i))).ok_or_else(|| {
+                DataError::input(
+                    source,
+                    "column `target_name` does not hold text",
+                    "give a table written by totoc forecast",
+                )
+            })?),
+            None => None,
+        };
+        let (pi, pname) = roles.point;
+        let point = numbers(batch.column(slot(pi)), pname, source, first_row)?;
+        let quantiles: Vec<Vec<Option<f32>>> = roles
+            .quantiles
+            .iter()
+            .map(|&(i, _)| numbers(batch.column(slot(i)), &names[i], source, first_row))
+            .collect::<Result<_>>()?;
+        for (r, step) in steps.into_iter().enumerate() {
+            let null = |column: &str| {
+                DataError::input(
+                    at_row(r).at(source),
+                    format!("column `{column}` is null"),
+                    "give a table written by totoc forecast",
+                )
+            };
+            let id = match &ids {
+                Some(ids) => Some(match ids.get(r).ok_or_else(|| null(ids.column))? {
+                    IdRef::Str(s) => RequestId::Str(s.to_string()),
+                    IdRef::Int(i) => RequestId::Int(i),
+                }),
+                None => None,
+            };
+            let variate = match &variates {
+                Some(v) => Some(v[r].ok_or_else(|| null("target_name"))?.to_string()),
+                None => None,
+            };
+            rows.push(Row {
+                loc: at_row(r),
+                id,
+                step,
+                variate,
+                point: point[r].ok_or_else(|| null(pname))?,
+                quantiles: quantiles.iter().map(|q| q[r]).collect(),
+            });
+        }
+        first_row += batch.num_rows() as u64;
+    }
+    Ok(Rows { roles, rows })
+}
+
+/// Groups a table's rows into one forecast per series: series in order of first appearance, variates in order
+/// of first appearance within their series, steps in file order (the same for every variate).
+fn table(t: Rows, source: &str) -> Result<Vec<Saved>> {
+    struct Group {
+        id: Option<RequestId>,
+        variates: Vec<(Option<String>, Vec<Row>)>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<Option<String>, usize> = HashMap::new();
+    for row in t.rows {
+        let key = row.id.as_ref().map(ToString::to_string);
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push(Group { id: row.id.clone(), variates: Vec::new() });
+            groups.len() - 1
+        });
+        let variates = &mut groups[g].variates;
+        match variates.iter_mut().find(|(name, _)| *name == row.variate) {
+            Some((_, rows)) => rows.push(row),
+            None => variates.push((row.variate.clone(), vec![row])),
+        }
+    }
+    let fix = "give a table written by totoc forecast";
+    let (_, point_name) = t.roles.point;
+    groups
+        .into_iter()
+        .map(|g| {
+            let at = series_at(source, g.id.as_ref());
+            let first = &g.variates[0].1;
+            let steps = match first[0].step {
+                StepValue::Stamp(_) => Steps::Stamps(
+                    first
+                        .iter()
+                        .filter_map(|r| if let StepValue::Stamp(s) = r.step { Some(s) } else { None })
+                        .collect(),
+                ),
+                StepValue::Number(_) => Steps::Numbers(
+                    first
+                        .iter()
+                        .filter_map(|r| if let StepValue::Number(n) = r.step { Some(n) } else { None })
+                        .collect(),
+                ),
+            };
+            for (name, rows) in &g.variates {
+                let same = rows.len() == first.len()
+                    && rows.iter().zip(first).all(|(a, b)| match (&a.step, &b.step) {
+                        (StepValue::Stamp(x), StepValue::Stamp(y)) => x.at == y.at,
+                        (StepValue::Number(x), StepValue::Number(y)) => x == y,
+                        _ => false,
+                    });
+                if !same {
+                    let which = name.as_deref().map_or_else(String::new, |n| format!("target `{n}`: "));
+                    return Err(DataError::input(
+                        rows[0].loc.at(source),
+                        format!("{which}its forecast steps differ from those of the series' first target"),
+                        fix,
+                    ));
+                }
+            }
+            let point: Vec<Vec<f32>> =
+                g.variates.iter().map(|(_, rows)| rows.iter().map(|r| r.point).collect()).collect();
+            let mut quantiles = Vec::new();
+            for (k, &(_, level)) in t.roles.quantiles.iter().enumerate() {
+                let cells: Vec<Vec<Option<f32>>> = g
+                    .variates
+                    .iter()
+                    .map(|(_, rows)| rows.iter().map(|r| r.quantiles[k]).collect())
+                    .collect();
+                let given = cells.iter().flatten().filter(|c| c.is_some()).count();
+                if given == 0 {
+                    continue; // the series did not ask for this level
+                }
+                if given != first.len() * g.variates.len() {
+                    return Err(DataError::input(
+                        &at,
+                        format!("column `q{level}` is empty on some of its rows"),
+                        "give a quantile on every row of a series or on none",
+                    ));
+                }
+                let values = cells.into_iter().map(|v| v.into_iter().flatten().collect()).collect();
+                quantiles.push(QuantileForecast { q: level, values });
+            }
+            let variates = t
+                .roles
+                .target_name
+                .map(|_| g.variates.iter().map(|(n, _)| n.clone().unwrap_or_default()).collect());
+            let response = ForecastResponse {
+                id: g.id,
+                mean: (point_name == "mean").then(|| point.clone()),
+                median: (point_name == "median").then_some(point),
+                quantiles,
+                samples: None,
+                context_truncated: None,
+                buckets: Vec::new(),
+                profile: String::new(),
+                engine: String::new(),
+            };
+            Ok(Saved { at, response, variates, steps })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use engines::request::{Limits, Overrides};
+
+    use super::super::{parse, write, Dataset, ReadOptions, TimeKind};
+    use super::*;
+
+    fn dataset(csv: &str) -> Dataset {
+        let o = Overrides { horizon: Some(2), ..Overrides::default() };
+        parse(csv.as_bytes().to_vec(), Format::Csv, "in.csv", &ReadOptions::default(), &o, &Limits::default())
+            .unwrap()
+    }
+
+    fn response(id: &str, point: Vec<Vec<f32>>, median: bool, q: bool) -> ForecastResponse {
+        let shift = |d: f32| point.iter().map(|v| v.iter().map(|x| x + d).collect()).collect();
+        ForecastResponse {
+            id: Some(RequestId::Str(id.into())),
+            mean: (!median).then(|| point.clone()),
+            median: median.then(|| point.clone()),
+            quantiles: if q {
+                vec![
+                    QuantileForecast { q: 0.1, values: shift(-1.0) },
+                    QuantileForecast { q: 0.9, values: shift(1.0) },
+                ]
+            } else {
+                Vec::new()
+            },
+            samples: None,
+            context_truncated: None,
+            buckets: Vec::new(),
+            profile: "p".into(),
+            engine: "cpu (onnxruntime 1.31.1)".into(),
+        }
+    }
+
+    /// Writes `rs` for `d` in `format` to a temporary file and reads it back.
+    fn round_trip(d: &Dataset, rs: &[ForecastResponse], format: Format, point: &str) -> Vec<Saved> {
+        let dir = tempfile::tempdir().unwrap();
+        let ext = match format {
+            Format::Json => "json",
+            Format::JsonLines => "jsonl",
+            Format::Csv => "csv",
+            Format::Parquet => "parquet",
+        };
+        let path = dir.path().join(format!("f.{ext}"));
+        std::fs::write(&path, write::to_bytes(d, rs, format, point).unwrap()).unwrap();
+        read(&Place::File(path), None, &d.columns, EpochUnit::Seconds).unwrap()
+    }
+
+    #[test]
+    fn every_format_reads_back_what_forecast_wrote() {
+        let d = dataset("unique_id,ds,y\na,2024-01-30,1\na,2024-01-31,2\nb,2023-12-31,3\nb,2024-01-31,4\n");
+        // b did not ask for quantiles: its q columns are empty in tables
+        let rs = vec![
+            response("a", vec![vec![1.5, 2.5]], true, true),
+            response("b", vec![vec![10.0, 20.0]], true, false),
+        ];
+        for format in [Format::JsonLines, Format::Csv, Format::Parquet] {
+            let saved = round_trip(&d, &rs, format, "median");
+            assert_eq!(saved.len(), 2, "{format:?}");
+            for (s, r) in saved.iter().zip(&rs) {
+                assert_eq!(
+                    s.response.id.as_ref().map(ToString::to_string),
+                    r.id.as_ref().map(ToString::to_string)
+                );
+                assert_eq!((&s.response.median, &s.response.mean), (&r.median, &None), "{format:?}");
+                assert_eq!(s.response.quantiles, r.quantiles, "{format:?}");
+                assert_eq!(s.variates, None);
+            }
+            let Steps::Stamps(st) = &saved[1].steps else { panic!("{format:?}: {:?}", saved[1].steps) };
+            assert_eq!(st.iter().map(|s| s.to_text()).collect::<Vec<_>>(), ["2024-02-29", "2024-03-31"]);
+            assert_eq!(saved[1].at.ends_with("series b"), format != Format::JsonLines);
+        }
+        let saved = round_trip(&d, &rs, Format::JsonLines, "median");
+        assert_eq!(saved[0].response.engine, "cpu (onnxruntime 1.31.1)");
+        assert_eq!(saved[1].at.rsplit('/').next().unwrap(), "f.jsonl:2");
+    }
+
+    #[test]
+    fn multivariate_tables_without_timestamps() {
+        let d = dataset("cpu,mem\n1,2\n3,4\n");
+        assert_eq!(d.columns.time, None);
+        let mut r = response("x", vec![vec![1.0, 2.0], vec![3.0, 4.0]], false, true);
+        r.id = None;
+        for format in [Format::Csv, Format::Parquet] {
+            let saved = round_trip(&d, std::slice::from_ref(&r), format, "mean");
+            assert_eq!(saved.len(), 1);
+            assert_eq!(saved[0].variates.as_deref(), Some(&["cpu".to_string(), "mem".to_string()][..]));
+            assert_eq!(saved[0].response.mean, r.mean);
+            assert_eq!(saved[0].response.quantiles, r.quantiles);
+            assert_eq!(saved[0].steps, Steps::Numbers(vec![1, 2]));
+        }
+    }
+
+    #[test]
+    fn tables_of_another_shape_are_refused_with_the_fix() {
+        let columns = Columns { id: Some("unique_id".into()), time: Some(("ds".into(), TimeKind::Text)) };
+        let err = |csv: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f.csv");
+            std::fs::write(&path, csv).unwrap();
+            read(&Place::File(path), None, &columns, EpochUnit::Seconds).unwrap_err().to_string()
+        };
+        assert!(err("id,ds,mean\na,2024-01-01,1\n")
+            .contains("there is no column `unique_id`, the input's series ids; plot"));
+        assert!(
+            err("unique_id,step,mean\na,1,1\n").contains("there is no column `ds`, the input's timestamps")
+        );
+        assert!(err("unique_id,ds,AutoARIMA\na,2024-01-01,1\n")
+            .contains("column `AutoARIMA` is not a forecast table column"));
+        let no_ids = Columns { id: None, time: columns.time.clone() };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.csv");
+        std::fs::write(&path, "unique_id,ds,mean\na,2024-01-01,1\n").unwrap();
+        let e = read(&Place::File(path), None, &no_ids, EpochUnit::Seconds).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "column `unique_id` holds series ids, but the input has none; plot a forecast table with"
+            ),
+            "{e}"
+        );
+        assert!(err("unique_id,ds,q0.1\na,2024-01-01,1\n").contains("there is no `mean` or `median` column"));
+        assert!(err("unique_id,ds,mean,q0.1\na,2024-01-01,1,0\na,2024-01-02,2,\n")
+            .contains("column `q0.1` is empty on some of its rows"));
+        assert!(err("unique_id,ds,mean\na,2024-01-01,\n").contains(":2: column `mean` is empty"));
+        assert!(err("unique_id,ds,mean\na,tomorrow,1\n")
+            .contains(":2: column `ds`: `tomorrow` is not a timestamp"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        std::fs::write(&path, r#"{"quantiles": [], "samples": null, "profile": "p", "engine": "e"}"#)
+            .unwrap();
+        let e = read(&Place::File(path), None, &columns, EpochUnit::Seconds).unwrap_err().to_string();
+        assert!(e.contains("neither `mean` nor `median`"), "{e}");
+    }
+}
