@@ -4,6 +4,7 @@
 mod cli;
 mod cmd;
 mod progress;
+mod serve;
 
 use std::process::ExitCode;
 

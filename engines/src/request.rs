@@ -80,6 +80,31 @@ impl ForecastRequest {
     }
 }
 
+/// A request's fields as a client gave them, before validation: what a server decoding another wire format
+/// (e.g. Open Inference Protocol tensors) builds, to get the same checks and defaults as a JSON request via
+/// [`ForecastRequest::from_fields`]. `None` means "not given".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestFields {
+    pub id: Option<RequestId>,
+    pub target: Vec<Vec<Option<f32>>>,
+    pub id_mask: Option<Vec<i64>>,
+    pub horizon: Option<usize>,
+    pub samples: Option<usize>,
+    pub quantiles: Option<Vec<f64>>,
+    pub seed: Option<u64>,
+    pub strict_context: Option<bool>,
+}
+
+impl ForecastRequest {
+    /// Validates `fields` exactly as a JSON request with those fields is validated (same defaults, same errors
+    /// naming `at`).
+    pub fn from_fields(fields: RequestFields, at: &str, limits: &Limits) -> Result<ForecastRequest> {
+        let RequestFields { id, target, id_mask, horizon, samples, quantiles, seed, strict_context } = fields;
+        let raw = RawRequest { id, target, id_mask, horizon, samples, quantiles, seed, strict_context };
+        validate(raw, at, &Overrides::default(), limits)
+    }
+}
+
 /// The request as written (JSON / JSON Lines).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -487,6 +512,26 @@ mod tests {
             assert!(msg.starts_with("req.json: "), "{msg}");
             assert!(msg.contains(want), "{text}\n  gave: {msg}\n  want: {want}");
         }
+    }
+
+    #[test]
+    fn fields_validate_like_the_json_they_stand_for() {
+        let text = r#"{"target": [[1.5, null, 3]], "horizon": 4, "samples": 8, "seed": 2}"#;
+        let fields = RequestFields {
+            target: vec![vec![Some(1.5), None, Some(3.0)]],
+            horizon: Some(4),
+            samples: Some(8),
+            seed: Some(2),
+            ..RequestFields::default()
+        };
+        let limits = Limits { max_samples: 512 };
+        assert_eq!(
+            ForecastRequest::from_fields(fields.clone(), "req.json", &limits).unwrap(),
+            json(text).unwrap()
+        );
+        let bad = RequestFields { target: vec![vec![None]], ..fields };
+        let e = ForecastRequest::from_fields(bad, "input `target`", &limits).unwrap_err().to_string();
+        assert_eq!(e, "input `target`: variate 0 has no observed point (all null); drop it or give it at least one value");
     }
 
     #[test]

@@ -19,6 +19,7 @@ const CASES: [(&str, usize, usize); 4] =
     [("mean_h336", 0, 336), ("samples256_h64", 256, 64), ("samples64_h336", 64, 336), ("mean_h64", 0, 64)];
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let engine = a.engine.clone().context("--engine DIR is required (or use `totoc bench serve`)")?;
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -28,8 +29,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     engines::runtime::set_intra_threads(a.threads);
-    let bundle = EngineBundle::load(&a.engine, a.ort.ort_lib.as_deref())
-        .with_context(|| format!("loading engine {}", a.engine.display()))?;
+    let bundle = EngineBundle::load(&engine, a.ort.ort_lib.as_deref())
+        .with_context(|| format!("loading engine {}", engine.display()))?;
     let weight_bytes = 4 * param_count(&bundle.manifest().model) as u64;
     let mut f = Forecaster::new(bundle);
     let series = bench_series(a.context);
@@ -77,7 +78,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
 
     println!(
         "totoc bench: {} ({}), 1 series × {} points, median of {} runs",
-        a.engine.display(),
+        engine.display(),
         f.engine_label(),
         a.context,
         a.runs
@@ -117,7 +118,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         ref_rss.map(|r| format!("; toto-ts {r:.0} MB")).unwrap_or_default()
     );
     if let Some(path) = &a.json {
-        let doc = json!({"engine": a.engine, "runs": a.runs, "context": a.context, "cases": out_cases,
+        let doc = json!({"engine": engine, "runs": a.runs, "context": a.context, "cases": out_cases,
             "decode_step_ms": step, "prefill_ms": pre, "floor_ms": floor_ms, "read_bandwidth_gbs": bw,
             "weight_bytes": weight_bytes, "peak_rss_mb": rss_mb, "rss_after_runs_mb": rss_now_mb, "reference": reference});
         exporter::fsutil::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
@@ -143,7 +144,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// A deterministic daily-seasonal series with trend and noise, like the reference harness's.
-fn bench_series(n: usize) -> Vec<Option<f32>> {
+/// The benchmark series: a trend, a daily cycle and seeded noise (`n` points, no missing ones).
+pub(crate) fn bench_series(n: usize) -> Vec<Option<f32>> {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     (0..n)
         .map(|t| {

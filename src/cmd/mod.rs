@@ -1,13 +1,15 @@
 //! One module per subcommand.
 mod bench;
+mod bench_serve;
 mod build_engine;
 mod export;
 mod forecast;
+mod serve;
 mod verify;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BenchCommand, Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -15,6 +17,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BuildEngine(a) => build_engine::run(a),
         Command::Forecast(a) => forecast::run(a),
         Command::Verify(a) => verify::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => match a.command {
+            Some(BenchCommand::Serve(s)) => bench_serve::run(s),
+            None => bench::run(a),
+        },
+        Command::Serve(a) => serve::run(a),
     }
 }
