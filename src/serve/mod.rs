@@ -23,6 +23,8 @@ pub mod grpc;
 pub mod kserve;
 pub mod metrics;
 pub mod model;
+#[cfg(test)]
+mod props;
 pub mod readiness;
 pub mod routes;
 pub mod service;
