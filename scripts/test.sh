@@ -4,7 +4,8 @@
 # that the committed fixtures still match what toto-ts 0.2.0 produces.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
-# and the toto-ts reference venv (~3.3 GB download once; skip the live check with TOTOC_SKIP_LIVE_REFERENCE=1).
+# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), and the
+# toto-ts reference venv (~3.3 GB download once; skip the live check with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,11 @@ export TOTOC_ORT_LIB
 echo "== setting up the ONNX checker venv"
 TOTOC_ONNX_PYTHON=$(scripts/setup-onnx-checker.sh)
 export TOTOC_ONNX_PYTHON
+echo "== setting up the tritonclient venv"
+TOTOC_SERVE_PYTHON=$(scripts/setup-serve-venv.sh)
+export TOTOC_SERVE_PYTHON
+# Tests that need one of these venvs fail instead of skipping when it is missing.
+export TOTOC_STRICT_TESTS=1
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
