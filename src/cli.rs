@@ -244,8 +244,8 @@ pub struct BenchServeArgs {
     /// Sample paths per request (0: mean forecast).
     #[arg(long, default_value_t = 0)]
     pub samples: usize,
-    /// The server's --queue-delay-ms.
-    #[arg(long, default_value_t = 2.0)]
+    /// The server's --queue-delay-ms (0 for the overhead figure: nothing waits on purpose).
+    #[arg(long, default_value_t = 0.0)]
     pub queue_delay_ms: f64,
     /// The server's --max-batch.
     #[arg(long, default_value_t = 64)]
