@@ -91,7 +91,11 @@ impl Readiness {
 /// Runs the gate (blocking: call it off the async runtime) and records the outcome in `readiness` and
 /// `metrics`.
 pub fn run_gate(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
-    let phase = gate(engine, metrics);
+    // An engine that panics on its own warm-up or golden cases is not ready (and the server stays up to say so).
+    let phase = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(engine, metrics)))
+        .unwrap_or_else(|_| {
+            Phase::Failed("the engine panicked during warm-up or a golden case (a bug in totoc)".into())
+        });
     match &phase {
         Phase::Ready { verified: true, summary } => tracing::info!("ready: {summary}"),
         Phase::Ready { verified: false, summary } => tracing::warn!("ready, UNVERIFIED: {summary}"),

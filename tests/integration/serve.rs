@@ -569,6 +569,21 @@ fn bad_requests_get_4xx_with_a_reason() {
         assert!(err.contains(needle), "{url} {body:.80}\n  gave: {err}\n  want: {needle}");
         assert_eq!(h["content-type"], "application/json");
     }
+    // A chunked body (no Content-Length) over the limit is cut off at the limit, not read to the end.
+    let mut tcp = std::net::TcpStream::connect(&s.http).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(tcp, "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
+    let chunk = "9".repeat(8192);
+    for _ in 0..10 {
+        if write!(tcp, "{:x}\r\n{chunk}\r\n", chunk.len()).is_err() {
+            break;
+        }
+    }
+    let _ = write!(tcp, "0\r\n\r\n");
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut tcp, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("exceeds the server's limit"), "{answer}");
     // A method the route does not take.
     let (status, body) = get(&v1);
     assert_eq!(status, 405, "{body}");
