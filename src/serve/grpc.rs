@@ -346,17 +346,11 @@ impl GrpcInferenceService for Grpc {
             let svc = &self.svc;
             svc.check_model(&r.model_name, Some(&r.model_version))?;
             let _slot = svc.enter()?;
-            let spec = svc.spec.clone();
-            let engine = svc.engine.clone();
             // Decoding a large message is CPU work: keep it off the runtime's workers.
+            let svc2 = svc.clone();
             let mut plan = tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-                let mut plan = model::plan(&spec, decode_infer(r)?)?;
-                let batched = plan.series() > 1;
-                for (i, req) in plan.requests.iter_mut().enumerate() {
-                    let at =
-                        if batched { format!("input `target` series {i}") } else { "input `target`".into() };
-                    engine.admit(req, &at).map_err(ServeError::from)?;
-                }
+                let mut plan = model::plan(&svc2.spec, decode_infer(r)?)?;
+                svc2.admit_plan(&mut plan)?;
                 Ok(plan)
             })
             .await

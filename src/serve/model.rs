@@ -168,6 +168,14 @@ fn level_from_f32(x: f32) -> f64 {
 
 const INPUTS: &str = "target, id_mask, lengths, quantile_levels";
 
+fn series_label(batched: bool, i: usize) -> String {
+    if batched {
+        format!("input `target` series {i}")
+    } else {
+        "input `target`".to_string()
+    }
+}
+
 /// Turns a decoded request into forecast requests (validated like JSON requests), checking every input's
 /// name, datatype and shape. `limits` are the engine's.
 pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
@@ -308,7 +316,7 @@ pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
             .collect();
         let ids =
             id_mask.as_ref().map(|d| if d.len() == v { d.clone() } else { d[s * v..(s + 1) * v].to_vec() });
-        let at = if batched { format!("input `target` series {s}") } else { "input `target`".to_string() };
+        let at = series_label(batched, s);
         let fields = RequestFields {
             id: None,
             target: series,
@@ -368,9 +376,9 @@ pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
 }
 
 impl Plan {
-    /// Series in the request.
-    pub fn series(&self) -> usize {
-        self.requests.len()
+    /// How errors name series `i`: `input `target` series 3`, or `input `target`` for a `[V, T]` target.
+    pub fn label(&self, i: usize) -> String {
+        series_label(self.batched, i)
     }
 
     /// The response tensors for the engine's responses (one per series, in order).

@@ -225,11 +225,7 @@ async fn infer_v2(
     let decode = move || -> Result<_, ServeError> {
         let req = kserve::decode_request(&bytes, header_length.as_deref())?;
         let mut plan = model::plan(&svc2.spec, req)?;
-        let batched = plan.series() > 1;
-        for (i, r) in plan.requests.iter_mut().enumerate() {
-            let at = if batched { format!("input `target` series {i}") } else { "input `target`".into() };
-            svc2.admit(r, &at)?;
-        }
+        svc2.admit_plan(&mut plan)?;
         Ok(plan)
     };
     let mut plan = off_runtime(len, decode).await?;

@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::batcher::Batcher;
 use super::error::{Overload, ServeError};
 use super::metrics::Metrics;
-use super::model::{ModelSpec, VERSION};
+use super::model::{ModelSpec, Plan, VERSION};
 use super::readiness::Readiness;
 use super::shadow::Shadow;
 
@@ -149,6 +149,15 @@ impl Service {
     /// Applies the engine's limits and context policy to one request (`at` names it in errors).
     pub fn admit(&self, req: &mut ForecastRequest, at: &str) -> Result<(), ServeError> {
         self.engine.admit(req, at).map(|_| ()).map_err(ServeError::from)
+    }
+
+    /// Admits every series of a v2 request (see [`Service::admit`]).
+    pub fn admit_plan(&self, plan: &mut Plan) -> Result<(), ServeError> {
+        let labels: Vec<String> = (0..plan.requests.len()).map(|i| plan.label(i)).collect();
+        for (r, at) in plan.requests.iter_mut().zip(&labels) {
+            self.admit(r, at)?;
+        }
+        Ok(())
     }
 
     /// Forecasts admitted requests (one client request's series) through the batcher, by the client's `timeout`
