@@ -137,6 +137,7 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
 
     // 5. Report.
     let one = phases.iter().find(|p| p.clients == 1);
+    // (the first 1-client phase gives the overhead)
     let overhead_ms = one.map(|p| p.p50_ms - engine_ms);
     println!();
     println!(
@@ -175,12 +176,18 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
             a.queue_delay_ms, p.p50_ms, engine_ms, o, p.overhead_p50_ms
         );
     }
-    let ratio = match (phases.iter().find(|p| p.clients == 1), phases.iter().find(|p| p.clients == 8)) {
-        (Some(p1), Some(p8)) => Some(p8.throughput_rps / p1.throughput_rps),
+    // Repeated client counts (`--clients 1,8,1,8`) interleave the phases, so a machine whose speed drifts
+    // affects both sides of the ratio alike; each side is the mean over its phases.
+    let mean_rps = |n: usize| {
+        let v: Vec<f64> = phases.iter().filter(|p| p.clients == n).map(|p| p.throughput_rps).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let ratio = match (mean_rps(1), mean_rps(8)) {
+        (Some(one), Some(eight)) => Some(eight / one),
         _ => None,
     };
     if let Some(r) = ratio {
-        println!("throughput 8 clients / 1 client: {r:.2}×");
+        println!("throughput 8 clients / 1 client: {r:.2}× (mean req/s over the phases of each)");
     }
 
     let mut failed = Vec::new();
