@@ -257,6 +257,10 @@ pub struct BenchServeArgs {
     /// Engine-only timings (in this process, before the server starts) of the same request, for the overhead.
     #[arg(long, default_value_t = 30)]
     pub engine_runs: usize,
+    /// Idle time between the engine-only calls, in ms: one client's requests reach the engine with gaps (the
+    /// HTTP round trip), and an engine called after a gap runs a little slower than back to back.
+    #[arg(long, default_value_t = 1.0)]
+    pub engine_gap_ms: f64,
     /// CPU intra-op threads (server and engine timing).
     #[arg(long)]
     pub threads: Option<usize>,

@@ -1,7 +1,7 @@
 //! `totoc bench serve`: a bounded load test of `totoc serve` on loopback.
 //!
-//! 1. Times the engine alone on the benchmark request (in this process, `--engine-runs` calls, median), then
-//!    frees it.
+//! 1. Times the engine alone on the benchmark request (in this process, `--engine-runs` calls
+//!    `--engine-gap-ms` apart, median), then frees it.
 //! 2. Starts the real server (`totoc serve --addr 127.0.0.1:0`, this binary) and waits for ready.
 //! 3. Per `--clients` value, N closed-loop clients send the same `POST /v1/forecast` request for `--duration-s`
 //!    (or `--max-requests`): throughput, p50/p99 latency, the server's own queue/compute split (its
@@ -98,8 +98,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     // 1. The engine alone.
     let engine_ms = engine_alone(&a, &req)?;
     println!(
-        "engine alone: {:.2} ms median of {} calls ({} points, H={}, {} samples)",
-        engine_ms, a.engine_runs, a.context, a.horizon, a.samples
+        "engine alone: {:.2} ms median of {} calls {} ms apart ({} points, H={}, {} samples)",
+        engine_ms, a.engine_runs, a.engine_gap_ms, a.context, a.horizon, a.samples
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -231,7 +231,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Median wall time of `Engine::forecast` on the request, in ms (after a warm-up call).
+/// Median wall time of `Engine::forecast` on the request, in ms (after the warm-up), calls `--engine-gap-ms`
+/// apart.
 fn engine_alone(a: &BenchServeArgs, req: &ForecastRequest) -> anyhow::Result<f64> {
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, ..LoadOptions::default() };
     let engine =
@@ -240,7 +241,9 @@ fn engine_alone(a: &BenchServeArgs, req: &ForecastRequest) -> anyhow::Result<f64
     let mut admitted = req.clone();
     engine.admit(&mut admitted, "benchmark request")?;
     let mut times = Vec::with_capacity(a.engine_runs.max(1));
+    let gap = Duration::from_secs_f64(a.engine_gap_ms.clamp(0.0, 1000.0) / 1e3);
     for _ in 0..a.engine_runs.max(1) {
+        std::thread::sleep(gap);
         let t = Instant::now();
         let out = engine.forecast(vec![admitted.clone()]);
         times.push(t.elapsed().as_secs_f64() * 1e3);
