@@ -16,9 +16,9 @@ use crate::common::*;
 
 // --- engines and servers
 
-/// Exports `config`'s fixture checkpoint (tiny profiles) with `golden` cases (or none) and builds a CPU engine.
-fn build_engine(config: &str, golden: Option<&Path>) -> PathBuf {
-    let dir = tempfile::tempdir().unwrap().keep();
+/// Exports `config`'s fixture checkpoint (tiny profiles) with `golden` cases (or none) and builds a CPU engine
+/// in `dir`.
+fn build_engine_in(dir: &Path, config: &str, golden: Option<&Path>) -> PathBuf {
     let bundle = dir.join("bundle");
     let mut extra = Vec::new();
     if let Some(g) = golden {
@@ -30,6 +30,13 @@ fn build_engine(config: &str, golden: Option<&Path>) -> PathBuf {
     engine
 }
 
+/// An engine for one test: removed with the returned directory.
+fn build_engine(config: &str, golden: Option<&Path>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = build_engine_in(dir.path(), config, golden);
+    (dir, engine)
+}
+
 fn cases_dir() -> PathBuf {
     root().join("tests/fixtures/tiny/cases")
 }
@@ -37,7 +44,7 @@ fn cases_dir() -> PathBuf {
 /// The tiny engine with its golden set.
 fn engine() -> &'static Path {
     static E: OnceLock<PathBuf> = OnceLock::new();
-    E.get_or_init(|| build_engine("tiny", Some(&cases_dir())))
+    E.get_or_init(|| build_engine_in(&tempfile::tempdir().unwrap().keep(), "tiny", Some(&cases_dir())))
 }
 
 fn case(name: &str) -> Value {
@@ -468,7 +475,7 @@ fn a_corrupted_golden_set_keeps_the_server_unready() {
     let loc = &mut c["reference"]["steps"][1]["loc"][0][3][2];
     *loc = json!(loc.as_f64().unwrap() + 0.01);
     fs::write(tmp.path().join("mean_1v.json"), c.to_string()).unwrap();
-    let bad_engine = build_engine("tiny", Some(tmp.path()));
+    let (_dir, bad_engine) = build_engine("tiny", Some(tmp.path()));
     let s = Server::spawn(&bad_engine, &[]);
     let deadline = Instant::now() + Duration::from_secs(120);
     while !s.log().contains("NOT READY") {
@@ -495,7 +502,7 @@ fn a_corrupted_golden_set_keeps_the_server_unready() {
 
 #[test]
 fn a_bundle_without_golden_cases_is_ready_but_says_unverified() {
-    let plain = build_engine("tiny", None);
+    let (_dir, plain) = build_engine("tiny", None);
     let s = Server::ready(&plain, &[]);
     let (_, meta) = get(&s.url("/v2/models/toto"));
     let meta: Value = serde_json::from_str(&meta).unwrap();
@@ -740,7 +747,7 @@ fn the_shadow_engine_exports_the_observed_error() {
     assert_eq!(metric(&m, "totoc_shadow_error_ratio_max "), 0.0);
     drop(s);
     // A shadow with other weights (the space-wise-first fixture, same shapes) disagrees: the ratio shows it.
-    let other = build_engine("tiny_spacefirst", None);
+    let (_dir, other) = build_engine("tiny_spacefirst", None);
     let s = Server::ready(engine(), &["--shadow-engine", other.to_str().unwrap(), "--shadow-rate", "1"]);
     assert_eq!(post_json(&s.url("/v1/forecast"), &case("mean_1v")["request"]).0, 200);
     let m = wait_for_metric(&s, "totoc_shadow_requests_total{result=\"compared\"}", 1.0);
