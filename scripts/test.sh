@@ -4,8 +4,9 @@
 # that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0) and toto-2 2.0.0 (Toto 2.0) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
-# the toto-ts reference venv (~3.3 GB download once) and the data venv (statsmodels, pandas, pyarrow) that checks
-# the public-data fixtures (skip both live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
+# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), the toto-ts
+# reference venv (~3.3 GB download once), the toto-2 wheels on top of it, and the data venv (statsmodels, pandas,
+# pyarrow) that checks the public-data fixtures (skip the live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,11 @@ export TOTOC_ORT_LIB
 echo "== setting up the ONNX checker venv"
 TOTOC_ONNX_PYTHON=$(scripts/setup-onnx-checker.sh)
 export TOTOC_ONNX_PYTHON
+echo "== setting up the tritonclient venv"
+TOTOC_SERVE_PYTHON=$(scripts/setup-serve-venv.sh)
+export TOTOC_SERVE_PYTHON
+# Tests that need one of these venvs fail instead of skipping when it is missing.
+export TOTOC_STRICT_TESTS=1
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check

@@ -33,8 +33,65 @@ pub enum Command {
     /// `totoc forecast` read and wrote.
     Plot(PlotArgs),
     /// Time engines on reference workloads (one or eight series of --context points; mean forecasts and sample
-    /// paths), interleaved, side by side with toto-ts when given the engines' checkpoint.
+    /// paths), interleaved, side by side with toto-ts when given the engines' checkpoint (`totoc bench serve`:
+    /// load-test `totoc serve`).
     Bench(BenchArgs),
+    /// Serve an engine over HTTP and gRPC: the Open Inference Protocol (KServe v2) and POST /v1/forecast.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Engine bundle directory (from `totoc build-engine`).
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// HTTP address (port 0: any free port; the bound address is printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: std::net::SocketAddr,
+    /// gRPC address (Open Inference Protocol over gRPC), or `off`.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub grpc_addr: String,
+    /// The model name clients address (`/v2/models/NAME/infer`).
+    #[arg(long, default_value = "toto")]
+    pub model_name: String,
+    /// How long the first waiting request may wait for others to share its engine call, in ms.
+    #[arg(long, default_value_t = 2.0)]
+    pub queue_delay_ms: f64,
+    /// Series packed into one engine call at most (a single larger request still runs, alone).
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// Series that may wait for the engine; more are refused with 429 and Retry-After.
+    #[arg(long, default_value_t = 256)]
+    pub queue_capacity: usize,
+    /// Forecast requests received or served at once; more are refused with 503 and Retry-After.
+    #[arg(long, default_value_t = 128)]
+    pub max_in_flight: usize,
+    /// Largest request body (or gRPC message) in bytes; larger ones get 413.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// The longest a request may take, in ms (a client's `timeout` can only shorten it).
+    #[arg(long, default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+    /// On SIGTERM, how long to wait for requests in flight before exiting anyway, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_timeout_s: u64,
+    /// File holding a bearer token every request but the health probes must send (`Authorization: Bearer`).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// A higher-precision engine (e.g. fp32 CPU) to re-run a sample of live requests on.
+    #[arg(long, requires = "shadow_rate")]
+    pub shadow_engine: Option<PathBuf>,
+    /// Fraction of live requests re-run on --shadow-engine (0..=1), when the live engine is idle.
+    #[arg(long, requires = "shadow_engine")]
+    pub shadow_rate: Option<f64>,
+    /// CPU intra-op threads (default: the engine's recorded count, else physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Log lines as JSON objects (default: text). `RUST_LOG` sets the level (default info).
+    #[arg(long)]
+    pub log_json: bool,
+    #[command(flatten)]
+    pub ort: OrtArgs,
 }
 
 /// Where ONNX Runtime comes from (shared by every command that runs graphs).
@@ -261,10 +318,13 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
     /// An engine to time, as LABEL=DIR (or DIR); repeatable: every workload runs on every engine that can serve
     /// it, interleaved run by run, and the first engine is compared with the best of the others.
-    #[arg(long = "engine", required = true, value_name = "LABEL=DIR")]
+    #[arg(long = "engine", value_name = "LABEL=DIR")]
     pub engines: Vec<String>,
     /// Timed runs per workload and engine (the median is reported).
     #[arg(long, default_value_t = 5)]
@@ -297,6 +357,63 @@ pub struct BenchArgs {
     /// Internal: run one workload in this process and print its peak RSS (the parent's RSS probe).
     #[arg(long, hide = true)]
     pub rss_probe: Option<String>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Load-test `totoc serve` on loopback: N concurrent clients for T seconds per phase; throughput, latency,
+    /// batch occupancy, errors, server RSS, and the server's overhead over the engine's own compute time.
+    Serve(BenchServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchServeArgs {
+    /// Engine bundle directory to serve.
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// Concurrent clients per phase (below capacity: every request must succeed).
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    pub clients: Vec<usize>,
+    /// Seconds per phase (at most 120).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration_s: f64,
+    /// Requests per phase at most (the phase also stops at --duration-s).
+    #[arg(long, default_value_t = 20_000)]
+    pub max_requests: usize,
+    /// Context points of each request's series.
+    #[arg(long, default_value_t = 512)]
+    pub context: usize,
+    /// Forecast horizon of each request.
+    #[arg(long, default_value_t = 336)]
+    pub horizon: usize,
+    /// Sample paths per request (0: mean forecast).
+    #[arg(long, default_value_t = 0)]
+    pub samples: usize,
+    /// The server's --queue-delay-ms (0 for the overhead figure: nothing waits on purpose).
+    #[arg(long, default_value_t = 0.0)]
+    pub queue_delay_ms: f64,
+    /// The server's --max-batch.
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// Clients of a final overload phase against a server with a small queue (0: skip it); it must see only
+    /// 200, 429 and 503.
+    #[arg(long, default_value_t = 64)]
+    pub overload_clients: usize,
+    /// Engine-only timings (in this process, before the server starts) of the same request, for the overhead.
+    #[arg(long, default_value_t = 30)]
+    pub engine_runs: usize,
+    /// Idle time between the engine-only calls, in ms: one client's requests reach the engine with gaps (the
+    /// HTTP round trip), and an engine called after a gap runs a little slower than back to back.
+    #[arg(long, default_value_t = 1.0)]
+    pub engine_gap_ms: f64,
+    /// CPU intra-op threads (server and engine timing).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write the results as JSON too.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
     #[command(flatten)]
     pub ort: OrtArgs,
 }

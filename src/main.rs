@@ -6,6 +6,7 @@ mod cmd;
 mod data;
 mod plot;
 mod progress;
+mod serve;
 
 use std::process::ExitCode;
 

@@ -372,6 +372,11 @@ impl Engine {
         v
     }
 
+    /// A bucket's graph name, e.g. `default.decode.n8.t69` (what responses list in `buckets`).
+    pub fn bucket_name(&self, bucket: Bucket) -> String {
+        self.label(bucket).0
+    }
+
     fn shape(&self, req: &ForecastRequest) -> Shape {
         let p = self.manifest().model.patch_size;
         Shape {

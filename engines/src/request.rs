@@ -100,6 +100,14 @@ pub struct RequestFields {
     pub strict_context: Option<bool>,
 }
 
+impl ForecastRequest {
+    /// Validates `fields` exactly as a JSON request with those fields is validated (same defaults, same errors
+    /// naming `at`): what a server decoding another wire format (Open Inference Protocol tensors) builds.
+    pub fn from_fields(fields: RequestFields, at: &str, limits: &Limits) -> Result<ForecastRequest> {
+        fields.validate(at, &Overrides::default(), limits)
+    }
+}
+
 /// Values given on the command line; each replaces the request's own.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
@@ -358,6 +366,26 @@ mod tests {
             assert!(msg.starts_with("req.json: "), "{msg}");
             assert!(msg.contains(want), "{text}\n  gave: {msg}\n  want: {want}");
         }
+    }
+
+    #[test]
+    fn fields_validate_like_the_json_they_stand_for() {
+        let text = r#"{"target": [[1.5, null, 3]], "horizon": 4, "samples": 8, "seed": 2}"#;
+        let fields = RequestFields {
+            target: vec![vec![Some(1.5), None, Some(3.0)]],
+            horizon: Some(4),
+            samples: Some(8),
+            seed: Some(2),
+            ..RequestFields::default()
+        };
+        let limits = Limits { max_samples: 512 };
+        assert_eq!(
+            ForecastRequest::from_fields(fields.clone(), "req.json", &limits).unwrap(),
+            json(text).unwrap()
+        );
+        let bad = RequestFields { target: vec![vec![None]], ..fields };
+        let e = ForecastRequest::from_fields(bad, "input `target`", &limits).unwrap_err().to_string();
+        assert_eq!(e, "input `target`: variate 0 has no observed point (all null); drop it or give it at least one value");
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         bail!("--runs must be at least 1");
     }
     let budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    if a.engines.is_empty() {
+        bail!("give at least one engine to time: --engine LABEL=DIR (repeatable), or `totoc bench serve` to load-test a server");
+    }
     let engines_arg = parse_engines(&a.engines)?;
     if let Some(name) = &a.rss_probe {
         return rss_probe(&a, &engines_arg[0].1, name, budget);
@@ -400,7 +403,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// `count` deterministic daily-seasonal series with trend and noise, like the reference harness's.
-fn bench_series(n: usize, count: usize) -> Vec<Vec<Option<f32>>> {
+pub(crate) fn bench_series(n: usize, count: usize) -> Vec<Vec<Option<f32>>> {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     (0..count)
         .map(|_| {

@@ -1,14 +1,16 @@
 //! One module per subcommand.
 mod bench;
+mod bench_serve;
 mod build_engine;
 mod export;
 mod forecast;
 mod plot;
+mod serve;
 mod verify;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BenchCommand, Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -17,6 +19,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forecast(a) => forecast::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Plot(a) => plot::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => match a.command {
+            Some(BenchCommand::Serve(s)) => bench_serve::run(s),
+            None => bench::run(a),
+        },
+        Command::Serve(a) => serve::run(a),
     }
 }

@@ -1,8 +1,10 @@
 //! End-to-end tests of the `totoc` binary, grouped by theme. They use the committed golden fixtures
 //! (`tests/fixtures/`, made by toto-ts via `tests/reference/`), so they need no Python, except the ONNX checker
-//! test, which uses the venv made by `scripts/setup-onnx-checker.sh`.
+//! test, which uses the venv made by `scripts/setup-onnx-checker.sh`, and the tritonclient test of `serve`, which uses
+//! the venv made by `scripts/setup-serve-venv.sh`.
 mod common;
 mod data;
 mod export;
 mod forecast;
 mod plot;
+mod serve;

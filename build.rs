@@ -1,0 +1,12 @@
+//! Generates the gRPC server of `totoc serve` (the Open Inference Protocol's `inference.GRPCInferenceService`)
+//! from `src/serve/proto/grpc_predict_v2.proto`, with protox (pure Rust, no protoc) and tonic-prost-build.
+fn main() {
+    println!("cargo:rerun-if-changed=src/serve/proto/grpc_predict_v2.proto");
+    let fds = protox::compile(["grpc_predict_v2.proto"], ["src/serve/proto"])
+        .expect("src/serve/proto/grpc_predict_v2.proto must compile");
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .compile_fds(fds)
+        .expect("tonic-prost-build must generate the inference service");
+}

@@ -1,0 +1,61 @@
+//! `totoc serve`: validates the flags into [`crate::serve::Options`] and runs the server.
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use engines::engine::LoadOptions;
+
+use crate::cli::ServeArgs;
+use crate::serve::batcher::BatcherConfig;
+use crate::serve::service::Limits;
+use crate::serve::{self, Options};
+
+pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    serve::run(options(a)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn options(a: ServeArgs) -> anyhow::Result<Options> {
+    let grpc_addr = match a.grpc_addr.as_str() {
+        "off" | "none" => None,
+        s => Some(s.parse().map_err(|_| anyhow::anyhow!("--grpc-addr `{s}` is not HOST:PORT or `off`"))?),
+    };
+    if !(a.queue_delay_ms.is_finite() && (0.0..=10_000.0).contains(&a.queue_delay_ms)) {
+        bail!("--queue-delay-ms {} must be between 0 and 10000", a.queue_delay_ms);
+    }
+    if a.max_batch == 0 || a.queue_capacity == 0 || a.max_in_flight == 0 {
+        bail!("--max-batch, --queue-capacity and --max-in-flight must be at least 1");
+    }
+    if a.max_body_bytes < 1024 {
+        bail!("--max-body-bytes {} is too small for any request; give at least 1024", a.max_body_bytes);
+    }
+    if a.request_timeout_ms == 0 {
+        bail!("--request-timeout-ms must be at least 1");
+    }
+    let shadow_rate = a.shadow_rate.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&shadow_rate) {
+        bail!("--shadow-rate {shadow_rate} must be a fraction in 0..=1");
+    }
+    Ok(Options {
+        engine: a.engine,
+        load: LoadOptions { ort_lib: a.ort.ort_lib, threads: a.threads, ..LoadOptions::default() },
+        addr: a.addr,
+        grpc_addr,
+        model_name: a.model_name,
+        batcher: BatcherConfig {
+            queue_delay: Duration::from_secs_f64(a.queue_delay_ms / 1e3),
+            max_batch: a.max_batch,
+            capacity: a.queue_capacity,
+        },
+        limits: Limits {
+            max_body_bytes: a.max_body_bytes,
+            request_timeout: Duration::from_millis(a.request_timeout_ms),
+            max_in_flight: a.max_in_flight,
+        },
+        token_file: a.token_file,
+        shadow_engine: a.shadow_engine,
+        shadow_rate,
+        shutdown_timeout: Duration::from_secs(a.shutdown_timeout_s),
+        json_logs: a.log_json,
+    })
+}

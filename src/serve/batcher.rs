@@ -1,0 +1,518 @@
+//! [`Batcher`]: dynamic batching onto the engine. Requests from every front end wait in one bounded queue; a
+//! dedicated engine thread packs what is waiting into **one** [`Backend::forecast`] call (one
+//! `Engine::forecast`, which places the series on its shape buckets) and answers each request through its own
+//! oneshot channel. The tokio runtime never blocks on the engine: handlers only take a short lock to enqueue and
+//! then await their channel.
+//!
+//! Policy:
+//! * **Queue delay**: a batch is flushed when the oldest waiting request has waited `queue_delay`, when
+//!   `max_batch` series are waiting, or at shutdown. Requests that arrive while the engine is busy are packed into
+//!   the next call anyway, so even a zero delay batches under load.
+//! * **Bounded queue**: at most `capacity` series wait; a request that does not fit is refused at once (429 with
+//!   `Retry-After`), so memory never grows with load. A request with more series than `capacity` can never fit
+//!   and is a 400.
+//! * **Deadlines**: a request whose deadline passes while queued is answered 503 without running; one whose
+//!   client went away (its receiver dropped) is skipped. Both are dropped before packing, so they cost nothing.
+//! * **Packing**: FIFO; a batch takes whole requests while it holds at most `max_batch` series (the first request
+//!   always goes, whatever its size). Requests are never split or reordered, so a request's series stay together.
+//! * A panic in the engine answers that batch's requests with 500 and the thread carries on.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use engines::engine::Engine;
+use engines::request::{ForecastRequest, ForecastResponse};
+use tokio::sync::oneshot;
+
+use super::error::{Overload, ServeError};
+use super::metrics::{BucketLabels, Metrics};
+
+/// What the batcher forecasts with: the engine, or a stand-in in tests.
+pub trait Backend: Send + Sync + 'static {
+    /// One result per request, in order (as [`Engine::forecast`]).
+    fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>>;
+    /// The graph runs of the last call: (bucket name, rows that held work, the bucket's rows).
+    fn last_runs(&self) -> Vec<(String, usize, usize)> {
+        Vec::new()
+    }
+}
+
+impl Backend for Engine {
+    fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
+        Engine::forecast(self, reqs)
+    }
+
+    fn last_runs(&self) -> Vec<(String, usize, usize)> {
+        self.last_call().iter().map(|r| (self.bucket_name(r.bucket), r.rows_used, r.bucket.rows)).collect()
+    }
+}
+
+/// Batching settings (`--queue-delay-ms`, `--max-batch`, `--queue-capacity`).
+#[derive(Debug, Clone, Copy)]
+pub struct BatcherConfig {
+    pub queue_delay: Duration,
+    /// Series per engine call (a single larger request still runs, alone).
+    pub max_batch: usize,
+    /// Series that may wait.
+    pub capacity: usize,
+}
+
+/// A request's answer: one result per series, and where its time went.
+#[derive(Debug)]
+pub struct Done {
+    pub results: Vec<engines::Result<ForecastResponse>>,
+    pub queue_wait: Duration,
+    /// The engine call that served it (shared with the requests packed beside it).
+    pub compute: Duration,
+    /// Series in that engine call.
+    pub batch_series: usize,
+}
+
+/// Where a job's answer goes.
+type Reply = oneshot::Sender<Result<Done, ServeError>>;
+
+struct Job {
+    requests: Vec<ForecastRequest>,
+    deadline: Instant,
+    enqueued: Instant,
+    span: tracing::Span,
+    request_id: String,
+    reply: Reply,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Job>,
+    /// Series in `queue`.
+    queued: usize,
+    /// The engine thread is inside a forecast call.
+    running: bool,
+    closed: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    config: BatcherConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic never happens while the lock is held (the engine runs outside it); recover anyway.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The queue and its engine thread (see the module docs).
+pub struct Batcher {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Batcher {
+    /// Starts the engine thread.
+    pub fn start(backend: Arc<dyn Backend>, config: BatcherConfig, metrics: Arc<Metrics>) -> Self {
+        let shared = Arc::new(Shared { state: Mutex::default(), wake: Condvar::new(), config, metrics });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("totoc-engine".into())
+            .spawn(move || engine_loop(&s, backend.as_ref()))
+            .expect("spawn the engine thread");
+        Batcher { shared, thread: Mutex::new(Some(thread)) }
+    }
+
+    /// Queues `requests` (one request's series) to be answered by `deadline`; the receiver gets the answer.
+    /// Refuses at once when the queue cannot take them (429) or the batcher is closed (503). The engine thread
+    /// logs for this request in the caller's current span (which carries its request id).
+    pub fn submit(
+        &self,
+        requests: Vec<ForecastRequest>,
+        deadline: Instant,
+        request_id: &str,
+    ) -> Result<oneshot::Receiver<Result<Done, ServeError>>, ServeError> {
+        let span = tracing::Span::current();
+        let cfg = self.shared.config;
+        let n = requests.len();
+        if n > cfg.capacity {
+            return Err(ServeError::bad_request(format!(
+                "the request has {n} series but this server queues at most {}; split it into smaller requests",
+                cfg.capacity
+            )));
+        }
+        let (reply, rx) = oneshot::channel();
+        let mut st = self.shared.lock();
+        if st.closed {
+            self.shared.metrics.reject(Overload::Draining.label());
+            return Err(ServeError::overloaded(Overload::Draining, "the server is shutting down"));
+        }
+        if st.queued + n > cfg.capacity {
+            // Requests whose clients gave up (deadline, disconnect) still hold their place until the engine
+            // thread pops them; drop them now rather than refuse a live request for their sake.
+            let before = st.queue.len();
+            st.queue.retain(|j| !j.reply.is_closed());
+            let dropped = before - st.queue.len();
+            if dropped > 0 {
+                st.queued = st.queue.iter().map(|j| j.requests.len()).sum();
+                self.shared.metrics.abandoned.inc_by(dropped as u64);
+            }
+        }
+        if st.queued + n > cfg.capacity {
+            let queued = st.queued;
+            drop(st);
+            self.shared.metrics.reject(Overload::QueueFull.label());
+            return Err(ServeError::overloaded(
+                Overload::QueueFull,
+                format!(
+                    "the queue is full ({queued} of {} series waiting); retry after the Retry-After delay",
+                    cfg.capacity
+                ),
+            ));
+        }
+        st.queued += n;
+        let request_id = request_id.to_string();
+        st.queue.push_back(Job { requests, deadline, enqueued: Instant::now(), span, request_id, reply });
+        self.shared.metrics.queued_series.set(st.queued as i64);
+        drop(st);
+        self.shared.wake.notify_one();
+        Ok(rx)
+    }
+
+    /// Waits up to `timeout` for the batcher to be idle (nothing queued, no engine call running: when the
+    /// shadow engine may run); false if it stayed busy.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            if st.queue.is_empty() && !st.running {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            st = self.shared.wake.wait_timeout(st, end - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// Stops taking requests, lets the engine thread finish everything queued, and joins it.
+    pub fn close(&self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_all();
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Waits for a batch to be due and takes it (see the module docs), or returns `None` when closed and empty.
+fn next_batch(shared: &Shared) -> Option<Vec<Job>> {
+    let cfg = shared.config;
+    let mut st = shared.lock();
+    loop {
+        let Some(oldest) = st.queue.front().map(|j| j.enqueued) else {
+            if st.closed {
+                return None;
+            }
+            st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        let due = oldest + cfg.queue_delay;
+        let now = Instant::now();
+        if st.queued >= cfg.max_batch || st.closed || now >= due {
+            break;
+        }
+        st = shared.wake.wait_timeout(st, due - now).unwrap_or_else(|p| p.into_inner()).0;
+    }
+    let now = Instant::now();
+    let mut batch = Vec::new();
+    let mut series = 0;
+    while let Some(job) = st.queue.front() {
+        let n = job.requests.len();
+        let gone = job.reply.is_closed();
+        let late = job.deadline <= now;
+        if !gone && !late && !batch.is_empty() && series + n > cfg.max_batch {
+            break;
+        }
+        let job = st.queue.pop_front().expect("front exists");
+        st.queued -= n;
+        if gone {
+            shared.metrics.abandoned.inc();
+        } else if late {
+            shared.metrics.reject(Overload::Deadline.label());
+            let waited = now - job.enqueued;
+            let _ = job.reply.send(Err(ServeError::overloaded(
+                Overload::Deadline,
+                format!("the request's deadline passed after {} ms in the queue", waited.as_millis()),
+            )));
+        } else {
+            series += n;
+            batch.push(job);
+        }
+    }
+    shared.metrics.queued_series.set(st.queued as i64);
+    st.running = !batch.is_empty();
+    Some(batch)
+}
+
+fn engine_loop(shared: &Shared, backend: &dyn Backend) {
+    while let Some(batch) = next_batch(shared) {
+        if batch.is_empty() {
+            continue;
+        }
+        run_batch(shared, backend, batch);
+        shared.lock().running = false;
+        // Wakes `wait_idle` callers (and is harmless to the engine thread itself).
+        shared.wake.notify_all();
+    }
+}
+
+/// One engine call for the whole batch; each job gets its slice of the results.
+fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
+    let m = &shared.metrics;
+    let start = Instant::now();
+    let sizes: Vec<usize> = batch.iter().map(|j| j.requests.len()).collect();
+    let total: usize = sizes.iter().sum();
+    let mut jobs = Vec::with_capacity(batch.len());
+    let mut requests = Vec::with_capacity(total);
+    let mut ids = Vec::with_capacity(batch.len());
+    for job in batch {
+        m.queue_wait_seconds.observe((start - job.enqueued).as_secs_f64());
+        requests.extend(job.requests);
+        ids.push(job.request_id);
+        jobs.push((job.enqueued, job.span, job.reply));
+    }
+    // The batch span lists every request id, so each log line of the call names the requests it served.
+    let batch_span = tracing::info_span!("batch", request_ids = %ids.join(","), series = total);
+    let _entered = batch_span.enter();
+    let outcome = catch_unwind(AssertUnwindSafe(|| backend.forecast(requests)));
+    let compute = start.elapsed();
+    m.compute_seconds.observe(compute.as_secs_f64());
+    m.batch_requests.observe(jobs.len() as f64);
+    let mut results = match outcome {
+        Ok(r) if r.len() == total => r,
+        Ok(r) => {
+            let msg = format!("the engine returned {} results for {total} requests", r.len());
+            tracing::error!("{msg}");
+            fail_all(jobs, &msg);
+            return;
+        }
+        Err(_) => {
+            tracing::error!(series = total, "the engine panicked; its batch is answered with 500");
+            fail_all(jobs, "the engine failed on this batch (a bug in totoc; see the server log)");
+            return;
+        }
+    };
+    // Batch occupancy: series per engine call, and per graph run the share of its bucket's rows that held work
+    // (the engine packs the call onto its shape buckets; a bucket label is one of the engine's fixed graphs).
+    m.batch_series.observe(total as f64);
+    for (bucket, used, rows) in backend.last_runs() {
+        m.bucket_occupancy.get_or_create(&BucketLabels { bucket }).observe(used as f64 / rows.max(1) as f64);
+    }
+    // Answer in order: each job takes the next `n` results.
+    let mut rest = results.split_off(0).into_iter();
+    for ((enqueued, span, reply), n) in jobs.into_iter().zip(sizes) {
+        let mine: Vec<_> = rest.by_ref().take(n).collect();
+        span.in_scope(|| {
+            tracing::debug!(
+                series = n,
+                batch_series = total,
+                queue_ms = (start - enqueued).as_secs_f64() * 1e3,
+                compute_ms = compute.as_secs_f64() * 1e3,
+                "engine call done"
+            )
+        });
+        let _ = reply.send(Ok(Done {
+            results: mine,
+            queue_wait: start - enqueued,
+            compute,
+            batch_series: total,
+        }));
+    }
+}
+
+fn fail_all(jobs: Vec<(Instant, tracing::Span, Reply)>, msg: &str) {
+    for (_, _, reply) in jobs {
+        let _ = reply.send(Err(ServeError::Internal(msg.to_string())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Echoes each request's first value as its mean, records every call's size, and sleeps `delay` per call.
+    struct Echo {
+        calls: Mutex<Vec<usize>>,
+        delay: Duration,
+        panics: AtomicUsize,
+    }
+
+    impl Echo {
+        fn new(delay: Duration) -> Arc<Self> {
+            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0) })
+        }
+    }
+
+    impl Backend for Echo {
+        fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
+            self.calls.lock().unwrap().push(reqs.len());
+            std::thread::sleep(self.delay);
+            if self.panics.load(Ordering::SeqCst) > 0 {
+                self.panics.fetch_sub(1, Ordering::SeqCst);
+                panic!("engine bug");
+            }
+            reqs.into_iter()
+                .map(|r| {
+                    Ok(ForecastResponse {
+                        id: None,
+                        mean: Some(vec![vec![r.target[0][0].unwrap()]]),
+                        median: None,
+                        quantiles: vec![],
+                        samples: None,
+                        context_truncated: None,
+                        buckets: Vec::new(),
+                        profile: "p".into(),
+                        engine: "echo".into(),
+                    })
+                })
+                .collect()
+        }
+    }
+
+    fn series(x: f32) -> ForecastRequest {
+        ForecastRequest {
+            id: None,
+            target: vec![vec![Some(x)]],
+            id_mask: vec![0],
+            horizon: 1,
+            samples: 0,
+            quantiles: vec![],
+            seed: 0,
+            strict_context: false,
+            context_cut: None,
+        }
+    }
+
+    fn config(delay_ms: u64, max_batch: usize, capacity: usize) -> BatcherConfig {
+        BatcherConfig { queue_delay: Duration::from_millis(delay_ms), max_batch, capacity }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    fn wait(rx: oneshot::Receiver<Result<Done, ServeError>>) -> Result<Done, ServeError> {
+        rx.blocking_recv().expect("answered")
+    }
+
+    fn means(d: &Done) -> Vec<f32> {
+        d.results.iter().map(|r| r.as_ref().unwrap().point()[0][0]).collect()
+    }
+
+    #[test]
+    fn requests_within_the_queue_delay_share_one_engine_call_and_keep_their_results() {
+        let echo = Echo::new(Duration::ZERO);
+        let b = Batcher::start(echo.clone(), config(200, 64, 64), Arc::new(Metrics::new()));
+        let rx1 = b.submit(vec![series(1.0), series(2.0)], far(), "t").unwrap();
+        let rx2 = b.submit(vec![series(3.0)], far(), "t").unwrap();
+        let rx3 = b.submit(vec![series(4.0), series(5.0), series(6.0)], far(), "t").unwrap();
+        let (d1, d2, d3) = (wait(rx1).unwrap(), wait(rx2).unwrap(), wait(rx3).unwrap());
+        assert_eq!((means(&d1), means(&d2), means(&d3)), (vec![1.0, 2.0], vec![3.0], vec![4.0, 5.0, 6.0]));
+        assert_eq!(*echo.calls.lock().unwrap(), vec![6]);
+        assert_eq!(d1.batch_series, 6);
+    }
+
+    #[test]
+    fn batches_hold_at_most_max_batch_series_of_whole_requests() {
+        let echo = Echo::new(Duration::ZERO);
+        let b = Batcher::start(echo.clone(), config(300, 3, 64), Arc::new(Metrics::new()));
+        let rxs: Vec<_> = [2, 2, 1, 5]
+            .iter()
+            .map(|&n| b.submit((0..n).map(|i| series(i as f32)).collect(), far(), "t").unwrap())
+            .collect();
+        for rx in rxs {
+            wait(rx).unwrap();
+        }
+        // [2] (2+2 > 3), then [2, 1], then the 5-series request alone.
+        assert_eq!(*echo.calls.lock().unwrap(), vec![2, 3, 5]);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_at_once_and_oversized_requests_are_bad_requests() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let m = Arc::new(Metrics::new());
+        let b = Batcher::start(echo, config(0, 1, 2), m.clone());
+        let first = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        // Let the engine thread take the first request, then fill the queue.
+        std::thread::sleep(Duration::from_millis(50));
+        let _a = b.submit(vec![series(2.0), series(3.0)], far(), "t").unwrap();
+        let e = b.submit(vec![series(4.0)], far(), "t").unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert!(e.to_string().contains("queue is full"), "{e}");
+        let e = b.submit(vec![series(1.0); 3], far(), "t").unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
+        assert!(m.render().contains("totoc_rejected_total{reason=\"queue_full\"} 1"));
+        wait(first).unwrap();
+    }
+
+    #[test]
+    fn abandoned_requests_give_their_place_to_live_ones() {
+        let echo = Echo::new(Duration::ZERO);
+        let b = Batcher::start(echo.clone(), config(300, 64, 2), Arc::new(Metrics::new()));
+        let gone = b.submit(vec![series(1.0), series(2.0)], far(), "t").unwrap();
+        drop(gone);
+        let live = b.submit(vec![series(3.0)], far(), "t").unwrap();
+        assert_eq!(means(&wait(live).unwrap()), vec![3.0]);
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn expired_requests_are_answered_503_without_running() {
+        let echo = Echo::new(Duration::from_millis(200));
+        let b = Batcher::start(echo.clone(), config(0, 1, 8), Arc::new(Metrics::new()));
+        let busy = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let soon = Instant::now() + Duration::from_millis(50);
+        let late = b.submit(vec![series(2.0)], soon, "t").unwrap();
+        let e = wait(late).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.to_string().contains("deadline passed"), "{e}");
+        wait(busy).unwrap();
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn an_engine_panic_fails_its_batch_and_the_thread_carries_on() {
+        let echo = Echo::new(Duration::ZERO);
+        echo.panics.store(1, Ordering::SeqCst);
+        let b = Batcher::start(echo, config(0, 8, 8), Arc::new(Metrics::new()));
+        let e = wait(b.submit(vec![series(1.0)], far(), "t").unwrap()).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let d = wait(b.submit(vec![series(7.0)], far(), "t").unwrap()).unwrap();
+        assert_eq!(means(&d), vec![7.0]);
+    }
+
+    #[test]
+    fn close_finishes_what_is_queued_then_refuses() {
+        let echo = Echo::new(Duration::from_millis(20));
+        let b = Batcher::start(echo, config(10_000, 64, 64), Arc::new(Metrics::new()));
+        let rx = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        b.close();
+        assert_eq!(means(&wait(rx).unwrap()), vec![1.0]);
+        let e = b.submit(vec![series(1.0)], far(), "t").unwrap_err();
+        assert!(e.to_string().contains("shutting down"), "{e}");
+        assert!(b.wait_idle(Duration::ZERO));
+    }
+}

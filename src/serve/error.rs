@@ -1,0 +1,206 @@
+//! [`ServeError`]: every way the server says no, with its HTTP status, gRPC code and `Retry-After`.
+//!
+//! Handlers only decode, call and map errors; the mapping lives here once. An error answers HTTP with
+//! `{"error": "..."}` (the Open Inference Protocol's error object) and gRPC with a status whose message is the
+//! same text. Overload (a full queue: 429; not ready, draining, too many requests in flight or a deadline that
+//! passed in the queue: 503) carries `Retry-After`, so clients and load balancers back off instead of retrying
+//! at once.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+/// Why a request was turned away for load, as the `reason` label of `totoc_rejected_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overload {
+    /// The batcher's queue holds as many series as it may (429).
+    QueueFull,
+    /// The request's deadline passed before the engine got to it (503).
+    Deadline,
+    /// The readiness gate has not passed (or failed) (503).
+    NotReady,
+    /// SIGTERM: the server finishes what it has and takes nothing new (503).
+    Draining,
+    /// More requests are being received or served than `--max-in-flight` (503).
+    InFlight,
+}
+
+impl Overload {
+    pub fn label(self) -> &'static str {
+        match self {
+            Overload::QueueFull => "queue_full",
+            Overload::Deadline => "deadline",
+            Overload::NotReady => "not_ready",
+            Overload::Draining => "draining",
+            Overload::InFlight => "in_flight",
+        }
+    }
+}
+
+/// A failed request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServeError {
+    /// The request is malformed or asks for what the engine cannot do (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No or a wrong bearer token (401).
+    #[error(
+        "missing or wrong bearer token; send `Authorization: Bearer <token>` with the token of --token-file"
+    )]
+    Unauthorized,
+    /// Unknown model, version or route (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// A method the route does not take (405).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body is larger than `--max-body-bytes` (413).
+    #[error("the request body exceeds the server's limit of {limit} bytes; send fewer series per request or raise --max-body-bytes")]
+    PayloadTooLarge { limit: usize },
+    /// A content type or encoding the route does not read (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Overloaded or not serving (429 for a full queue, else 503), with the seconds to wait before retrying.
+    #[error("{message}")]
+    Overloaded { kind: Overload, message: String, retry_after_s: u64 },
+    /// The engine failed on a valid request (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServeError {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        ServeError::BadRequest(msg.into())
+    }
+
+    pub fn overloaded(kind: Overload, message: impl Into<String>) -> Self {
+        let retry_after_s = match kind {
+            Overload::QueueFull | Overload::Deadline | Overload::InFlight => 1,
+            Overload::NotReady => 5,
+            Overload::Draining => 10,
+        };
+        ServeError::Overloaded { kind, message: message.into(), retry_after_s }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServeError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServeError::NotFound(_) => StatusCode::NOT_FOUND,
+            ServeError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ServeError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ServeError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ServeError::Overloaded { kind: Overload::QueueFull, .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServeError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ServeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ServeError::Overloaded { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        }
+    }
+
+    /// The gRPC status code of the same failure.
+    pub fn grpc_code(&self) -> tonic::Code {
+        match self {
+            ServeError::BadRequest(_) | ServeError::UnsupportedMediaType(_) => tonic::Code::InvalidArgument,
+            ServeError::Unauthorized => tonic::Code::Unauthenticated,
+            ServeError::NotFound(_) => tonic::Code::NotFound,
+            ServeError::MethodNotAllowed(_) => tonic::Code::Unimplemented,
+            ServeError::PayloadTooLarge { .. } | ServeError::Overloaded { kind: Overload::QueueFull, .. } => {
+                tonic::Code::ResourceExhausted
+            }
+            ServeError::Overloaded { kind: Overload::Deadline, .. } => tonic::Code::DeadlineExceeded,
+            ServeError::Overloaded { .. } => tonic::Code::Unavailable,
+            ServeError::Internal(_) => tonic::Code::Internal,
+        }
+    }
+
+    /// Whether the failure is the engine's or the server's rather than the client's (logged at `error`).
+    pub fn is_server_fault(&self) -> bool {
+        matches!(self, ServeError::Internal(_))
+    }
+}
+
+/// Engine errors: anything about the request (its values, its size against the engine's limits, the context
+/// policy) is the client's to fix (400); the rest is the engine's (500).
+impl From<engines::Error> for ServeError {
+    fn from(e: engines::Error) -> Self {
+        use engines::Error as E;
+        match e {
+            E::RequestSyntax { .. }
+            | E::MissingField { .. }
+            | E::NoVariates { .. }
+            | E::EmptySeries { .. }
+            | E::RaggedTarget { .. }
+            | E::NonFinite { .. }
+            | E::AllMissing { .. }
+            | E::ZeroHorizon { .. }
+            | E::IdMaskLength { .. }
+            | E::NegativeId { .. }
+            | E::QuantileRange { .. }
+            | E::QuantilesWithoutSamples { .. }
+            | E::TooManySamples { .. }
+            | E::Limit { .. }
+            | E::ContextTooLong { .. }
+            | E::AllMissingAfterCut { .. }
+            | E::Unservable { .. } => ServeError::BadRequest(e.to_string()),
+            other => ServeError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ServeError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.to_string() }).to_string();
+        let mut resp = (self.status(), body).into_response();
+        let headers = resp.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(s) = self.retry_after_s() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if matches!(self, ServeError::Unauthorized) {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+impl From<ServeError> for tonic::Status {
+    fn from(e: ServeError) -> Self {
+        tonic::Status::new(e.grpc_code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_carries_retry_after_and_the_right_status() {
+        let full = ServeError::overloaded(Overload::QueueFull, "queue full");
+        assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
+        let resp = full.into_response();
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        for kind in [Overload::Deadline, Overload::NotReady, Overload::Draining, Overload::InFlight] {
+            let e = ServeError::overloaded(kind, "x");
+            assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+            assert!(e.into_response().headers().contains_key(header::RETRY_AFTER));
+        }
+        let bad = ServeError::bad_request("no").into_response();
+        assert!(!bad.headers().contains_key(header::RETRY_AFTER));
+        assert_eq!(bad.headers()[header::CONTENT_TYPE], "application/json");
+    }
+
+    #[test]
+    fn request_errors_are_the_clients_and_the_rest_the_servers() {
+        let e: ServeError = engines::Error::ZeroHorizon { at: "request".into() }.into();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert!(e.to_string().contains("`horizon` is 0"));
+        let e: ServeError = engines::Error::Session { graph: "g".into(), message: "boom".into() }.into();
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(tonic::Status::from(e).code(), tonic::Code::Internal);
+    }
+}

@@ -1,0 +1,470 @@
+//! The gRPC front end: the Open Inference Protocol's `inference.GRPCInferenceService` (tonic + prost, generated
+//! at build time from `proto/grpc_predict_v2.proto` by protox and tonic-prost-build) over the same [`Service`]
+//! and the same model ([`super::model`]) as REST, so a request gives the same numbers on either port.
+//!
+//! Tensors arrive as typed `contents` or as `raw_input_contents` (what `tritonclient[grpc]` sends by default);
+//! outputs always go back as `raw_output_contents` (little-endian, row-major), as Triton does. The deadline is
+//! the sooner of the call's `grpc-timeout` and the `timeout` parameter (µs). The request id comes from the
+//! `x-request-id` metadata (or is minted) and is echoed in the response metadata; `--token-file` applies to every
+//! RPC but `ServerLive` and `ServerReady`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use super::error::ServeError;
+use super::kserve::{self, InferRequest, InputTensor, Param, RequestedOutput, TensorData};
+use super::metrics::GrpcLabels;
+use super::model::{self, TensorMeta, VERSION};
+use super::service::{request_id, Service};
+
+/// The generated protocol types and service trait.
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    tonic::include_proto!("inference");
+}
+
+use pb::grpc_inference_service_server::{GrpcInferenceService, GrpcInferenceServiceServer};
+use pb::infer_parameter::ParameterChoice;
+
+/// The gRPC service over the shared core.
+pub struct Grpc {
+    svc: Arc<Service>,
+}
+
+/// The tonic service, with message size limits from `--max-body-bytes`.
+pub fn server(svc: Arc<Service>) -> GrpcInferenceServiceServer<Grpc> {
+    let limit = svc.limits.max_body_bytes;
+    GrpcInferenceServiceServer::new(Grpc { svc })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX)
+}
+
+/// The `grpc-timeout` header (gRPC over HTTP/2: up to 8 digits and a unit H, M, S, m, u or n).
+pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+fn bad(msg: impl Into<String>) -> ServeError {
+    ServeError::BadRequest(msg.into())
+}
+
+fn param_from_pb(key: &str, p: &pb::InferParameter) -> Result<Param, ServeError> {
+    match &p.parameter_choice {
+        Some(ParameterChoice::BoolParam(b)) => Ok(Param::Bool(*b)),
+        Some(ParameterChoice::Int64Param(i)) => Ok(Param::Int(*i)),
+        Some(ParameterChoice::Uint64Param(u)) => {
+            Ok(i64::try_from(*u).map(Param::Int).unwrap_or(Param::Float(*u as f64)))
+        }
+        Some(ParameterChoice::DoubleParam(x)) => Ok(Param::Float(*x)),
+        Some(ParameterChoice::StringParam(s)) => Ok(Param::Str(s.clone())),
+        None => Err(bad(format!("parameter `{key}` has no value"))),
+    }
+}
+
+fn param_to_pb(p: &Param) -> pb::InferParameter {
+    let choice = match p {
+        Param::Bool(b) => ParameterChoice::BoolParam(*b),
+        Param::Int(i) => ParameterChoice::Int64Param(*i),
+        Param::Float(x) => ParameterChoice::DoubleParam(*x),
+        Param::Str(s) => ParameterChoice::StringParam(s.clone()),
+    };
+    pb::InferParameter { parameter_choice: Some(choice) }
+}
+
+/// A `ModelInferRequest` as the protocol-neutral [`InferRequest`] (tensors decoded and size-checked).
+pub fn decode_infer(req: pb::ModelInferRequest) -> Result<InferRequest, ServeError> {
+    let raw = req.raw_input_contents;
+    if !raw.is_empty() && raw.len() != req.inputs.len() {
+        return Err(bad(format!(
+            "raw_input_contents has {} entries for {} inputs; give one per input, in order",
+            raw.len(),
+            req.inputs.len()
+        )));
+    }
+    let mut inputs = Vec::with_capacity(req.inputs.len());
+    for (i, t) in req.inputs.into_iter().enumerate() {
+        kserve::check_datatype(&t.name, &t.datatype)?;
+        let (shape, count) = kserve::element_count(&t.name, &t.shape)?;
+        if let Some(k) = t.parameters.keys().next() {
+            return Err(bad(format!(
+                "input `{}`: parameter `{k}` is not taken; inputs take no parameters",
+                t.name
+            )));
+        }
+        let data = if let Some(bytes) = raw.get(i) {
+            if t.contents.is_some() {
+                return Err(bad(format!(
+                    "input `{}` has both `contents` and raw_input_contents; send one",
+                    t.name
+                )));
+            }
+            let want = count as u64 * kserve::element_size(&t.datatype) as u64;
+            if bytes.len() as u64 != want {
+                return Err(bad(format!(
+                    "input `{}`: raw_input_contents has {} bytes but shape {shape:?} of {} takes {want}",
+                    t.name,
+                    bytes.len(),
+                    t.datatype
+                )));
+            }
+            kserve::typed_from_bytes(&t.datatype, bytes)
+        } else {
+            let c = t.contents.ok_or_else(|| {
+                bad(format!("input `{}` has no data: give `contents` or raw_input_contents", t.name))
+            })?;
+            let data = if t.datatype == "INT64" {
+                TensorData::Int64(c.int64_contents)
+            } else {
+                TensorData::Fp32(c.fp32_contents)
+            };
+            if data.count() != count {
+                return Err(bad(format!(
+                    "input `{}`: shape {shape:?} holds {count} elements but its {} contents have {}",
+                    t.name,
+                    t.datatype,
+                    data.count()
+                )));
+            }
+            data
+        };
+        inputs.push(InputTensor { name: t.name, shape, data });
+    }
+    let mut parameters = BTreeMap::new();
+    for (k, v) in &req.parameters {
+        parameters.insert(k.clone(), param_from_pb(k, v)?);
+    }
+    // REST's output encoding switch; gRPC outputs are always raw.
+    parameters.remove("binary_data_output");
+    let outputs = if req.outputs.is_empty() {
+        None
+    } else {
+        let mut v = Vec::with_capacity(req.outputs.len());
+        for o in req.outputs {
+            for (k, p) in &o.parameters {
+                match (k.as_str(), param_from_pb(k, p)?) {
+                    ("binary_data", Param::Bool(_)) | ("classification", Param::Int(0)) => {}
+                    (k, p) => {
+                        return Err(bad(format!("output `{}`: parameter `{k}` = {p} is not taken", o.name)));
+                    }
+                }
+            }
+            v.push(RequestedOutput { name: o.name, binary: Some(true) });
+        }
+        Some(v)
+    };
+    let id = (!req.id.is_empty()).then_some(req.id);
+    Ok(InferRequest { id, parameters, inputs, outputs, binary_data_output: true })
+}
+
+/// An [`kserve::InferResponse`] as a `ModelInferResponse` with raw output contents.
+pub fn encode_infer(resp: kserve::InferResponse) -> pb::ModelInferResponse {
+    let mut outputs = Vec::with_capacity(resp.outputs.len());
+    let mut raw = Vec::with_capacity(resp.outputs.len());
+    for o in resp.outputs {
+        raw.push(o.data.iter().flat_map(|x| x.to_le_bytes()).collect());
+        outputs.push(pb::model_infer_response::InferOutputTensor {
+            name: o.name,
+            datatype: "FP32".into(),
+            shape: o.shape.iter().map(|&d| d as i64).collect(),
+            parameters: HashMap::new(),
+            contents: None,
+        });
+    }
+    pb::ModelInferResponse {
+        model_name: resp.model_name,
+        model_version: resp.model_version,
+        id: resp.id.unwrap_or_default(),
+        parameters: resp.parameters.iter().map(|(k, v)| (k.clone(), param_to_pb(v))).collect(),
+        outputs,
+        raw_output_contents: raw,
+    }
+}
+
+fn tensor_meta(t: TensorMeta) -> pb::model_metadata_response::TensorMetadata {
+    pb::model_metadata_response::TensorMetadata {
+        name: t.name.into(),
+        datatype: t.datatype.into(),
+        shape: t.shape,
+    }
+}
+
+impl Grpc {
+    /// Runs one RPC: request id and span, the token check (unless `open`), metrics and the access log line.
+    async fn call<T, Fut>(
+        &self,
+        method: &'static str,
+        meta: &MetadataMap,
+        open: bool,
+        f: impl FnOnce(String) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        Fut: Future<Output = Result<T, ServeError>>,
+    {
+        let start = Instant::now();
+        let rid = request_id(meta.get("x-request-id").and_then(|v| v.to_str().ok()));
+        let span = tracing::info_span!("request", request_id = %rid);
+        let auth = if open {
+            Ok(())
+        } else {
+            self.svc.authorize(meta.get("authorization").and_then(|v| v.to_str().ok()))
+        };
+        let result = match auth {
+            Ok(()) => f(rid.clone()).instrument(span.clone()).await,
+            Err(e) => Err(e),
+        };
+        let code = result.as_ref().map_or_else(|e| e.grpc_code(), |_| tonic::Code::Ok);
+        let labels = GrpcLabels { method: method.to_string(), code: format!("{code:?}") };
+        self.svc.metrics.grpc_requests.get_or_create(&labels).inc();
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        span.in_scope(|| match &result {
+            Err(e) if e.is_server_fault() => tracing::error!(code = ?code, ms, "gRPC {method}: {e}"),
+            _ if matches!(method, "ServerLive" | "ServerReady") => {
+                tracing::debug!(code = ?code, ms, "gRPC {method}")
+            }
+            _ => tracing::info!(code = ?code, ms, "gRPC {method}"),
+        });
+        let rid_value = MetadataValue::try_from(rid.as_str()).ok();
+        match result {
+            Ok(v) => {
+                let mut r = Response::new(v);
+                if let Some(v) = rid_value {
+                    r.metadata_mut().insert("x-request-id", v);
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                let mut s = Status::from(e);
+                if let Some(v) = rid_value {
+                    s.metadata_mut().insert("x-request-id", v);
+                }
+                Err(s)
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl GrpcInferenceService for Grpc {
+    async fn server_live(
+        &self,
+        req: Request<pb::ServerLiveRequest>,
+    ) -> Result<Response<pb::ServerLiveResponse>, Status> {
+        self.call("ServerLive", req.metadata(), true, |_| async { Ok(pb::ServerLiveResponse { live: true }) })
+            .await
+    }
+
+    async fn server_ready(
+        &self,
+        req: Request<pb::ServerReadyRequest>,
+    ) -> Result<Response<pb::ServerReadyResponse>, Status> {
+        let ready = self.svc.readiness.is_ready();
+        self.call(
+            "ServerReady",
+            req.metadata(),
+            true,
+            |_| async move { Ok(pb::ServerReadyResponse { ready }) },
+        )
+        .await
+    }
+
+    async fn model_ready(
+        &self,
+        req: Request<pb::ModelReadyRequest>,
+    ) -> Result<Response<pb::ModelReadyResponse>, Status> {
+        let (meta, r) = (req.metadata().clone(), req.into_inner());
+        self.call("ModelReady", &meta, false, |_| async move {
+            self.svc.check_model(&r.name, Some(&r.version))?;
+            Ok(pb::ModelReadyResponse { ready: self.svc.readiness.is_ready() })
+        })
+        .await
+    }
+
+    async fn server_metadata(
+        &self,
+        req: Request<pb::ServerMetadataRequest>,
+    ) -> Result<Response<pb::ServerMetadataResponse>, Status> {
+        self.call("ServerMetadata", req.metadata(), false, |_| async {
+            Ok(pb::ServerMetadataResponse {
+                name: "totoc".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                extensions: vec!["binary_tensor_data".into()],
+            })
+        })
+        .await
+    }
+
+    async fn model_metadata(
+        &self,
+        req: Request<pb::ModelMetadataRequest>,
+    ) -> Result<Response<pb::ModelMetadataResponse>, Status> {
+        let (meta, r) = (req.metadata().clone(), req.into_inner());
+        self.call("ModelMetadata", &meta, false, |_| async move {
+            self.svc.check_model(&r.name, Some(&r.version))?;
+            let spec = &self.svc.spec;
+            Ok(pb::ModelMetadataResponse {
+                name: spec.name.clone(),
+                versions: vec![VERSION.into()],
+                platform: model::PLATFORM.into(),
+                inputs: spec.inputs().into_iter().map(tensor_meta).collect(),
+                outputs: spec.outputs().into_iter().map(tensor_meta).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn model_infer(
+        &self,
+        req: Request<pb::ModelInferRequest>,
+    ) -> Result<Response<pb::ModelInferResponse>, Status> {
+        let meta = req.metadata().clone();
+        let grpc_timeout =
+            meta.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout);
+        let r = req.into_inner();
+        self.call("ModelInfer", &meta, false, |rid| async move {
+            let svc = &self.svc;
+            svc.check_model(&r.model_name, Some(&r.model_version))?;
+            let _slot = svc.enter()?;
+            // Decoding a large message is CPU work: keep it off the runtime's workers.
+            let svc2 = svc.clone();
+            let mut plan = tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
+                let mut plan = model::plan(&svc2.spec, decode_infer(r)?)?;
+                svc2.admit_plan(&mut plan)?;
+                Ok(plan)
+            })
+            .await
+            .map_err(|e| ServeError::Internal(format!("decoder task: {e}")))??;
+            let timeout = match (plan.timeout, grpc_timeout) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let requests = std::mem::take(&mut plan.requests);
+            let (responses, _timing) = svc.forecast(requests, timeout, &rid).await?;
+            Ok(encode_infer(plan.respond(&svc.spec.name, &responses)))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pb::model_infer_request::InferInputTensor;
+
+    #[test]
+    fn grpc_timeouts_parse_every_unit() {
+        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("5u"), Some(Duration::from_micros(5)));
+        assert_eq!(parse_grpc_timeout("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        for bad in ["", "m", "1x", "-1m", "123456789m", "1.5S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
+        }
+    }
+
+    fn input(
+        name: &str,
+        datatype: &str,
+        shape: Vec<i64>,
+        contents: Option<pb::InferTensorContents>,
+    ) -> InferInputTensor {
+        InferInputTensor {
+            name: name.into(),
+            datatype: datatype.into(),
+            shape,
+            parameters: HashMap::new(),
+            contents,
+        }
+    }
+
+    #[test]
+    fn raw_and_typed_contents_decode_alike() {
+        let typed = pb::ModelInferRequest {
+            inputs: vec![input(
+                "target",
+                "FP32",
+                vec![1, 2],
+                Some(pb::InferTensorContents { fp32_contents: vec![1.0, f32::NAN], ..Default::default() }),
+            )],
+            parameters: HashMap::from([(
+                "horizon".to_string(),
+                pb::InferParameter { parameter_choice: Some(ParameterChoice::Int64Param(3)) },
+            )]),
+            ..Default::default()
+        };
+        let raw = pb::ModelInferRequest {
+            inputs: vec![input("target", "FP32", vec![1, 2], None)],
+            raw_input_contents: vec![[1.0f32, f32::NAN].iter().flat_map(|x| x.to_le_bytes()).collect()],
+            ..typed.clone()
+        };
+        let (a, b) = (decode_infer(typed).unwrap(), decode_infer(raw).unwrap());
+        assert_eq!(a.parameters["horizon"], Param::Int(3));
+        for r in [&a, &b] {
+            let TensorData::Fp32(d) = &r.inputs[0].data else { panic!() };
+            assert!(d[0] == 1.0 && d[1].is_nan());
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_invalid_arguments() {
+        let cases = [
+            (
+                pb::ModelInferRequest {
+                    inputs: vec![input("target", "FP32", vec![1, 2], None)],
+                    raw_input_contents: vec![vec![0; 4]],
+                    ..Default::default()
+                },
+                "has 4 bytes but shape [1, 2] of FP32 takes 8",
+            ),
+            (
+                pb::ModelInferRequest {
+                    inputs: vec![input("target", "FP32", vec![1], None)],
+                    ..Default::default()
+                },
+                "has no data",
+            ),
+            (
+                pb::ModelInferRequest {
+                    inputs: vec![input("target", "BYTES", vec![1], None)],
+                    ..Default::default()
+                },
+                "datatype BYTES is not taken",
+            ),
+            (
+                pb::ModelInferRequest {
+                    inputs: vec![input("target", "FP32", vec![1], None)],
+                    raw_input_contents: vec![vec![0; 4], vec![0; 4]],
+                    ..Default::default()
+                },
+                "2 entries for 1 inputs",
+            ),
+        ];
+        for (req, want) in cases {
+            let e = decode_infer(req).unwrap_err();
+            assert_eq!(e.grpc_code(), tonic::Code::InvalidArgument);
+            assert!(e.to_string().contains(want), "{e}");
+        }
+    }
+}

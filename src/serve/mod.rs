@@ -1,0 +1,269 @@
+//! `totoc serve`: a forecasting server over one engine that speaks the Open Inference Protocol (KServe v2) over
+//! REST and gRPC, plus the CLI's own format at `POST /v1/forecast`, and proves its own equivalence (a readiness
+//! gate of golden cases, and optionally a shadow engine).
+//!
+//! One module per concern:
+//! * [`routes`] (REST, axum) and [`grpc`] (gRPC, tonic): decode, call [`service::Service`], map errors
+//!   ([`error`]); [`kserve`] is the v2 REST codec (JSON tensors and the binary extension), [`model`] the
+//!   forecaster as a v2 model (inputs → forecast requests → outputs);
+//! * [`batcher`]: the bounded queue and the engine thread that packs concurrent requests into one
+//!   `Engine::forecast` call;
+//! * [`readiness`]: warm-up and golden cases before ready; [`shadow`]: live vs high-precision engine drift;
+//!   [`metrics`]: `GET /metrics`.
+//!
+//! [`run`] loads the engine (a bad bundle fails the command before anything listens), binds both ports and
+//! prints them (`totoc serve: http 127.0.0.1:PORT`, `... grpc ...` on stdout, so `--addr 127.0.0.1:0` works),
+//! runs the readiness gate on its own thread while already answering health probes, and on SIGTERM or SIGINT
+//! stops reporting ready, stops accepting connections, finishes every request in flight (and everything queued),
+//! then exits.
+
+pub mod batcher;
+pub mod error;
+pub mod grpc;
+pub mod kserve;
+pub mod metrics;
+pub mod model;
+#[cfg(test)]
+mod props;
+pub mod readiness;
+pub mod routes;
+pub mod service;
+pub mod shadow;
+
+use std::future::IntoFuture;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use engines::engine::{Engine, LoadOptions};
+
+use batcher::{Batcher, BatcherConfig};
+use metrics::Metrics;
+use model::ModelSpec;
+use readiness::Readiness;
+use service::{Limits, Service};
+use shadow::Shadow;
+
+/// How to run the server (validated `totoc serve` flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub engine: PathBuf,
+    pub load: LoadOptions,
+    pub addr: SocketAddr,
+    /// `None`: no gRPC port.
+    pub grpc_addr: Option<SocketAddr>,
+    pub model_name: String,
+    pub batcher: BatcherConfig,
+    pub limits: Limits,
+    pub token_file: Option<PathBuf>,
+    pub shadow_engine: Option<PathBuf>,
+    pub shadow_rate: f64,
+    pub shutdown_timeout: Duration,
+    pub json_logs: bool,
+}
+
+/// Initialises logging: `RUST_LOG` filters (default `info`), text or JSON lines on stderr.
+fn init_logging(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    // A second init (tests) keeps the first subscriber.
+    let _ = if json { builder.json().flatten_event(true).try_init() } else { builder.try_init() };
+}
+
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading --token-file {}", path.display()))?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        bail!("--token-file {} is empty; put the bearer token in it", path.display());
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        bail!("--token-file {}: the token must be one word without spaces", path.display());
+    }
+    Ok(token)
+}
+
+/// Runs the server until SIGTERM/SIGINT (see the module docs).
+pub fn run(opts: Options) -> anyhow::Result<()> {
+    init_logging(opts.json_logs);
+    let token = opts.token_file.as_deref().map(read_token).transpose()?;
+    let engine = Arc::new(
+        Engine::load(&opts.engine, &opts.load)
+            .with_context(|| format!("loading engine {}", opts.engine.display()))?,
+    );
+    let info = engine.info().clone();
+    tracing::info!(engine = %opts.engine.display(), label = %info.label, model = info.model.as_str(),
+        max_context = info.limits.max_context, max_horizon = info.limits.max_horizon,
+        max_variates = info.limits.max_variates, max_samples = info.limits.max_samples, "engine loaded");
+    let shadow_engine = match &opts.shadow_engine {
+        None => None,
+        Some(dir) => {
+            let e = Engine::load(dir, &opts.load)
+                .with_context(|| format!("loading shadow engine {}", dir.display()))?;
+            if e.info().model != info.model {
+                bail!(
+                    "--shadow-engine {} holds {} but the live engine holds {}; shadow the same model",
+                    dir.display(),
+                    e.info().model.as_str(),
+                    info.model.as_str()
+                );
+            }
+            tracing::info!(engine = %dir.display(), label = %e.info().label, rate = opts.shadow_rate, "shadow engine loaded");
+            Some(Arc::new(e))
+        }
+    };
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8))
+        .thread_name("totoc-io")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(opts, engine, shadow_engine, token))
+}
+
+async fn serve(
+    opts: Options,
+    engine: Arc<Engine>,
+    shadow_engine: Option<Arc<Engine>>,
+    token: Option<String>,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Arc::new(Readiness::default());
+    let batcher = Arc::new(Batcher::start(engine.clone(), opts.batcher, metrics.clone()));
+    let shadow = shadow_engine.map(|e| Shadow::start(e, opts.shadow_rate, batcher.clone(), metrics.clone()));
+    let spec = ModelSpec { name: opts.model_name.clone(), info: engine.info().clone() };
+    let svc = Arc::new(Service::new(
+        engine.clone(),
+        spec,
+        batcher.clone(),
+        readiness.clone(),
+        metrics.clone(),
+        shadow,
+        opts.limits,
+        token.as_deref(),
+    ));
+
+    let http = tokio::net::TcpListener::bind(opts.addr)
+        .await
+        .with_context(|| format!("binding --addr {}", opts.addr))?;
+    let http_addr = http.local_addr()?;
+    let grpc = match opts.grpc_addr {
+        None => None,
+        Some(a) => {
+            Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding --grpc-addr {a}"))?)
+        }
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "totoc serve: http {http_addr}")?;
+        if let Some(g) = &grpc {
+            writeln!(out, "totoc serve: grpc {}", g.local_addr()?)?;
+        }
+        out.flush()?;
+    }
+    tracing::info!(http = %http_addr, grpc = ?grpc.as_ref().and_then(|g| g.local_addr().ok()), model = %opts.model_name, "listening");
+    if !http_addr.ip().is_loopback() {
+        tracing::warn!(
+            "listening on {http_addr}, beyond this machine; {}",
+            if token.is_some() {
+                "a bearer token is required"
+            } else {
+                "no --token-file: anyone who reaches it can use it"
+            }
+        );
+    }
+
+    // The readiness gate runs on its own thread while health probes are already answered.
+    {
+        let (engine, readiness, metrics) = (engine.clone(), readiness.clone(), metrics.clone());
+        std::thread::Builder::new()
+            .name("totoc-gate".into())
+            .spawn(move || readiness::run_gate(&engine, &readiness, &metrics))
+            .context("starting the readiness gate")?;
+    }
+
+    // SIGTERM / SIGINT: stop reporting ready at once, then let both servers drain.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    {
+        let (readiness, metrics) = (readiness.clone(), metrics.clone());
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: no new connections; finishing the requests in flight");
+            readiness.drain(&metrics);
+            let _ = stop_tx.send(true);
+        });
+    }
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let app = routes::router(svc.clone());
+    let http_task = tokio::spawn(
+        axum::serve(http, app.into_make_service())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let grpc_task = grpc.map(|listener| {
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let service = grpc::server(svc.clone());
+        let stop = stopped(stop_rx.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, stop)
+                .await
+        })
+    });
+
+    // Wait for the signal, then for both servers to finish their requests, within --shutdown-timeout.
+    stopped(stop_rx.clone()).await;
+    let drain = async {
+        let h = http_task.await;
+        let g = match grpc_task {
+            Some(t) => Some(t.await),
+            None => None,
+        };
+        (h, g)
+    };
+    match tokio::time::timeout(opts.shutdown_timeout, drain).await {
+        Ok((h, g)) => {
+            h.context("HTTP server task")?.context("HTTP server")?;
+            if let Some(g) = g {
+                g.context("gRPC server task")?.context("gRPC server")?;
+            }
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_s = opts.shutdown_timeout.as_secs(),
+                "requests still in flight after --shutdown-timeout-s; exiting anyway"
+            );
+        }
+    }
+    // Everything accepted has been answered; stop the engine and shadow threads.
+    let svc_batcher = svc.batcher.clone();
+    tokio::task::spawn_blocking(move || {
+        svc_batcher.close();
+        if let Some(s) = &svc.shadow {
+            s.close();
+        }
+    })
+    .await
+    .context("stopping the engine thread")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

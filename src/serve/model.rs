@@ -1,0 +1,661 @@
+//! The forecaster as an Open Inference Protocol model: its metadata, its input tensors turned into forecast
+//! requests ([`plan`]) and its responses turned into output tensors ([`Plan::respond`]). Shared by the REST and
+//! gRPC front ends, so both speak exactly the same model (written down in `docs/formats.md`, "Open Inference
+//! Protocol").
+//!
+//! Inputs: `target` FP32 `[V, T]` (one series) or `[N, V, T]` (N series; NaN/null = missing), optional
+//! `id_mask` INT64 `[V]` or `[N, V]`, optional `lengths` INT64 `[N]` (each series' real length; its first
+//! `T - lengths[n]` points are padding and not part of its context), optional `quantile_levels` FP32 `[Q]`.
+//! Parameters: `horizon` (required), `samples`, `seed`, `strict_context`, `timeout` (µs, as Triton clients send
+//! it). Outputs: the point forecast `mean` (Toto 1.0) or `median` (Toto 2.0) `[N?, V, H]`, `quantiles`
+//! `[N?, Q, V, H]` with `quantile_levels` `[Q]` echoed, `samples` `[N?, S, V, H]`.
+//!
+//! Each series becomes one [`ForecastRequest`], validated exactly like a JSON request (the same checks and
+//! messages as `totoc forecast`), so a series gets the same forecast as the CLI gives it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use engines::engine::{EngineInfo, ModelFamily};
+use engines::request::{ForecastRequest, ForecastResponse, Limits, RequestFields};
+use serde::Serialize;
+
+use super::error::ServeError;
+use super::kserve::{InferRequest, InferResponse, OutputTensor, Param, TensorData};
+
+/// The only model version served.
+pub const VERSION: &str = "1";
+
+/// The `platform` of the model metadata.
+pub const PLATFORM: &str = "totoc";
+
+fn bad(msg: impl Into<String>) -> ServeError {
+    ServeError::BadRequest(msg.into())
+}
+
+/// What the model is and whether the readiness gate verified it, for the metadata.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub name: String,
+    pub info: EngineInfo,
+}
+
+/// One tensor of the metadata.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TensorMeta {
+    pub name: &'static str,
+    pub datatype: &'static str,
+    /// -1: variable.
+    pub shape: Vec<i64>,
+}
+
+/// The model metadata response (`GET /v2/models/{name}`); `parameters` is totoc's addition (engine, limits,
+/// verification state).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelMetadata {
+    pub name: String,
+    pub versions: Vec<String>,
+    pub platform: &'static str,
+    pub inputs: Vec<TensorMeta>,
+    pub outputs: Vec<TensorMeta>,
+    pub parameters: serde_json::Value,
+}
+
+impl ModelSpec {
+    /// The point forecast's output name: `mean` (Toto 1.0) or `median` (Toto 2.0).
+    pub fn point(&self) -> &'static str {
+        self.info.model.point_forecast()
+    }
+
+    /// Whether the engine makes sample paths (Toto 1.0 engines with sampling profiles).
+    pub fn samples(&self) -> bool {
+        self.info.model == ModelFamily::Toto1 && self.info.limits.max_samples > 0
+    }
+
+    pub fn inputs(&self) -> Vec<TensorMeta> {
+        vec![
+            TensorMeta { name: "target", datatype: "FP32", shape: vec![-1, -1, -1] },
+            TensorMeta { name: "id_mask", datatype: "INT64", shape: vec![-1, -1] },
+            TensorMeta { name: "lengths", datatype: "INT64", shape: vec![-1] },
+            TensorMeta { name: "quantile_levels", datatype: "FP32", shape: vec![-1] },
+        ]
+    }
+
+    pub fn outputs(&self) -> Vec<TensorMeta> {
+        let mut v = vec![
+            TensorMeta { name: self.point(), datatype: "FP32", shape: vec![-1, -1, -1] },
+            TensorMeta { name: "quantiles", datatype: "FP32", shape: vec![-1, -1, -1, -1] },
+            TensorMeta { name: "quantile_levels", datatype: "FP32", shape: vec![-1] },
+        ];
+        if self.samples() {
+            v.push(TensorMeta { name: "samples", datatype: "FP32", shape: vec![-1, -1, -1, -1] });
+        }
+        v
+    }
+
+    /// The metadata; `verification` says what the readiness gate found (`verified`, `unverified: ...`,
+    /// `failed: ...`, `pending`).
+    pub fn metadata(&self, verification: &str) -> ModelMetadata {
+        let l = &self.info.limits;
+        ModelMetadata {
+            name: self.name.clone(),
+            versions: vec![VERSION.to_string()],
+            platform: PLATFORM,
+            inputs: self.inputs(),
+            outputs: self.outputs(),
+            parameters: serde_json::json!({
+                "model_family": self.info.model.as_str(),
+                "engine": self.info.label,
+                "max_variates": l.max_variates,
+                "max_context": l.max_context,
+                "max_horizon": l.max_horizon,
+                "max_samples": l.max_samples,
+                "verification": verification,
+            }),
+        }
+    }
+}
+
+/// Which outputs go back and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Point,
+    Quantiles,
+    QuantileLevels,
+    Samples,
+}
+
+/// A decoded inference request ready for the engine, and how to shape its answer.
+#[derive(Debug)]
+pub struct Plan {
+    /// One per series, in order.
+    pub requests: Vec<ForecastRequest>,
+    /// The client's deadline (`timeout` parameter, µs).
+    pub timeout: Option<Duration>,
+    id: Option<String>,
+    /// `target` was `[N, V, T]` (outputs keep the N axis) rather than `[V, T]`.
+    batched: bool,
+    outputs: Vec<(Output, bool)>,
+    levels: Vec<f64>,
+    point: &'static str,
+}
+
+/// A non-negative integer parameter (a JSON/gRPC integer, an integral float, or a decimal string).
+fn uint_param(key: &str, p: &Param) -> Result<u64, ServeError> {
+    let v = match p {
+        Param::Int(i) => u64::try_from(*i).ok(),
+        Param::Float(x) if x.fract() == 0.0 && *x >= 0.0 && *x < 1.8e19 => Some(*x as u64),
+        Param::Str(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    v.ok_or_else(|| bad(format!("parameter `{key}` is {p}; it must be an integer >= 0")))
+}
+
+fn bool_param(key: &str, p: &Param) -> Result<bool, ServeError> {
+    match p {
+        Param::Bool(b) => Ok(*b),
+        Param::Str(s) if s == "true" || s == "false" => Ok(s == "true"),
+        _ => Err(bad(format!("parameter `{key}` is {p}; it must be true or false"))),
+    }
+}
+
+/// A quantile level sent as FP32, read as the decimal the client wrote: `0.1f32` is 0.100000001490116…, and
+/// `0.1` is what the client meant (and what the same request gives the CLI); the shortest decimal that
+/// round-trips the f32 recovers it.
+fn level_from_f32(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
+const INPUTS: &str = "target, id_mask, lengths, quantile_levels";
+
+fn series_label(batched: bool, i: usize) -> String {
+    if batched {
+        format!("input `target` series {i}")
+    } else {
+        "input `target`".to_string()
+    }
+}
+
+/// Turns a decoded request into forecast requests (validated like JSON requests), checking every input's
+/// name, datatype and shape. `limits` are the engine's.
+pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
+    let InferRequest { id, parameters, inputs, outputs, binary_data_output } = req;
+    // Parameters.
+    let (mut horizon, mut samples, mut seed, mut strict_context, mut timeout) =
+        (None, None, None, None, None);
+    for (key, p) in &parameters {
+        match key.as_str() {
+            "horizon" => horizon = Some(uint_param(key, p)? as usize),
+            "samples" => samples = Some(uint_param(key, p)? as usize),
+            "seed" => seed = Some(uint_param(key, p)?),
+            "strict_context" => strict_context = Some(bool_param(key, p)?),
+            "timeout" => timeout = Some(Duration::from_micros(uint_param(key, p)?)),
+            other => {
+                return Err(bad(format!(
+                "unknown parameter `{other}`; this model takes horizon, samples, seed, strict_context and \
+                     timeout (µs)"
+            )))
+            }
+        }
+    }
+    if horizon.is_none() {
+        return Err(bad("parameter `horizon` is missing; add \"parameters\": {\"horizon\": N}"));
+    }
+    if samples.unwrap_or(0) > 0 && !spec.samples() {
+        return Err(bad(format!(
+            "parameter `samples`: this engine makes no sample paths ({}, max_samples {})",
+            spec.info.model.as_str(),
+            spec.info.limits.max_samples
+        )));
+    }
+
+    // Inputs.
+    let mut target = None;
+    let mut id_mask = None;
+    let mut lengths = None;
+    let mut levels = None;
+    for t in inputs {
+        let slot = match t.name.as_str() {
+            "target" => &mut target,
+            "id_mask" => &mut id_mask,
+            "lengths" => &mut lengths,
+            "quantile_levels" => &mut levels,
+            other => return Err(bad(format!("unknown input `{other}`; this model takes {INPUTS}"))),
+        };
+        if slot.is_some() {
+            return Err(bad(format!("input `{}` is given twice", t.name)));
+        }
+        *slot = Some(t);
+    }
+    let target =
+        target.ok_or_else(|| bad(format!("input `target` is missing; this model takes {INPUTS}")))?;
+    let TensorData::Fp32(values) = target.data else {
+        return Err(bad(format!("input `target` is {}; it must be FP32", target.data.datatype())));
+    };
+    let (n, v, t, batched) = match target.shape[..] {
+        [v, t] => (1, v, t, false),
+        [n, v, t] => (n, v, t, true),
+        _ => {
+            return Err(bad(format!(
+                "input `target` has shape {:?}; it must be [V, T] (one series) or [N, V, T]",
+                target.shape
+            )))
+        }
+    };
+    if n == 0 || v == 0 || t == 0 {
+        return Err(bad(format!(
+            "input `target` has shape {:?}; every dimension must be >= 1",
+            target.shape
+        )));
+    }
+    let int_input = |tensor: Option<super::kserve::InputTensor>, name: &str| -> Result<_, ServeError> {
+        match tensor {
+            None => Ok(None),
+            Some(x) => match x.data {
+                TensorData::Int64(d) => Ok(Some((x.shape, d))),
+                other => Err(bad(format!("input `{name}` is {}; it must be INT64", other.datatype()))),
+            },
+        }
+    };
+    let id_mask = match int_input(id_mask, "id_mask")? {
+        None => None,
+        Some((shape, d)) => {
+            let ok = shape == [v] || (batched && shape == [n, v]);
+            if !ok {
+                let want = if batched { format!("[{v}] or [{n}, {v}]") } else { format!("[{v}]") };
+                return Err(bad(format!(
+                    "input `id_mask` has shape {shape:?}; for this target it must be {want}"
+                )));
+            }
+            Some(d)
+        }
+    };
+    let lengths = match int_input(lengths, "lengths")? {
+        None => None,
+        Some((shape, d)) => {
+            if shape != [n] {
+                return Err(bad(format!(
+                    "input `lengths` has shape {shape:?}; it must be [{n}], one length per series of `target`"
+                )));
+            }
+            if let Some((i, &l)) = d.iter().enumerate().find(|(_, &l)| l < 1 || l as u64 > t as u64) {
+                return Err(bad(format!(
+                    "input `lengths`: series {i} has length {l}; each length must be in 1..={t} (the time axis \
+                     of `target`)"
+                )));
+            }
+            Some(d)
+        }
+    };
+    let quantiles = match levels {
+        None => None,
+        Some(x) => {
+            let TensorData::Fp32(d) = x.data else {
+                return Err(bad(format!(
+                    "input `quantile_levels` is {}; it must be FP32",
+                    x.data.datatype()
+                )));
+            };
+            if x.shape.len() != 1 {
+                return Err(bad(format!("input `quantile_levels` has shape {:?}; it must be [Q]", x.shape)));
+            }
+            Some(d.into_iter().map(level_from_f32).collect::<Vec<f64>>())
+        }
+    };
+
+    // One validated request per series.
+    let limits = Limits { max_samples: spec.info.limits.max_samples };
+    let mut requests = Vec::with_capacity(n);
+    for s in 0..n {
+        let len = lengths.as_ref().map_or(t, |l| l[s] as usize);
+        let series = (0..v)
+            .map(|var| {
+                let row = &values[(s * v + var) * t..(s * v + var + 1) * t];
+                row[t - len..].iter().map(|&x| (!x.is_nan()).then_some(x)).collect()
+            })
+            .collect();
+        let ids =
+            id_mask.as_ref().map(|d| if d.len() == v { d.clone() } else { d[s * v..(s + 1) * v].to_vec() });
+        let at = series_label(batched, s);
+        let fields = RequestFields {
+            id: None,
+            target: series,
+            id_mask: ids,
+            horizon,
+            samples,
+            quantiles: quantiles.clone(),
+            seed,
+            strict_context,
+        };
+        requests.push(ForecastRequest::from_fields(fields, &at, &limits)?);
+    }
+    let levels = requests[0].quantiles.clone();
+
+    // Outputs.
+    let produced = |o: Output| match o {
+        Output::Point => true,
+        Output::Quantiles | Output::QuantileLevels => !levels.is_empty(),
+        Output::Samples => requests[0].samples > 0,
+    };
+    let outputs = match outputs {
+        None => [Output::Point, Output::Quantiles, Output::QuantileLevels, Output::Samples]
+            .into_iter()
+            .filter(|&o| produced(o))
+            .map(|o| (o, binary_data_output))
+            .collect(),
+        Some(asked) => {
+            let mut v = Vec::with_capacity(asked.len());
+            for o in asked {
+                let kind = match o.name.as_str() {
+                    name if name == spec.point() => Output::Point,
+                    "quantiles" => Output::Quantiles,
+                    "quantile_levels" => Output::QuantileLevels,
+                    "samples" if spec.samples() => Output::Samples,
+                    other => {
+                        let names: Vec<&str> = spec.outputs().iter().map(|m| m.name).collect();
+                        return Err(bad(format!(
+                            "unknown output `{other}`; this model has {}",
+                            names.join(", ")
+                        )));
+                    }
+                };
+                if !produced(kind) {
+                    let why = if kind == Output::Samples {
+                        "set parameter `samples` > 0"
+                    } else {
+                        "send `quantile_levels` or sample paths (the default levels come with samples)"
+                    };
+                    return Err(bad(format!("output `{}` is empty for this request; {why}", o.name)));
+                }
+                v.push((kind, o.binary.unwrap_or(binary_data_output)));
+            }
+            v
+        }
+    };
+    Ok(Plan { requests, timeout, id, batched, outputs, levels, point: spec.point() })
+}
+
+impl Plan {
+    /// How errors name series `i`: `input `target` series 3`, or `input `target`` for a `[V, T]` target.
+    pub fn label(&self, i: usize) -> String {
+        series_label(self.batched, i)
+    }
+
+    /// The response tensors for the engine's responses (one per series, in order).
+    pub fn respond(&self, model_name: &str, responses: &[ForecastResponse]) -> InferResponse {
+        let (v, h) = match responses.first() {
+            Some(r) => (r.point().len(), r.point().first().map_or(0, Vec::len)),
+            None => (0, 0),
+        };
+        let n = responses.len();
+        let lead = |rest: &[usize]| -> Vec<usize> {
+            let mut s = if self.batched { vec![n] } else { Vec::new() };
+            s.extend_from_slice(rest);
+            s
+        };
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        for &(kind, binary) in &self.outputs {
+            let (name, shape, data): (&str, Vec<usize>, Vec<f32>) = match kind {
+                Output::Point => {
+                    (self.point, lead(&[v, h]), responses.iter().flat_map(|r| r.point().concat()).collect())
+                }
+                Output::Quantiles => (
+                    "quantiles",
+                    lead(&[self.levels.len(), v, h]),
+                    responses
+                        .iter()
+                        .flat_map(|r| r.quantiles.iter().flat_map(|q| q.values.concat()))
+                        .collect(),
+                ),
+                Output::QuantileLevels => (
+                    "quantile_levels",
+                    vec![self.levels.len()],
+                    self.levels.iter().map(|&q| q as f32).collect(),
+                ),
+                Output::Samples => {
+                    let s = responses.first().and_then(|r| r.samples.as_ref()).map_or(0, Vec::len);
+                    let data = responses
+                        .iter()
+                        .flat_map(|r| r.samples.iter().flatten().flat_map(|path| path.concat()))
+                        .collect();
+                    ("samples", lead(&[s, v, h]), data)
+                }
+            };
+            outputs.push(OutputTensor { name: name.to_string(), shape, data, binary });
+        }
+        let mut parameters = BTreeMap::new();
+        let cut: Vec<_> = responses.iter().filter_map(|r| r.context_truncated).collect();
+        if let Some(c) = cut.first() {
+            // The engine keeps the same number of points for every cut series: its context limit.
+            parameters.insert("context_truncated_series".to_string(), Param::Int(cut.len() as i64));
+            parameters.insert("context_used".to_string(), Param::Int(c.used as i64));
+        }
+        if let Some(r) = responses.first() {
+            parameters.insert("engine".to_string(), Param::Str(r.engine.clone()));
+        }
+        InferResponse {
+            model_name: model_name.to_string(),
+            model_version: VERSION.to_string(),
+            id: self.id.clone(),
+            parameters,
+            outputs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::kserve::{InputTensor, RequestedOutput};
+    use engines::engine::EngineLimits;
+    use engines::request::QuantileForecast;
+
+    fn spec(model: ModelFamily) -> ModelSpec {
+        ModelSpec {
+            name: "toto".into(),
+            info: EngineInfo {
+                model,
+                target: "cpu".into(),
+                ort_version: "1.31.1".into(),
+                label: "cpu (onnxruntime 1.31.1)".into(),
+                limits: EngineLimits {
+                    max_variates: 4,
+                    max_context: 256,
+                    max_horizon: 160,
+                    max_samples: 256,
+                },
+                has_golden: true,
+            },
+        }
+    }
+
+    fn target(shape: Vec<usize>, data: Vec<f32>) -> InputTensor {
+        InputTensor { name: "target".into(), shape, data: TensorData::Fp32(data) }
+    }
+
+    fn ints(name: &str, shape: Vec<usize>, data: Vec<i64>) -> InputTensor {
+        InputTensor { name: name.into(), shape, data: TensorData::Int64(data) }
+    }
+
+    fn req(inputs: Vec<InputTensor>, params: &[(&str, Param)]) -> InferRequest {
+        InferRequest {
+            inputs,
+            parameters: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            ..InferRequest::default()
+        }
+    }
+
+    #[test]
+    fn ragged_batches_drop_each_series_left_padding() {
+        let data = vec![
+            9.0,
+            9.0,
+            1.0,
+            2.0, // series 0, length 2
+            1.0,
+            f32::NAN,
+            3.0,
+            4.0, // series 1, length 4 (one missing point)
+        ];
+        let r = req(
+            vec![target(vec![2, 1, 4], data), ints("lengths", vec![2], vec![2, 4])],
+            &[("horizon", Param::Int(3)), ("seed", Param::Str("5".into()))],
+        );
+        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        assert_eq!(p.requests.len(), 2);
+        assert_eq!(p.requests[0].target, vec![vec![Some(1.0), Some(2.0)]]);
+        assert_eq!(p.requests[1].target, vec![vec![Some(1.0), None, Some(3.0), Some(4.0)]]);
+        assert_eq!((p.requests[1].horizon, p.requests[1].seed), (3, 5));
+        assert!(p.batched);
+    }
+
+    #[test]
+    fn outputs_have_the_documented_shapes() {
+        let r = InferRequest {
+            outputs: Some(vec![
+                RequestedOutput { name: "mean".into(), binary: Some(true) },
+                RequestedOutput { name: "quantiles".into(), binary: None },
+                RequestedOutput { name: "quantile_levels".into(), binary: None },
+                RequestedOutput { name: "samples".into(), binary: None },
+            ]),
+            ..req(
+                vec![
+                    target(vec![1, 2, 3], vec![1.0; 6]),
+                    InputTensor {
+                        name: "quantile_levels".into(),
+                        shape: vec![1],
+                        data: TensorData::Fp32(vec![0.1]),
+                    },
+                ],
+                &[("horizon", Param::Int(2)), ("samples", Param::Int(2))],
+            )
+        };
+        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        assert_eq!(p.requests[0].quantiles, vec![0.1], "f32 0.1 is read as the decimal 0.1");
+        let vh = vec![vec![1.0f32, 2.0], vec![3.0, 4.0]];
+        let resp = ForecastResponse {
+            id: None,
+            mean: Some(vh.clone()),
+            median: None,
+            quantiles: vec![QuantileForecast { q: 0.1, values: vh.clone() }],
+            samples: Some(vec![vh.clone(), vh.clone()]),
+            context_truncated: None,
+            buckets: Vec::new(),
+            profile: "p".into(),
+            engine: "cpu".into(),
+        };
+        let out = p.respond("toto", &[resp]);
+        let shapes: Vec<_> =
+            out.outputs.iter().map(|o| (o.name.as_str(), o.shape.clone(), o.binary)).collect();
+        assert_eq!(
+            shapes,
+            vec![
+                ("mean", vec![1, 2, 2], true),
+                ("quantiles", vec![1, 1, 2, 2], false),
+                ("quantile_levels", vec![1], false),
+                ("samples", vec![1, 2, 2, 2], false)
+            ]
+        );
+        assert_eq!(out.outputs[0].data, vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(out.outputs[2].data, vec![0.1f32]);
+    }
+
+    #[test]
+    fn default_outputs_follow_what_the_request_produces() {
+        let p = plan(
+            &spec(ModelFamily::Toto1),
+            req(vec![target(vec![1, 3], vec![1.0; 3])], &[("horizon", Param::Int(2))]),
+        )
+        .unwrap();
+        assert_eq!(p.outputs, vec![(Output::Point, false)]);
+        let mut r = req(
+            vec![target(vec![1, 3], vec![1.0; 3])],
+            &[("horizon", Param::Int(2)), ("samples", Param::Int(4))],
+        );
+        r.binary_data_output = true;
+        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        assert_eq!(
+            p.outputs,
+            vec![
+                (Output::Point, true),
+                (Output::Quantiles, true),
+                (Output::QuantileLevels, true),
+                (Output::Samples, true)
+            ]
+        );
+        assert_eq!(p.levels, vec![0.1, 0.5, 0.9]);
+    }
+
+    #[test]
+    fn toto2_engines_answer_with_the_median_and_no_samples() {
+        let s = spec(ModelFamily::Toto2);
+        assert_eq!(s.point(), "median");
+        assert!(s.outputs().iter().all(|o| o.name != "samples" && o.name != "mean"));
+        let e = plan(
+            &s,
+            req(
+                vec![target(vec![1, 3], vec![1.0; 3])],
+                &[("horizon", Param::Int(2)), ("samples", Param::Int(4))],
+            ),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("makes no sample paths"), "{e}");
+    }
+
+    #[test]
+    fn bad_inputs_name_the_problem() {
+        let h = [("horizon", Param::Int(2))];
+        let cases: Vec<(InferRequest, &str)> = vec![
+            (req(vec![target(vec![1, 3], vec![1.0; 3])], &[]), "`horizon` is missing"),
+            (req(vec![target(vec![3], vec![1.0; 3])], &h), "must be [V, T]"),
+            (req(vec![target(vec![1, 0], vec![])], &h), "every dimension must be >= 1"),
+            (req(vec![target(vec![1, 2], vec![f32::NAN; 2])], &h), "variate 0 has no observed point"),
+            (req(vec![target(vec![1, 2], vec![1.0, f32::INFINITY])], &h), "is not a finite f32"),
+            (req(vec![ints("target", vec![1, 1], vec![1])], &h), "input `target` is INT64; it must be FP32"),
+            (req(vec![target(vec![1, 1], vec![1.0]), ints("x", vec![1], vec![1])], &h), "unknown input `x`"),
+            (
+                req(
+                    vec![target(vec![1, 1], vec![1.0])],
+                    &[("horizon", Param::Int(2)), ("hor", Param::Int(1))],
+                ),
+                "unknown parameter `hor`",
+            ),
+            (req(vec![target(vec![1, 1], vec![1.0])], &[("horizon", Param::Int(-2))]), "integer >= 0"),
+            (
+                req(
+                    vec![target(vec![1, 1], vec![1.0])],
+                    &[("horizon", Param::Int(2)), ("strict_context", Param::Int(1))],
+                ),
+                "true or false",
+            ),
+            (
+                req(vec![target(vec![2, 1, 1], vec![1.0; 2]), ints("lengths", vec![2], vec![1, 2])], &h),
+                "series 1 has length 2",
+            ),
+            (
+                req(vec![target(vec![2, 1, 1], vec![1.0; 2]), ints("lengths", vec![1], vec![1])], &h),
+                "must be [2]",
+            ),
+            (
+                req(vec![target(vec![1, 2, 1], vec![1.0; 2]), ints("id_mask", vec![3], vec![0; 3])], &h),
+                "must be [2]",
+            ),
+            (
+                req(vec![target(vec![1, 2, 1], vec![1.0; 2]), ints("id_mask", vec![2], vec![0, -1])], &h),
+                "negative",
+            ),
+        ];
+        for (r, want) in cases {
+            let msg = plan(&spec(ModelFamily::Toto1), r).unwrap_err().to_string();
+            assert!(msg.contains(want), "gave: {msg}\nwant: {want}");
+        }
+        let r = InferRequest {
+            outputs: Some(vec![RequestedOutput { name: "samples".into(), binary: None }]),
+            ..req(vec![target(vec![1, 1], vec![1.0])], &h)
+        };
+        assert!(plan(&spec(ModelFamily::Toto1), r)
+            .unwrap_err()
+            .to_string()
+            .contains("set parameter `samples`"));
+    }
+}

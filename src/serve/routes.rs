@@ -1,0 +1,424 @@
+//! The HTTP front end (axum): the Open Inference Protocol's REST routes, `POST /v1/forecast` and `GET /metrics`.
+//! Handlers only decode, call [`Service`] and map errors; two middlewares wrap every route:
+//! * `observe`: the request id (the client's `x-request-id` or a fresh one; echoed in the response), a tracing
+//!   span carrying it (so every log line of the request names it), the access log line, and
+//!   `totoc_http_requests_total` / `totoc_http_request_seconds` by route template and status;
+//! * `auth`: with `--token-file`, every route but the health probes needs `Authorization: Bearer <token>`.
+//!
+//! Bodies are read up to `--max-body-bytes` (413 beyond, checked against `Content-Length` before reading), and
+//! large ones are decoded on the blocking pool so a big JSON parse never stalls the runtime's workers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use engines::request::{Limits, Overrides};
+
+use crate::data::{self, Format, ReadOptions};
+use tracing::Instrument;
+
+use super::error::ServeError;
+use super::kserve::{self, HEADER_LENGTH};
+use super::metrics::HttpLabels;
+use super::model;
+use super::service::{request_id, Service, Timing};
+
+type Svc = State<Arc<Service>>;
+
+/// The request id of the request being handled (set by `observe`).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Bodies larger than this are decoded on the blocking pool.
+const INLINE_DECODE_BYTES: usize = 256 * 1024;
+
+/// The client's deadline header, in milliseconds (the v2 `timeout` parameter, in µs, also sets one).
+pub const TIMEOUT_HEADER: &str = "x-request-timeout-ms";
+
+/// Every route (see the module docs).
+pub fn router(svc: Arc<Service>) -> Router {
+    Router::new()
+        .route("/v2", get(server_metadata))
+        .route("/v2/health/live", get(live))
+        .route("/v2/health/ready", get(ready))
+        .route("/v2/models/{name}", get(model_metadata))
+        .route("/v2/models/{name}/versions/{version}", get(model_version_metadata))
+        .route("/v2/models/{name}/ready", get(model_ready))
+        .route("/v2/models/{name}/versions/{version}/ready", get(model_version_ready))
+        .route("/v2/models/{name}/infer", post(infer))
+        .route("/v2/models/{name}/versions/{version}/infer", post(infer_version))
+        .route("/v1/forecast", post(forecast_v1))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(svc.clone(), auth))
+        .layer(middleware::from_fn_with_state(svc.clone(), observe))
+        .with_state(svc)
+}
+
+// --- middleware
+
+async fn observe(State(svc): Svc, mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let rid = request_id(req.headers().get("x-request-id").and_then(|v| v.to_str().ok()));
+    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_string();
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    req.extensions_mut().insert(RequestId(rid.clone()));
+    let span = tracing::info_span!("request", request_id = %rid);
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    let status = resp.status();
+    let elapsed = start.elapsed();
+    let labels = HttpLabels { route: route.clone(), code: status.as_u16() };
+    svc.metrics.http_requests.get_or_create(&labels).inc();
+    svc.metrics.http_seconds.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    let ms = elapsed.as_secs_f64() * 1e3;
+    span.in_scope(|| {
+        // Probes and scrapes come every few seconds; keep them out of the info log.
+        if route.starts_with("/v2/health") || route == "/metrics" {
+            tracing::debug!(status = status.as_u16(), ms, "{method} {path}");
+        } else if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(status = status.as_u16(), ms, "{method} {path}");
+        } else {
+            tracing::info!(status = status.as_u16(), ms, "{method} {path}");
+        }
+    });
+    if let Ok(v) = HeaderValue::from_str(&rid) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+async fn auth(State(svc): Svc, req: Request, next: Next) -> Response {
+    let probe = matches!(req.uri().path(), "/v2/health/live" | "/v2/health/ready");
+    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match svc.authorize(given) {
+        Err(e) if !probe => e.into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+// --- health and metadata
+
+async fn live() -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "live": true }))
+}
+
+async fn ready(State(svc): Svc) -> Response {
+    readiness_response(&svc)
+}
+
+/// 200 `{"ready": true}`, or 503 with the reason (any non-200 is "not ready" to the protocol's clients).
+fn readiness_response(svc: &Service) -> Response {
+    match svc.readiness.check() {
+        Ok(()) => json(StatusCode::OK, &serde_json::json!({ "ready": true })),
+        Err(e) => {
+            let status = e.status();
+            let mut r = json(status, &serde_json::json!({ "ready": false, "error": e.to_string() }));
+            if let Some(s) = e.retry_after_s() {
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+            }
+            r
+        }
+    }
+}
+
+async fn server_metadata() -> Response {
+    json(StatusCode::OK, &server_metadata_value())
+}
+
+/// `GET /v2`: the server's name, version and protocol extensions.
+pub fn server_metadata_value() -> serde_json::Value {
+    serde_json::json!({
+        "name": "totoc",
+        "version": env!("CARGO_PKG_VERSION"),
+        "extensions": ["binary_tensor_data"],
+    })
+}
+
+async fn model_metadata(State(svc): Svc, Path(name): Path<String>) -> Result<Response, ServeError> {
+    svc.check_model(&name, None)?;
+    Ok(json(StatusCode::OK, &svc.spec.metadata(&svc.readiness.verification())))
+}
+
+async fn model_version_metadata(
+    State(svc): Svc,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<Response, ServeError> {
+    svc.check_model(&name, Some(&version))?;
+    Ok(json(StatusCode::OK, &svc.spec.metadata(&svc.readiness.verification())))
+}
+
+async fn model_ready(State(svc): Svc, Path(name): Path<String>) -> Result<Response, ServeError> {
+    svc.check_model(&name, None)?;
+    Ok(readiness_response(&svc))
+}
+
+async fn model_version_ready(
+    State(svc): Svc,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<Response, ServeError> {
+    svc.check_model(&name, Some(&version))?;
+    Ok(readiness_response(&svc))
+}
+
+async fn metrics(State(svc): Svc) -> Response {
+    let mut r = svc.metrics.render().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ServeError {
+    ServeError::NotFound(format!(
+        "no route {method} {}; see /v2 (Open Inference Protocol), /v1/forecast and /metrics",
+        uri.path()
+    ))
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ServeError {
+    ServeError::MethodNotAllowed(format!("{} does not take {method}", uri.path()))
+}
+
+// --- inference
+
+async fn infer(
+    State(svc): Svc,
+    Path(name): Path<String>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    infer_v2(svc, name, None, rid, headers, body).await
+}
+
+async fn infer_version(
+    State(svc): Svc,
+    Path((name, version)): Path<(String, String)>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    infer_v2(svc, name, Some(version), rid, headers, body).await
+}
+
+/// `POST /v2/models/{name}[/versions/{v}]/infer`: JSON or binary-extension tensors in, the same out.
+async fn infer_v2(
+    svc: Arc<Service>,
+    name: String,
+    version: Option<String>,
+    RequestId(rid): RequestId,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    svc.check_model(&name, version.as_deref())?;
+    let _slot = svc.enter()?;
+    let bytes = read_body(&svc, &headers, body).await?;
+    let len = bytes.len();
+    let header_length = headers.get(HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?").to_string());
+    let svc2 = svc.clone();
+    let decode = move || -> Result<_, ServeError> {
+        let req = kserve::decode_request(&bytes, header_length.as_deref())?;
+        let mut plan = model::plan(&svc2.spec, req)?;
+        svc2.admit_plan(&mut plan)?;
+        Ok(plan)
+    };
+    let mut plan = off_runtime(len, decode).await?;
+    let timeout = earliest(plan.timeout, header_timeout(&headers)?);
+    let requests = std::mem::take(&mut plan.requests);
+    let (responses, timing) = svc.forecast(requests, timeout, &rid).await?;
+    let (body, json_len) = kserve::encode_response(&plan.respond(&svc.spec.name, &responses));
+    let mut r = Response::new(Body::from(body));
+    let h = r.headers_mut();
+    match json_len {
+        Some(n) => {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            h.insert(HEADER_LENGTH, HeaderValue::from(n));
+        }
+        None => {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+    }
+    server_timing(h, timing);
+    Ok(r)
+}
+
+/// `POST /v1/forecast`: the CLI's request format (JSON, or JSON Lines with `Content-Type:
+/// application/x-ndjson`) in, the CLI's response format out. As `totoc forecast`, sample paths are left out
+/// unless asked for (`?write_samples=true`, the CLI's `--write-samples`).
+async fn forecast_v1(
+    State(svc): Svc,
+    Extension(RequestId(rid)): Extension<RequestId>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    let _slot = svc.enter()?;
+    let format = v1_format(&headers)?;
+    let write_samples = write_samples(&uri)?;
+    let bytes = read_body(&svc, &headers, body).await?;
+    let len = bytes.len();
+    let svc2 = svc.clone();
+    let decode = move || -> Result<_, ServeError> {
+        // The CLI's own reader: the same requests (timestamps included) and the same errors as `totoc forecast`.
+        let limits = Limits { max_samples: svc2.engine.info().limits.max_samples };
+        let opts = ReadOptions::default();
+        let mut dataset =
+            data::parse(bytes.to_vec(), format, "request body", &opts, &Overrides::default(), &limits)
+                .map_err(|e| v1_hint(ServeError::bad_request(e.to_string()), format))?;
+        for s in &mut dataset.series {
+            svc2.admit(&mut s.request, &s.at)?;
+        }
+        Ok(dataset)
+    };
+    let dataset = off_runtime(len, decode).await?;
+    let reqs = dataset.series.iter().map(|s| s.request.clone()).collect();
+    let (mut responses, timing) = svc.forecast(reqs, header_timeout(&headers)?, &rid).await?;
+    if !write_samples {
+        responses.iter_mut().for_each(|r| r.samples = None);
+    }
+    let point = svc.engine.info().model.point_forecast();
+    let text = data::write::to_bytes(&dataset, &responses, format, point)
+        .map_err(|e| ServeError::Internal(e.to_string()))?;
+    let mut r = Response::new(Body::from(text));
+    let ct = if format == Format::JsonLines { "application/x-ndjson" } else { "application/json" };
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    server_timing(r.headers_mut(), timing);
+    Ok(r)
+}
+
+/// The `write_samples` query parameter of `/v1/forecast` (`true`/`1` or `false`/`0`; absent: false).
+fn write_samples(uri: &axum::http::Uri) -> Result<bool, ServeError> {
+    let mut write = false;
+    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("write_samples", "true" | "1") => write = true,
+            ("write_samples", "false" | "0") => write = false,
+            ("write_samples", v) => {
+                return Err(ServeError::bad_request(format!(
+                    "query parameter write_samples={v:?}: give true or false"
+                )))
+            }
+            (k, _) => return Err(ServeError::bad_request(format!(
+                "unknown query parameter `{k}` of /v1/forecast; the one it takes is write_samples=true|false"
+            ))),
+        }
+    }
+    Ok(write)
+}
+
+/// JSON for `application/json` (or no content type), JSON Lines for the NDJSON / JSON Lines types.
+fn v1_format(headers: &HeaderMap) -> Result<Format, ServeError> {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else { return Ok(Format::Json) };
+    let ct = ct.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match ct.as_str() {
+        "application/json" | "" => Ok(Format::Json),
+        "application/x-ndjson" | "application/jsonl" | "application/json-lines" | "application/jsonlines" => {
+            Ok(Format::JsonLines)
+        }
+        other => Err(ServeError::UnsupportedMediaType(format!(
+            "Content-Type `{other}` is not read here; send one request as application/json or several as \
+             application/x-ndjson (JSON Lines)"
+        ))),
+    }
+}
+
+/// Several JSON objects sent as one JSON document: say how to send JSON Lines.
+fn v1_hint(e: ServeError, format: Format) -> ServeError {
+    match e {
+        ServeError::BadRequest(m) if format == Format::Json && m.contains("trailing characters") => {
+            ServeError::BadRequest(format!(
+                "{m}; to send several requests, one per line, use Content-Type: application/x-ndjson"
+            ))
+        }
+        e => e,
+    }
+}
+
+/// Reads the body within `--max-body-bytes`; compressed bodies are refused (no decoder runs on input).
+async fn read_body(svc: &Service, headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, ServeError> {
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        let enc = enc.to_str().unwrap_or("?");
+        if !enc.eq_ignore_ascii_case("identity") {
+            return Err(ServeError::UnsupportedMediaType(format!(
+                "Content-Encoding `{enc}` is not accepted; send the body uncompressed"
+            )));
+        }
+    }
+    let limit = svc.limits.max_body_bytes;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ServeError::PayloadTooLarge { limit });
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit exceeded");
+        if too_large {
+            ServeError::PayloadTooLarge { limit }
+        } else {
+            ServeError::bad_request(format!("could not read the request body: {e}"))
+        }
+    })
+}
+
+/// Runs `f` (decoding a body of `len` bytes) on the blocking pool when the body is large, else inline: small
+/// bodies decode in microseconds, less than the hand-off would cost.
+async fn off_runtime<T: Send + 'static>(
+    len: usize,
+    f: impl FnOnce() -> Result<T, ServeError> + Send + 'static,
+) -> Result<T, ServeError> {
+    if len <= INLINE_DECODE_BYTES {
+        return f();
+    }
+    tokio::task::spawn_blocking(f).await.map_err(|e| ServeError::Internal(format!("decoder task: {e}")))?
+}
+
+/// The `x-request-timeout-ms` header.
+fn header_timeout(headers: &HeaderMap) -> Result<Option<Duration>, ServeError> {
+    match headers.get(TIMEOUT_HEADER) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .ok_or_else(|| {
+                ServeError::bad_request(format!("header {TIMEOUT_HEADER} must be whole milliseconds"))
+            }),
+    }
+}
+
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `Server-Timing: queue;dur=…, compute;dur=…` (ms): where the request's time went on the server.
+fn server_timing(h: &mut HeaderMap, t: Timing) {
+    let v = format!(
+        "queue;dur={:.3}, compute;dur={:.3};desc=\"engine call, {} series\"",
+        t.queue.as_secs_f64() * 1e3,
+        t.compute.as_secs_f64() * 1e3,
+        t.batch_series
+    );
+    if let Ok(v) = HeaderValue::from_str(&v) {
+        h.insert("server-timing", v);
+    }
+}
+
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_vec(value).expect("metadata serialises");
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}

@@ -1,0 +1,260 @@
+//! [`Service`]: the protocol-neutral core every front end calls (REST `/v1/forecast`, REST v2, gRPC v2). It
+//! owns the engine handle, the batcher, the readiness state, the shadow and the metrics, and does the steps
+//! that are the same whatever the wire format: the in-flight limit, the model name check, admission (the
+//! engine's limits and context policy), the deadline, the batched forecast, and handing samples to the shadow.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engines::engine::Engine;
+use engines::request::{ForecastRequest, ForecastResponse};
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::batcher::Batcher;
+use super::error::{Overload, ServeError};
+use super::metrics::Metrics;
+use super::model::{ModelSpec, Plan, VERSION};
+use super::readiness::Readiness;
+use super::shadow::Shadow;
+
+/// Request-level limits (`--max-body-bytes`, `--request-timeout-ms`, `--max-in-flight`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    /// The longest a request may take; a client's own timeout can only shorten it.
+    pub request_timeout: Duration,
+    pub max_in_flight: usize,
+}
+
+/// Where a request's time went (the HTTP `Server-Timing` header).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub queue: Duration,
+    pub compute: Duration,
+    pub batch_series: usize,
+}
+
+/// The shared server core (see the module docs).
+pub struct Service {
+    pub engine: Arc<Engine>,
+    pub spec: ModelSpec,
+    pub batcher: Arc<Batcher>,
+    pub readiness: Arc<Readiness>,
+    pub metrics: Arc<Metrics>,
+    pub shadow: Option<Shadow>,
+    pub limits: Limits,
+    in_flight: Arc<Semaphore>,
+    /// The bearer token, when one is required.
+    token: Option<Token>,
+}
+
+/// A bearer token, kept as its SHA-256: requests are compared by digest, so the time a comparison takes says
+/// nothing about the token.
+pub struct Token([u8; 32]);
+
+impl Token {
+    pub fn new(token: &str) -> Self {
+        Token(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether an `Authorization` value (`Bearer <token>`) carries this token.
+    pub fn accepts(&self, authorization: Option<&str>) -> bool {
+        let Some(given) = authorization.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim) else {
+            return false;
+        };
+        let got: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+        got.iter().zip(&self.0).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
+/// Holds one of the `--max-in-flight` slots while a request is received and served.
+pub struct InFlight {
+    _permit: OwnedSemaphorePermit,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.metrics.in_flight.dec();
+    }
+}
+
+impl Service {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        engine: Arc<Engine>,
+        spec: ModelSpec,
+        batcher: Arc<Batcher>,
+        readiness: Arc<Readiness>,
+        metrics: Arc<Metrics>,
+        shadow: Option<Shadow>,
+        limits: Limits,
+        token: Option<&str>,
+    ) -> Self {
+        Service {
+            engine,
+            spec,
+            batcher,
+            readiness,
+            metrics,
+            shadow,
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+            limits,
+            token: token.map(Token::new),
+        }
+    }
+
+    /// Checks the bearer token of a request (`Authorization` header or gRPC metadata), if one is required.
+    pub fn authorize(&self, authorization: Option<&str>) -> Result<(), ServeError> {
+        match &self.token {
+            Some(t) if !t.accepts(authorization) => Err(ServeError::Unauthorized),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes an in-flight slot or refuses with 503.
+    pub fn enter(&self) -> Result<InFlight, ServeError> {
+        match self.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.metrics.in_flight.inc();
+                Ok(InFlight { _permit: permit, metrics: self.metrics.clone() })
+            }
+            Err(_) => {
+                self.metrics.reject(Overload::InFlight.label());
+                Err(ServeError::overloaded(
+                    Overload::InFlight,
+                    format!("{} requests are in flight, the server's limit", self.limits.max_in_flight),
+                ))
+            }
+        }
+    }
+
+    /// The model `name` (and `version`, if given) is the one served, else 404.
+    pub fn check_model(&self, name: &str, version: Option<&str>) -> Result<(), ServeError> {
+        if name != self.spec.name {
+            return Err(ServeError::NotFound(format!(
+                "unknown model `{name}`; this server serves `{}`",
+                self.spec.name
+            )));
+        }
+        match version {
+            Some(v) if !v.is_empty() && v != VERSION => Err(ServeError::NotFound(format!(
+                "model `{name}` has no version `{v}`; it has version {VERSION}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies the engine's limits and context policy to one request (`at` names it in errors).
+    pub fn admit(&self, req: &mut ForecastRequest, at: &str) -> Result<(), ServeError> {
+        self.engine.admit(req, at).map(|_| ()).map_err(ServeError::from)
+    }
+
+    /// Admits every series of a v2 request (see [`Service::admit`]).
+    pub fn admit_plan(&self, plan: &mut Plan) -> Result<(), ServeError> {
+        let labels: Vec<String> = (0..plan.requests.len()).map(|i| plan.label(i)).collect();
+        for (r, at) in plan.requests.iter_mut().zip(&labels) {
+            self.admit(r, at)?;
+        }
+        Ok(())
+    }
+
+    /// Forecasts admitted requests (one client request's series) through the batcher, by the client's `timeout`
+    /// or the server's, whichever is sooner. Any series' failure fails the whole request.
+    pub async fn forecast(
+        &self,
+        requests: Vec<ForecastRequest>,
+        timeout: Option<Duration>,
+        request_id: &str,
+    ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
+        self.readiness.check().inspect_err(|e| {
+            if let ServeError::Overloaded { kind, .. } = e {
+                self.metrics.reject(kind.label());
+            }
+        })?;
+        let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
+        let deadline = Instant::now() + budget;
+        let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
+        let rx = self.batcher.submit(requests, deadline, request_id)?;
+        let done = match tokio::time::timeout_at(deadline.into(), rx).await {
+            Err(_) => {
+                self.metrics.reject(Overload::Deadline.label());
+                return Err(ServeError::overloaded(
+                    Overload::Deadline,
+                    format!(
+                        "the request's deadline of {} ms passed before the engine answered",
+                        budget.as_millis()
+                    ),
+                ));
+            }
+            Ok(Err(_)) => return Err(ServeError::Internal("the engine thread stopped".into())),
+            Ok(Ok(answer)) => answer?,
+        };
+        let timing =
+            Timing { queue: done.queue_wait, compute: done.compute, batch_series: done.batch_series };
+        let mut responses = Vec::with_capacity(done.results.len());
+        for (i, r) in done.results.into_iter().enumerate() {
+            match r {
+                Ok(r) => responses.push(r),
+                // Requests were admitted before queuing (which checks that a bucket holds each), so what fails here
+                // is the engine itself; the engine names the request by its place in the packed batch, so say which
+                // series of this request it was.
+                Err(engines::Error::Unservable { why, .. }) => {
+                    return Err(ServeError::BadRequest(format!(
+                        "series {i}: this engine cannot run it: {why}; export a profile that covers it \
+                         (configs/*.yaml) and rebuild the engine"
+                    )))
+                }
+                Err(e) => return Err(ServeError::from(e)),
+            }
+        }
+        if let (Some(shadow), Some(reqs)) = (&self.shadow, shadow_copy) {
+            shadow.offer(reqs, responses.clone(), request_id);
+        }
+        Ok((responses, timing))
+    }
+}
+
+/// The request id of a request: the client's `x-request-id` when it is a sane token (1..=128 visible ASCII
+/// characters), else a fresh one (`<process prefix>-<counter>`, unique within the process and across restarts
+/// with high probability).
+pub fn request_id(given: Option<&str>) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    if let Some(g) =
+        given.filter(|g| !g.is_empty() && g.len() <= 128 && g.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return g.to_string();
+    }
+    static PREFIX: OnceLock<u32> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let prefix = PREFIX.get_or_init(rand::random::<u32>);
+    format!("{prefix:08x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_must_match_exactly() {
+        let t = Token::new("s3cret");
+        assert!(t.accepts(Some("Bearer s3cret")));
+        assert!(t.accepts(Some("Bearer s3cret ")));
+        assert!(!t.accepts(Some("Bearer s3cre")));
+        assert!(!t.accepts(Some("Bearer s3crets")));
+        assert!(!t.accepts(Some("s3cret")));
+        assert!(!t.accepts(Some("bearer s3cret")));
+        assert!(!t.accepts(None));
+    }
+
+    #[test]
+    fn request_ids_are_the_clients_or_fresh() {
+        assert_eq!(request_id(Some("abc-123")), "abc-123");
+        let a = request_id(None);
+        let b = request_id(Some("has space"));
+        let c = request_id(Some(&"x".repeat(129)));
+        assert!(a != b && b != c && a.contains('-'), "{a} {b} {c}");
+    }
+}
