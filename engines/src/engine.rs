@@ -214,7 +214,7 @@ impl Engine {
             model: ModelFamily::Toto1,
             target: manifest.target.name().to_string(),
             ort_version: manifest.ort_version.clone(),
-            label: format!("{} (onnxruntime {})", manifest.target.name(), manifest.ort_version),
+            label: manifest.label(),
             limits,
             has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
         };
@@ -384,9 +384,8 @@ impl Engine {
 
     fn label(&self, bucket: Bucket) -> (String, String) {
         match self.slots.get(&bucket) {
-            Some(s) => {
-                (s.graph.file.strip_suffix(".onnx").unwrap_or(&s.graph.file).to_string(), s.profile.clone())
-            }
+            // the bucket's stem, whatever the precision's file is called (`default.decode.n1.t13`)
+            Some(s) => (bucket.stem(&s.profile), s.profile.clone()),
             None => (format!("{bucket:?}"), String::new()),
         }
     }
@@ -505,7 +504,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
         .find(|s| s.name == signature::ROPE_COS)
         .and_then(|s| s.shape.last().copied())
         .unwrap_or(0);
-    runner.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    runner.fill_f32(signature::PATCHES, 0.0)?;
     for (r, g) in runner.input_mut::<i64>(signature::GROUP_ID)?.iter_mut().enumerate() {
         *g = r as i64;
     }
@@ -534,7 +533,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
         }
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
-        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+        runner.write_f32(name, 0, t)?;
     }
     runner.run()
 }

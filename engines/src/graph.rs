@@ -28,9 +28,20 @@
 //! after the sessions are built the mapped pages are released (`MADV_DONTNEED`; they fault back in from the page
 //! cache if ever read). See `tests/ort_experiments.rs` (`rss_two_sessions_one_weight`) for the numbers.
 //!
-//! **GPU** (CUDA / TensorRT): I/O lives in device memory (fixed addresses, as CUDA graphs need); non-cache I/O
-//! has a pinned host mirror copied before/after each run, caches stay on the device (this path compiles but has
-//! not been run: no GPU on the development machine).
+//! **Weights on a GPU** (CUDA target, [`SharedWeights::for_target`]): each external initializer is uploaded once
+//! into a device buffer the engine owns and added to every bucket's session as the same device `OrtValue`
+//! (`AddInitializer`). ONNX Runtime uses such a value in place when its device is the one the session planned
+//! for the initializer (`initializers_to_share_map`, session_state_utils.cc since microsoft/onnxruntime#5092), so
+//! however many bucket sessions are loaded, the weights exist once on the GPU. (`AddExternalInitializers` would
+//! not do: before microsoft/onnxruntime#29013 it copied a device value into each session.) The value must not own
+//! its buffer (ONNX Runtime refuses one that does), so the buffer comes from the CUDA allocator of a small
+//! bootstrap session kept alive with the weights. TensorRT engines carry their weights inside the engine.
+//!
+//! **GPU I/O** (CUDA / TensorRT): I/O lives in device memory (fixed addresses, as CUDA graphs need); non-cache I/O
+//! has a pinned host mirror copied before/after each run, caches stay on the device. [`binding_plan`] decides
+//! all of it, and whether the graph may be captured ([`Capture`]), as a pure, unit-tested function. These paths
+//! compile and their plans are unit-tested, but have not run: no GPU on the development machine
+//! (`scripts/gpu-smoke.sh` runs them on the first one).
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -166,11 +177,72 @@ impl Drop for RawValue {
     }
 }
 
-/// Weights shared by every CPU session of an engine (see the module docs).
+/// Weights shared by every session of an engine (see the module docs): host values over the mapped weight file
+/// (CPU, with one prepacked-weights container), or device copies uploaded once (CUDA).
 pub struct SharedWeights {
     prepacked: PrepackedWeights,
     maps: Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>,
     values: Mutex<HashMap<(PathBuf, u64, u64), Arc<RawValue>>>,
+    device: Option<DeviceWeights>,
+}
+
+/// Where an engine's sessions find their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightPlacement {
+    /// Shared host values over the mapped file, prepacked once for all sessions (CPU).
+    Host,
+    /// One device copy on CUDA device `n`, shared by every session (CUDA).
+    Device(i32),
+    /// Inside each TensorRT engine (nothing to share at the ONNX Runtime level).
+    InEngine,
+}
+
+/// Where `target`'s sessions get their weights.
+pub fn weight_placement(target: &Target) -> WeightPlacement {
+    match target {
+        Target::Cpu { .. } => WeightPlacement::Host,
+        Target::Cuda { device, .. } => WeightPlacement::Device(*device),
+        Target::TensorRt { .. } => WeightPlacement::InEngine,
+    }
+}
+
+/// A weight in device memory owned by the engine: the buffer, and the non-owning `OrtValue` over it that every
+/// session gets.
+struct DeviceValue {
+    value: *mut ort::sys::OrtValue,
+    buffer: *mut c_void,
+    allocator: Arc<DeviceAllocator>,
+}
+
+/// The CUDA allocator that owns the weight buffers.
+struct DeviceAllocator(Allocator);
+
+// SAFETY: ONNX Runtime's allocators are thread-safe (its own kernels allocate from them concurrently; the CUDA
+// arena locks internally); totoc only allocates here and frees in `DeviceValue::drop`.
+unsafe impl Send for DeviceAllocator {}
+unsafe impl Sync for DeviceAllocator {}
+
+// SAFETY: an immutable device tensor; the buffer is freed once, by its allocator, when the last holder drops.
+unsafe impl Send for DeviceValue {}
+unsafe impl Sync for DeviceValue {}
+
+impl Drop for DeviceValue {
+    fn drop(&mut self) {
+        // SAFETY: created by CreateTensorWithDataAsOrtValue over `buffer`, which `allocator` allocated.
+        unsafe {
+            (ort::api().ReleaseValue)(self.value);
+            self.allocator.0.free(self.buffer);
+        }
+    }
+}
+
+/// The device side of [`SharedWeights`]: a bootstrap session whose CUDA allocator owns the weight buffers.
+struct DeviceWeights {
+    device: i32,
+    target: Target,
+    /// (bootstrap session, its CUDA allocator), created with the first weight.
+    alloc: Mutex<Option<(Session, Arc<DeviceAllocator>)>>,
+    values: Mutex<HashMap<(PathBuf, u64, u64), Arc<DeviceValue>>>,
 }
 
 impl std::fmt::Debug for SharedWeights {
@@ -181,9 +253,38 @@ impl std::fmt::Debug for SharedWeights {
 }
 
 impl SharedWeights {
-    /// A new, empty set (needs the runtime: it creates ORT's prepacked-weights container).
+    /// A new, empty host set (needs the runtime: it creates ORT's prepacked-weights container).
     pub fn new(_rt: &Runtime) -> Self {
-        SharedWeights { prepacked: PrepackedWeights::new(), maps: Mutex::default(), values: Mutex::default() }
+        SharedWeights {
+            prepacked: PrepackedWeights::new(),
+            maps: Mutex::default(),
+            values: Mutex::default(),
+            device: None,
+        }
+    }
+
+    /// A new, empty set placed as `target` needs ([`weight_placement`]).
+    pub fn for_target(rt: &Runtime, target: &Target) -> Self {
+        let mut w = SharedWeights::new(rt);
+        if let WeightPlacement::Device(device) = weight_placement(target) {
+            w.device = Some(DeviceWeights {
+                device,
+                target: target.clone(),
+                alloc: Mutex::default(),
+                values: Mutex::default(),
+            });
+        }
+        w
+    }
+
+    /// Where these weights live.
+    pub fn placement(&self) -> WeightPlacement {
+        self.device.as_ref().map_or(WeightPlacement::Host, |d| WeightPlacement::Device(d.device))
+    }
+
+    /// Weights uploaded to the device so far (each once, however many sessions use them).
+    pub fn device_values(&self) -> usize {
+        self.device.as_ref().map_or(0, |d| d.values.lock().unwrap_or_else(|p| p.into_inner()).len())
     }
 
     fn map(&self, path: &Path) -> Result<Arc<memmap2::Mmap>> {
@@ -248,30 +349,97 @@ impl SharedWeights {
         Ok(v)
     }
 
-    /// Adds `facts.external` (files relative to `dir`) to `builder` as shared initializers, plus the prepacked
-    /// container. Returns the values the session must keep alive.
+    /// The device copy of `init` (uploaded on first use).
+    fn device_value(&self, rt: &Runtime, dir: &Path, init: &ExternalInit) -> Result<Arc<DeviceValue>> {
+        let dev = self.device.as_ref().expect("device weights");
+        let key = (dir.join(&init.location), init.offset, init.length);
+        if let Some(v) = dev.values.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(v.clone());
+        }
+        let allocator = {
+            let mut a = dev.alloc.lock().unwrap_or_else(|p| p.into_inner());
+            if a.is_none() {
+                *a = Some(bootstrap_device_allocator(rt, &dev.target, dev.device)?);
+            }
+            a.as_ref().expect("set").1.clone()
+        };
+        let host = self.value(dir, init)?;
+        let elem = element_type(init.data_type).expect("checked by value()");
+        let block = allocator
+            .0
+            .alloc::<u8>(init.length as usize)
+            .map_err(|e| ort_error(format!("allocating {} on CUDA device {}", init.name, dev.device), e))?;
+        let buffer = block.into_raw();
+        let info = allocator.0.memory_info();
+        let new_value = || -> Result<*mut ort::sys::OrtValue> {
+            let mut ptr: *mut ort::sys::OrtValue = std::ptr::null_mut();
+            // SAFETY: `buffer` holds `length` bytes on the device `info` names; the value does not own it.
+            let status = unsafe {
+                (ort::api().CreateTensorWithDataAsOrtValue)(
+                    info.ptr(),
+                    buffer,
+                    init.length as usize,
+                    init.dims.as_ptr(),
+                    init.dims.len(),
+                    elem.into(),
+                    &mut ptr,
+                )
+            };
+            unsafe { ort::Error::result_from_status(status) }
+                .map_err(|e| ort_error(format!("wrapping device weight {}", init.name), e))?;
+            Ok(ptr)
+        };
+        let value = DeviceValue { value: new_value()?, buffer, allocator: allocator.clone() };
+        // Upload through temporary values over the same memory (`copy_into` releases what it is given).
+        let host_view = unsafe { host_tensor_view(host.ptr)? };
+        let mut device_view: DynTensor = unsafe {
+            ort::value::Value::from_ptr(std::ptr::NonNull::new(new_value()?).expect("non-null"), None)
+        };
+        host_view.copy_into(&mut device_view).map_err(|e| {
+            ort_error(format!("uploading weight {} to CUDA device {}", init.name, dev.device), e)
+        })?;
+        let v = Arc::new(value);
+        dev.values.lock().unwrap_or_else(|p| p.into_inner()).insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// Adds `facts.external` (files relative to `dir`) to `builder` as shared initializers — host values plus the
+    /// prepacked container on CPU, device values on CUDA. Returns what the session must keep alive.
     fn attach(
         &self,
+        rt: &Runtime,
         mut builder: SessionBuilder,
         dir: &Path,
         facts: &ModelFacts,
-    ) -> Result<(SessionBuilder, Vec<Arc<RawValue>>)> {
-        let mut held = Vec::new();
+    ) -> Result<(SessionBuilder, Held)> {
+        let mut held = Held::default();
         for init in &facts.external {
-            let v = self.value(dir, init)?;
             let name = CString::new(init.name.as_str()).map_err(|_| Error::Session {
                 graph: dir.display().to_string(),
                 message: format!("initializer name {:?} contains NUL", init.name),
             })?;
+            let ptr = if self.device.is_some() {
+                let v = self.device_value(rt, dir, init)?;
+                let p = v.value;
+                held.device.push(v);
+                p
+            } else {
+                let v = self.value(dir, init)?;
+                let p = v.ptr;
+                held.host.push(v);
+                p
+            };
             // SAFETY: valid options, C string and value; ORT keeps a reference, `held` keeps the value alive for
             // as long as the session.
-            let status = unsafe { (ort::api().AddInitializer)(builder.ptr_mut(), name.as_ptr(), v.ptr) };
+            let status = unsafe { (ort::api().AddInitializer)(builder.ptr_mut(), name.as_ptr(), ptr) };
             unsafe { ort::Error::result_from_status(status) }
                 .map_err(|e| ort_error(format!("adding shared initializer {}", init.name), e))?;
-            held.push(v);
         }
-        builder =
-            builder.with_prepacked_weights(&self.prepacked).map_err(|e| ort_error("prepacked weights", e))?;
+        if self.device.is_none() {
+            builder = builder
+                .with_prepacked_weights(&self.prepacked)
+                .map_err(|e| ort_error("prepacked weights", e))?;
+        }
         Ok((builder, held))
     }
 
@@ -302,6 +470,93 @@ impl SharedWeights {
             r
         })
     }
+}
+
+/// The values a session holds on to (shared with the engine's other sessions).
+#[derive(Default)]
+struct Held {
+    host: Vec<Arc<RawValue>>,
+    device: Vec<Arc<DeviceValue>>,
+}
+
+/// A non-owning view of a host weight value, for one upload (`copy_into` takes ownership of a fresh value).
+///
+/// # Safety
+/// `v` must be a live tensor value whose memory outlives the returned view's use.
+unsafe fn host_tensor_view(v: *mut ort::sys::OrtValue) -> Result<DynTensor> {
+    let api = ort::api();
+    let mut info: *const ort::sys::OrtMemoryInfo = std::ptr::null();
+    let mut data: *mut c_void = std::ptr::null_mut();
+    let mut shape_info: *mut ort::sys::OrtTensorTypeAndShapeInfo = std::ptr::null_mut();
+    let ok = |s, what: &str| {
+        unsafe { ort::Error::result_from_status(s) }.map_err(|e| ort_error(what.to_string(), e))
+    };
+    unsafe {
+        ok((api.GetTensorMemoryInfo)(v, &mut info), "reading a weight's memory info")?;
+        ok((api.GetTensorMutableData)(v, &mut data), "reading a weight's data")?;
+        ok((api.GetTensorTypeAndShape)(v, &mut shape_info), "reading a weight's shape")?;
+        let mut elem = ort::sys::ONNXTensorElementDataType::ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+        let mut ndim = 0usize;
+        let r = ok((api.GetTensorElementType)(shape_info, &mut elem), "reading a weight's type")
+            .and_then(|_| ok((api.GetDimensionsCount)(shape_info, &mut ndim), "reading a weight's rank"));
+        let mut dims = vec![0i64; ndim];
+        let r = r.and_then(|_| {
+            ok((api.GetDimensions)(shape_info, dims.as_mut_ptr(), ndim), "reading a weight's dims")
+        });
+        (api.ReleaseTensorTypeAndShapeInfo)(shape_info);
+        r?;
+        let mut size = 0usize;
+        ok((api.GetTensorSizeInBytes)(v, &mut size), "reading a weight's size")?;
+        let mut out: *mut ort::sys::OrtValue = std::ptr::null_mut();
+        ok(
+            (api.CreateTensorWithDataAsOrtValue)(info, data, size, dims.as_ptr(), dims.len(), elem, &mut out),
+            "viewing a weight",
+        )?;
+        Ok(ort::value::Value::from_ptr(std::ptr::NonNull::new(out).expect("non-null"), None))
+    }
+}
+
+/// A small session on `target`'s CUDA device, only to get its CUDA allocator (ORT hands out device allocators
+/// per session); kept alive as long as the weights it allocated.
+fn bootstrap_device_allocator(
+    rt: &Runtime,
+    target: &Target,
+    device: i32,
+) -> Result<(Session, Arc<DeviceAllocator>)> {
+    use exporter::graph::builder::value_info;
+    use exporter::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+    let sig = TensorSig { name: "x".into(), dtype: DType::F32, shape: vec![1] };
+    let y = TensorSig { name: "y".into(), ..sig.clone() };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 18 }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                op_type: "Identity".into(),
+                name: "bootstrap".into(),
+                ..Default::default()
+            }],
+            name: "totoc_device_bootstrap".into(),
+            input: vec![value_info(&sig)],
+            output: vec![value_info(&y)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cfg = backend::session_config(
+        target,
+        &backend::Stage::Load { bundle_dir: PathBuf::from(".") },
+        exporter::signature::Precision::Fp32,
+    );
+    let session = backend::session_builder(rt, target, &cfg)?
+        .commit_from_memory(&model.encode_to_vec())
+        .map_err(|e| Error::Session { graph: "device bootstrap".into(), message: e.to_string() })?;
+    let alloc = MemoryInfo::new(AllocationDevice::CUDA, device, AllocatorType::Device, MemoryType::Default)
+        .and_then(|info| Allocator::new(&session, info))
+        .map_err(|e| ort_error("creating the CUDA allocator for the weights", e))?;
+    Ok((session, Arc::new(DeviceAllocator(alloc))))
 }
 
 fn release_mapped_pages(maps: &Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>) {
@@ -360,16 +615,16 @@ fn open_session(
     cfg: &SessionConfig,
     weights: Option<&SharedWeights>,
     copies_logged: Arc<AtomicUsize>,
-) -> Result<(Session, ModelFacts, Vec<Arc<RawValue>>)> {
+) -> Result<(Session, ModelFacts, Held)> {
     let facts = model_facts(model)?;
     let builder = backend::session_builder(rt, target, cfg)?;
     let builder = with_copy_counter(builder, name, copies_logged)?;
-    let (mut builder, held) = match (weights, target.is_gpu()) {
-        (Some(w), false) => {
+    let (mut builder, held) = match (weights, weight_placement(target)) {
+        (Some(w), WeightPlacement::Host | WeightPlacement::Device(_)) => {
             let dir = model.parent().unwrap_or(Path::new("."));
-            w.attach(builder, dir, &facts)?
+            w.attach(rt, builder, dir, &facts)?
         }
-        _ => (builder, Vec::new()),
+        _ => (builder, Held::default()),
     };
     let session = builder.commit_from_file(model).map_err(|e| Error::Session {
         graph: name.to_string(),
@@ -396,6 +651,106 @@ fn signature_of(o: &ort::value::Outlet, graph: &str) -> Result<TensorSig> {
         )));
     }
     Ok(TensorSig { name: o.name().to_string(), dtype, shape: shape.iter().map(|&d| d as usize).collect() })
+}
+
+/// Where a bound tensor lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    Host,
+    /// CUDA device memory (fixed address for the runner's lifetime).
+    Device(i32),
+}
+
+/// How one graph input or output is bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotPlan {
+    pub name: String,
+    pub memory: Memory,
+    /// A pinned host mirror the host writes (inputs) or reads (outputs), copied to/from the device around each
+    /// run. Caches have none: they stay on the device between steps.
+    pub host_mirror: bool,
+    /// For a KV-cache output: the cache input it updates (bound to that input's buffer in place, or to its
+    /// ping-pong partner).
+    pub cache_of: Option<String>,
+}
+
+/// Whether a runner's session is captured as a CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// Kernels launched every run (CPU, or CUDA graphs off).
+    No,
+    /// The session captures its kernels once and replays them, under ONNX Runtime's graph annotation
+    /// `gpu_graph_id` (the run option key). Every bucket is its own session, so every bucket gets its own captured
+    /// graph, all under the default id 0; a replay reads and writes the addresses bound at capture, which the
+    /// runner never changes.
+    Graph { gpu_graph_id: i64 },
+}
+
+/// A runner's whole binding: every slot, how caches carry over, and whether it is captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingPlan {
+    pub inputs: Vec<SlotPlan>,
+    pub outputs: Vec<SlotPlan>,
+    pub cache_mode: CacheMode,
+    pub capture: Capture,
+}
+
+/// The binding of a graph with `inputs`/`outputs` on `target`; `in_place` are the (input, output) cache pairs the
+/// graph lets update in place ([`ModelFacts::in_place`]). Pure: what [`GraphRunner::load`] allocates and binds.
+///
+/// Refuses CUDA graphs over a ping-pong cache: a captured graph replays the device addresses bound at capture, so
+/// swapping the cache bindings between runs would make it read the stale buffer and write the live one.
+pub fn binding_plan(
+    target: &Target,
+    inputs: &[TensorSig],
+    outputs: &[TensorSig],
+    in_place: &[(String, String)],
+) -> std::result::Result<BindingPlan, String> {
+    let memory = target.device().map_or(Memory::Host, Memory::Device);
+    let gpu = target.is_gpu();
+    let cache_of = |o: &TensorSig| {
+        state_input_name(&o.name)
+            .and_then(|n| inputs.iter().find(|i| i.name == n))
+            .filter(|i| i.shape == o.shape && i.dtype == o.dtype)
+            .map(|i| i.name.clone())
+    };
+    let outs: Vec<SlotPlan> = outputs
+        .iter()
+        .map(|o| {
+            let c = cache_of(o);
+            SlotPlan { name: o.name.clone(), memory, host_mirror: gpu && c.is_none(), cache_of: c }
+        })
+        .collect();
+    let cache_inputs: Vec<&String> = outs.iter().filter_map(|o| o.cache_of.as_ref()).collect();
+    let ins = inputs
+        .iter()
+        .map(|i| SlotPlan {
+            name: i.name.clone(),
+            memory,
+            host_mirror: gpu && !cache_inputs.contains(&&i.name),
+            cache_of: None,
+        })
+        .collect();
+    let pairs: Vec<(&String, &String)> =
+        outs.iter().filter_map(|o| o.cache_of.as_ref().map(|c| (c, &o.name))).collect();
+    let cache_mode = if pairs.is_empty() {
+        CacheMode::None
+    } else if pairs.iter().all(|(i, o)| in_place.iter().any(|(a, b)| a == *i && b == *o)) {
+        CacheMode::InPlace
+    } else {
+        CacheMode::PingPong
+    };
+    let capture = match (target.cuda_graph(), cache_mode) {
+        (false, _) => Capture::No,
+        (true, CacheMode::PingPong) => {
+            return Err("this graph's caches cannot be updated in place (the cache input feeds more than the \
+                        TensorScatter/ScatterND that writes it), and a captured CUDA graph replays fixed buffers; \
+                        build the engine without --cuda-graph"
+                .into())
+        }
+        (true, _) => Capture::Graph { gpu_graph_id: 0 },
+    };
+    Ok(BindingPlan { inputs: ins, outputs: outs, cache_mode, capture })
 }
 
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
@@ -435,7 +790,7 @@ pub struct GraphRunner {
     pinned: Option<Allocator>,
     /// Pinned scratch for `copy_cache` on GPU, by source output name.
     scratch: HashMap<String, DynTensor>,
-    _weights: Vec<Arc<RawValue>>,
+    _weights: Held,
 }
 
 impl std::fmt::Debug for GraphRunner {
@@ -462,12 +817,12 @@ impl GraphRunner {
         cfg: &SessionConfig,
         weights: Option<&SharedWeights>,
     ) -> Result<Self> {
-        let session_err = |message: String| Error::Session { graph: name.to_string(), message };
         let copies_logged = Arc::new(AtomicUsize::new(0));
         let (session, facts, held) =
             open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
         let providers = ep_assignment(&session);
 
+        let host_alloc = Allocator::default();
         let (device_alloc, pinned) = if let Some(device) = target.device() {
             let dev =
                 MemoryInfo::new(AllocationDevice::CUDA, device, AllocatorType::Device, MemoryType::Default)
@@ -485,53 +840,48 @@ impl GraphRunner {
         } else {
             (Allocator::default(), None)
         };
+        let session_err = |message: String| Error::Session { graph: name.to_string(), message };
         let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
         let new_tensor = |alloc: &Allocator, sig: &TensorSig| {
             DynTensor::new(alloc, element_of(sig.dtype), sig.shape.clone())
                 .map_err(|e| ort_error(format!("allocating `{}` of graph {name}", sig.name), e))
         };
+        let in_sigs: Vec<TensorSig> = session.inputs().iter().map(sig_of).collect::<Result<_>>()?;
+        let out_sigs: Vec<TensorSig> = session.outputs().iter().map(sig_of).collect::<Result<_>>()?;
+        let plan = binding_plan(target, &in_sigs, &out_sigs, &facts.in_place).map_err(session_err)?;
+        let alloc_for = |m: Memory| match m {
+            Memory::Host => &host_alloc,
+            Memory::Device(_) => &device_alloc,
+        };
         let mut inputs = Vec::new();
-        for o in session.inputs() {
-            let sig = sig_of(o)?;
-            let bound = new_tensor(&device_alloc, &sig)?;
-            inputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
+        for (sig, p) in in_sigs.into_iter().zip(&plan.inputs) {
+            let bound = new_tensor(alloc_for(p.memory), &sig)?;
+            let host = match (&pinned, p.host_mirror) {
+                (Some(pin), true) => Some(new_tensor(pin, &sig)?),
+                _ => None,
+            };
+            inputs.push(Slot { sig, bound, spare: None, host, dirty: false });
         }
         let mut outputs = Vec::new();
         let mut caches = Vec::new();
-        let mut ping_pong = false;
-        for o in session.outputs() {
-            let sig = sig_of(o)?;
-            let state = state_input_name(&sig.name).and_then(|n| inputs.iter().position(|s| s.sig.name == n));
-            match state {
-                Some(i) if inputs[i].sig.shape == sig.shape && inputs[i].sig.dtype == sig.dtype => {
-                    let in_place =
-                        facts.in_place.iter().any(|(a, b)| *a == inputs[i].sig.name && *b == sig.name);
-                    if !in_place {
-                        ping_pong = true;
-                        inputs[i].spare = Some(new_tensor(&device_alloc, &sig)?);
+        for (sig, p) in out_sigs.into_iter().zip(&plan.outputs) {
+            match p.cache_of.as_ref().and_then(|n| inputs.iter().position(|s| &s.sig.name == n)) {
+                Some(i) => {
+                    if plan.cache_mode == CacheMode::PingPong {
+                        inputs[i].spare = Some(new_tensor(alloc_for(p.memory), &sig)?);
                     }
                     caches.push((i, outputs.len()));
                     // the output slot's own tensor is unused for a cache: it is the input's (or its spare)
-                    let bound =
-                        new_tensor(&Allocator::default(), &TensorSig { shape: vec![1], ..sig.clone() })?;
+                    let bound = new_tensor(&host_alloc, &TensorSig { shape: vec![1], ..sig.clone() })?;
                     outputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
                 }
-                _ => {
-                    let bound = new_tensor(&device_alloc, &sig)?;
-                    outputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
-                }
-            }
-        }
-        if let Some(pin) = &pinned {
-            // non-cache I/O gets a pinned host mirror; caches stay device-only until asked for
-            for (idx, slot) in inputs.iter_mut().enumerate() {
-                if !caches.iter().any(|(i, _)| *i == idx) {
-                    slot.host = Some(new_tensor(pin, &slot.sig)?);
-                }
-            }
-            for (idx, slot) in outputs.iter_mut().enumerate() {
-                if !caches.iter().any(|(_, o)| *o == idx) {
-                    slot.host = Some(new_tensor(pin, &slot.sig)?);
+                None => {
+                    let bound = new_tensor(alloc_for(p.memory), &sig)?;
+                    let host = match (&pinned, p.host_mirror) {
+                        (Some(pin), true) => Some(new_tensor(pin, &sig)?),
+                        _ => None,
+                    };
+                    outputs.push(Slot { sig, bound, spare: None, host, dirty: false });
                 }
             }
         }
@@ -553,21 +903,7 @@ impl GraphRunner {
                 .bind_output(&s.sig.name, target_tensor)
                 .map_err(|e| ort_error(format!("binding `{}`", s.sig.name), e))?;
         }
-        let cache_mode = match (caches.is_empty(), ping_pong) {
-            (true, _) => CacheMode::None,
-            (false, false) => CacheMode::InPlace,
-            (false, true) => CacheMode::PingPong,
-        };
-        if cache_mode == CacheMode::PingPong && target.cuda_graph() {
-            // A captured CUDA graph replays fixed device addresses: swapping the cache bindings between runs
-            // would make it read and write stale buffers.
-            return Err(session_err(
-                "this graph's caches cannot be updated in place (the cache input feeds more than the \
-                 TensorScatter/ScatterND that writes it), and CUDA graphs need fixed buffers; build the engine \
-                 without CUDA graphs"
-                    .into(),
-            ));
-        }
+        let cache_mode = plan.cache_mode;
         Ok(GraphRunner {
             name: name.to_string(),
             target: target.clone(),
@@ -678,6 +1014,52 @@ impl GraphRunner {
             name: name.to_string(),
             message: format!("cannot view as {}: {e}", std::any::type_name::<T>()),
         })
+    }
+
+    /// The element type of input `name`.
+    pub fn input_dtype(&self, name: &str) -> Result<DType> {
+        Self::slot_index(&self.inputs, name)
+            .map(|i| self.inputs[i].sig.dtype)
+            .ok_or_else(|| self.tensor_error(name, format!("no such input (inputs: {})", self.input_names())))
+    }
+
+    /// Writes f32 `values` into float input `name` from element `offset`, rounding to nearest f16 when the graph
+    /// takes f16 (fp16 graphs take f16 patches, rotary tables and caches; the host computes in f32/f64).
+    pub fn write_f32(&mut self, name: &str, offset: usize, values: &[f32]) -> Result<()> {
+        let dtype = self.input_dtype(name)?;
+        let out_of_range =
+            |len: usize| format!("writing {} values at {offset} into {len} elements", values.len());
+        match dtype {
+            DType::F32 => {
+                let dst = self.input_mut::<f32>(name)?;
+                let len = dst.len();
+                let d = dst.get_mut(offset..offset + values.len()).ok_or_else(|| out_of_range(len));
+                match d {
+                    Ok(d) => d.copy_from_slice(values),
+                    Err(m) => return Err(self.tensor_error(name, m)),
+                }
+            }
+            DType::F16 => {
+                let dst = self.input_mut::<half::f16>(name)?;
+                let len = dst.len();
+                match dst.get_mut(offset..offset + values.len()) {
+                    Some(d) => d.iter_mut().zip(values).for_each(|(d, v)| *d = half::f16::from_f32(*v)),
+                    None => return Err(self.tensor_error(name, out_of_range(len))),
+                }
+            }
+            DType::I64 => return Err(self.tensor_error(name, "is an integer input, not a float one")),
+        }
+        Ok(())
+    }
+
+    /// Sets every element of float input `name` to `v` (f32 or f16).
+    pub fn fill_f32(&mut self, name: &str, v: f32) -> Result<()> {
+        match self.input_dtype(name)? {
+            DType::F32 => self.input_mut::<f32>(name)?.fill(v),
+            DType::F16 => self.input_mut::<half::f16>(name)?.fill(half::f16::from_f32(v)),
+            DType::I64 => return Err(self.tensor_error(name, "is an integer input, not a float one")),
+        }
+        Ok(())
     }
 
     /// The current contents of input `name` (host view; on GPU the pinned mirror, if any).

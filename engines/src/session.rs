@@ -182,8 +182,7 @@ fn run_prefill(
     let mut first_row = HashMap::new();
     let mut row_slots = Vec::with_capacity(n);
     {
-        let patches = runner.input_mut::<f32>(signature::PATCHES)?;
-        patches.fill(0.0);
+        let mut patches = vec![0f32; n * sc * p];
         for &i in &call.requests {
             first_row.insert(i, row_slots.len());
             for scaled in &series[i].scaled {
@@ -192,6 +191,7 @@ fn run_prefill(
                 row_slots.push(series[i].slots);
             }
         }
+        runner.write_f32(signature::PATCHES, 0, &patches)?;
     }
     let used = row_slots.len();
     {
@@ -222,7 +222,7 @@ fn run_prefill(
         rope::fill_prefill(sc, s_r, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span]);
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
-        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+        runner.write_f32(name, 0, t)?;
     }
     let t0 = Instant::now();
     runner.run()?;
@@ -384,7 +384,7 @@ fn decode_pass_on(
         }
     }
     // Inputs that stay for the whole pass: zeros for padding patches, group ids per (series, path, id group).
-    decode.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    decode.fill_f32(signature::PATCHES, 0.0)?;
     {
         let mut ids = GroupIds::new();
         let gid = decode.input_mut::<i64>(signature::GROUP_ID)?;
@@ -411,7 +411,7 @@ fn decode_pass_on(
                 }
                 series[i].buckets.push(call.bucket);
             }
-            let patches = decode.input_mut::<f32>(signature::PATCHES)?;
+            let mut scaled = vec![0f32; p];
             for (r, row) in rows.iter_mut().enumerate().filter(|(_, row)| call.requests.contains(&row.series))
             {
                 let s = &mut series[row.series];
@@ -425,7 +425,8 @@ fn decode_pass_on(
                     &mut patch,
                 );
                 s.push(row.path, row.variate, &patch);
-                row.scaler.push_patch(&patch, &mut patches[r * p..(r + 1) * p]);
+                row.scaler.push_patch(&patch, &mut scaled);
+                decode.write_f32(signature::PATCHES, r * p, &scaled)?;
                 moves.push(CacheMove { dst: r, src, slots: s.slots });
             }
             decode.copy_cache(&pre, &moves)
@@ -450,7 +451,7 @@ fn decode_pass_on(
         }
         for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables)
         {
-            decode.input_mut::<f32>(name)?.copy_from_slice(t);
+            decode.write_f32(name, 0, t)?;
         }
         let t0 = Instant::now();
         decode.run()?;
@@ -487,9 +488,10 @@ fn decode_pass_on(
             }
             r += v_count;
         }
-        let patches = decode.input_mut::<f32>(signature::PATCHES)?;
+        let mut scaled = vec![0f32; p];
         for (r, values) in fed {
-            rows[r].scaler.push_patch(&values, &mut patches[r * p..(r + 1) * p]);
+            rows[r].scaler.push_patch(&values, &mut scaled);
+            decode.write_f32(signature::PATCHES, r * p, &scaled)?;
             rows[r].pos += 1;
         }
     }

@@ -9,8 +9,8 @@ use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use engines::plan::Pins;
 use engines::request::ForecastRequest;
 use exporter::bucket::Bucket;
-use exporter::graph::CacheUpdate;
 use exporter::signature::GraphKind;
+use exporter::variant::OpsetVariant;
 use support::{cpu_engine, root};
 
 /// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets
@@ -29,9 +29,9 @@ fn fitting(engine: &Engine, req: &ForecastRequest) -> (Vec<Bucket>, Vec<Bucket>)
     (prefill, decode)
 }
 
-fn check_config(config: &str, cache_update: CacheUpdate) {
+fn check_config(config: &str, variant: OpsetVariant) {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine(config, tmp.path(), cache_update);
+    let f = cpu_engine(config, tmp.path(), variant);
     let cases = find_cases(&root().join("tests/fixtures").join(config).join("cases")).unwrap();
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
@@ -66,7 +66,7 @@ fn check_config(config: &str, cache_update: CacheUpdate) {
 #[test]
 fn smallest_and_largest_buckets_agree() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let case = GoldenCase::read(&root().join("tests/fixtures/tiny/cases/mean_4v_groups.json")).unwrap();
     let req = case.mean_request();
     let (prefill, decode) = fitting(&f, &req);
@@ -90,27 +90,27 @@ fn smallest_and_largest_buckets_agree() {
 
 #[test]
 fn tiny_matches_toto() {
-    check_config("tiny", CacheUpdate::TensorScatter);
+    check_config("tiny", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny_spacefirst_matches_toto() {
-    check_config("tiny_spacefirst", CacheUpdate::TensorScatter);
+    check_config("tiny_spacefirst", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny_alltime_matches_toto() {
-    check_config("tiny_alltime", CacheUpdate::TensorScatter);
+    check_config("tiny_alltime", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny64_matches_toto() {
-    check_config("tiny64", CacheUpdate::TensorScatter);
+    check_config("tiny64", OpsetVariant::Opset24);
 }
 
 #[test]
 fn scatter_nd_variant_matches_toto() {
-    check_config("tiny", CacheUpdate::ScatterNd);
+    check_config("tiny", OpsetVariant::Opset18);
 }
 
 /// Several requests packed into one call (different contexts, variate counts, horizons) give the same forecasts
@@ -118,7 +118,7 @@ fn scatter_nd_variant_matches_toto() {
 #[test]
 fn batching_matches_single_requests() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let dir = root().join("tests/fixtures/tiny/cases");
     let reqs: Vec<_> = ["mean_4v_groups", "mean_short", "mean_1v"]
         .iter()

@@ -37,6 +37,78 @@ pub enum DType {
     I64,
 }
 
+/// Float precision of a graph: the type of its weights, activations and KV caches (with the fp32 islands an fp16
+/// graph keeps where precision needs them, see `crate::graph::precision`). A bundle may hold graphs of several
+/// precisions, each over its own weight file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Fp16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 2] = [Precision::Fp32, Precision::Fp16];
+
+    /// `fp32`, `fp16`: as in file names (`weights.fp16.bin`) and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+        }
+    }
+
+    /// The element type of the graph's float activations.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::Fp32 => DType::F32,
+            Precision::Fp16 => DType::F16,
+        }
+    }
+
+    /// Bytes of one float activation or cache element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Fp16 => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fp32" => Ok(Precision::Fp32),
+            "fp16" => Ok(Precision::Fp16),
+            other => Err(format!("unknown precision {other:?} (fp32 or fp16)")),
+        }
+    }
+}
+
+/// The float element types of a graph's inputs and outputs: the activations' type for patches and caches, and
+/// the rotary tables' own (an fp16 graph may keep its rotary math, and so its tables, in fp32). The mixture
+/// outputs are always f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoTypes {
+    /// Patches and KV caches.
+    pub float: DType,
+    /// `rope_cos`, `rope_sin`, `xpos_scale`.
+    pub rope: DType,
+}
+
+impl IoTypes {
+    /// Every float input and output f32.
+    pub const F32: IoTypes = IoTypes { float: DType::F32, rope: DType::F32 };
+}
+
 /// Name, element type and static shape of one graph input or output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSig {
@@ -158,8 +230,9 @@ impl GraphDims {
 }
 
 /// The inputs of a graph, in order.
-pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
+pub fn inputs(d: &GraphDims, io: IoTypes) -> Vec<TensorSig> {
     let n = d.rows;
+    let float = io.float;
     let mut v = Vec::new();
     match d.kind {
         GraphKind::Prefill => {
@@ -167,7 +240,7 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
             v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
             v.push(TensorSig::new(LAST_INDEX, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[n, d.slots, d.head_dim]));
+                v.push(TensorSig::new(name, io.rope, &[n, d.slots, d.head_dim]));
             }
         }
         GraphKind::Decode => {
@@ -175,7 +248,7 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
             v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
             v.push(TensorSig::new(WRITE_POS, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[n, d.head_dim]));
+                v.push(TensorSig::new(name, io.rope, &[n, d.head_dim]));
             }
             for i in 0..d.time_layers {
                 v.push(TensorSig::new(k_cache(i, false), float, &d.cache_shape()));
@@ -187,7 +260,8 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
 }
 
 /// The outputs of a graph, in order. The mixture outputs are always f32 (the host samples in f64).
-pub fn outputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
+pub fn outputs(d: &GraphDims, io: IoTypes) -> Vec<TensorSig> {
+    let float = io.float;
     let mut v: Vec<TensorSig> =
         MIXTURE_OUTPUTS.iter().map(|n| TensorSig::new(*n, DType::F32, &d.mixture_shape())).collect();
     for i in 0..d.time_layers {

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 mod bench;
 mod build_engine;
+mod doctor;
 mod export;
 mod forecast;
 mod verify;
@@ -16,5 +17,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forecast(a) => forecast::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Doctor(a) => doctor::run(a),
     }
 }

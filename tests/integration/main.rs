@@ -4,3 +4,4 @@
 mod common;
 mod export;
 mod forecast;
+mod precision;
