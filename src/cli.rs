@@ -10,6 +10,15 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// How an engine's buckets map to sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphsArg {
+    /// One static graph and session per bucket.
+    PerBucket,
+    /// One shape-polymorphic graph and session per graph kind (opset-24 bundles).
+    Shared,
+}
+
 /// Graph precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
@@ -96,6 +105,10 @@ pub struct BuildEngineArgs {
     /// Short for --precision fp16.
     #[arg(long)]
     pub fp16: bool,
+    /// Sessions per bucket, or one shape-polymorphic session per graph kind serving all its buckets. Default:
+    /// shared for tensorrt (one engine, and one GPU copy of the weights, per kind), per-bucket otherwise.
+    #[arg(long, value_enum)]
+    pub graphs: Option<GraphsArg>,
     /// CPU threads recorded in the engine: the default size of the process's thread pool when it is loaded
     /// (default: physical cores; `forecast --threads` overrides).
     #[arg(long)]

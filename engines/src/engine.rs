@@ -173,12 +173,13 @@ impl Engine {
         let bundle = EngineBundle::load(dir, opts.ort_lib.as_deref())?;
         let manifest = bundle.manifest().clone();
         let budget = opts.memory_budget.unwrap_or_else(crate::memory::default_budget);
-        if manifest.weights_bytes >= budget {
+        let weights_bytes = manifest.resident_weight_bytes();
+        if weights_bytes >= budget {
             return Err(Error::Engine {
                 path: dir.to_path_buf(),
                 message: format!(
                     "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
-                    human(manifest.weights_bytes),
+                    human(weights_bytes),
                     human(budget)
                 ),
             });
@@ -190,14 +191,14 @@ impl Engine {
                 .entry(g.bucket)
                 .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
         }
-        let available = usable_buckets(&slots, manifest.weights_bytes, budget);
+        let available = usable_buckets(&slots, weights_bytes, budget);
         if !available.iter().any(|a| a.bucket.kind == GraphKind::Prefill) {
             return Err(Error::Engine {
                 path: dir.to_path_buf(),
                 message: format!(
                     "no bucket fits the memory budget ({}) beside the weights ({}); give a larger --memory-budget",
                     human(budget),
-                    human(manifest.weights_bytes)
+                    human(weights_bytes)
                 ),
             });
         }
@@ -440,7 +441,7 @@ impl Graphs for Pool<'_> {
             message: "not a bucket of this engine".into(),
         })?;
         let need = slot.graph.memory_bytes;
-        let weights = self.engine.manifest().weights_bytes;
+        let weights = self.engine.manifest().resident_weight_bytes();
         loop {
             let used: u64 = self.exec.loaded.iter().map(|l| l.memory).sum();
             if weights + used + need <= self.engine.budget {
@@ -534,6 +535,13 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
         runner.write_f32(name, 0, t)?;
+    }
+    if runner.has_input(signature::TIME_MASK) {
+        let mask = match bucket.kind {
+            GraphKind::Prefill => crate::session::causal_mask(bucket.slots),
+            GraphKind::Decode => crate::session::key_mask(&vec![0; n], bucket.slots),
+        };
+        runner.write_f32(signature::TIME_MASK, 0, &mask)?;
     }
     runner.run()
 }

@@ -36,8 +36,8 @@ use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
-    file_entries, format_mismatch, verify_files, CheckpointInfo, FileEntry, FormatTag, GraphEntry, Manifest,
-    MANIFEST_FILE,
+    file_entries, format_mismatch, verify_files, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag,
+    GraphEntry, Manifest, MANIFEST_FILE,
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, session_config, SessionConfig, Stage, Target, Version};
 use crate::error::{Error, Result};
-use crate::graph::{GraphRunner, ProviderNodes, SharedWeights};
+use crate::graph::{GraphRunner, ProviderNodes, SharedSession, SharedWeights};
 use crate::memory::human;
 use crate::runtime::{self, Runtime};
 
@@ -97,6 +97,10 @@ pub struct EngineGraph {
     /// TensorRT: the engine's TensorRT version and GPU architecture (from its EPContext node), checked at load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensorrt: Option<crate::tensorrt::EngineStamp>,
+    /// `file` is a shape-polymorphic graph whose one session serves every bucket listing it ([`GraphForm::Shared`]).
+    pub shared: bool,
+    /// The bucket's captured-CUDA-graph key on its session (`None`: not captured; see [`crate::graph::capture_keys`]).
+    pub gpu_graph_id: Option<i64>,
 }
 
 /// One profile of an engine: its bounds and the buckets kept.
@@ -128,12 +132,17 @@ pub struct EngineManifest {
     pub precision: Precision,
     /// A CPU engine of fp16 graphs: it runs their fp16 emulation (accuracy, not speed; see the module docs).
     pub fp16_emulation: bool,
+    /// Sessions per bucket or per graph kind.
+    pub graphs: GraphForm,
     pub source: SourceBundle,
     pub model: ModelConfig,
     /// The weight file every bucket shares.
     pub weights_file: String,
     /// Bytes of the weights every bucket shares.
     pub weights_bytes: u64,
+    /// How many copies of the weights the engine holds when every session is loaded: 1 on CPU and CUDA (shared
+    /// by all sessions); on TensorRT one per engine (one per graph kind when shared, one per bucket otherwise).
+    pub weight_copies: usize,
     /// The memory budget the engine was built for (buckets beyond it were dropped).
     pub memory_budget: u64,
     pub profiles: Vec<EngineProfile>,
@@ -174,6 +183,11 @@ impl EngineManifest {
         self.profiles.iter().flat_map(|p| p.graphs.iter().map(move |g| (p, g)))
     }
 
+    /// Bytes of weights resident when every session is loaded: [`weights_bytes`](Self::weights_bytes) per copy.
+    pub fn resident_weight_bytes(&self) -> u64 {
+        self.weights_bytes * self.weight_copies.max(1) as u64
+    }
+
     /// How responses name the engine: `cpu (onnxruntime 1.31.1)`, `cuda fp16 (onnxruntime 1.31.1)`,
     /// `cpu fp16-emulation (onnxruntime 1.31.1)`.
     pub fn label(&self) -> String {
@@ -183,6 +197,30 @@ impl EngineManifest {
             (p, false) => format!(" {p}"),
         };
         format!("{}{precision} (onnxruntime {})", self.target.name(), self.ort_version)
+    }
+}
+
+/// How an engine's buckets map to sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GraphForm {
+    /// One static graph, and one session, per bucket (CPU and CUDA: the weights are shared between sessions by
+    /// [`SharedWeights`]; TensorRT: one engine, and one copy of the weights, per bucket, each with its own CUDA
+    /// graph).
+    PerBucket,
+    /// One shape-polymorphic graph, and one session, per graph kind, serving all of that kind's buckets (TensorRT:
+    /// one engine per kind — the weights once per kind on the GPU, however many buckets — built with
+    /// optimisation profiles covering the buckets, see [`crate::tensorrt`]). Needs an opset-24 bundle.
+    Shared,
+}
+
+impl GraphForm {
+    /// TensorRT shares (its engines carry their weights); CPU and CUDA share weights across per-bucket sessions.
+    pub fn default_for(target: &Target) -> GraphForm {
+        match target {
+            Target::TensorRt { .. } => GraphForm::Shared,
+            _ => GraphForm::PerBucket,
+        }
     }
 }
 
@@ -199,6 +237,8 @@ pub struct BuildOptions {
     pub memory_budget: Option<u64>,
     /// Which of the bundle's precisions to build (default: fp32 if it holds fp32 graphs, else its only one).
     pub precision: Option<Precision>,
+    /// Sessions per bucket or per graph kind (default: [`GraphForm::default_for`] the target).
+    pub graphs: Option<GraphForm>,
 }
 
 /// Progress of a build.
@@ -343,6 +383,41 @@ pub fn build_engine(
     }
     let total: usize = kept.iter().map(|(_, g)| g.len()).sum();
 
+    // Sessions per bucket, or one shape-polymorphic session per graph kind.
+    let form = options.graphs.unwrap_or_else(|| GraphForm::default_for(target));
+    let mut dynamic: Vec<&DynamicGraphEntry> = Vec::new();
+    if form == GraphForm::Shared {
+        for kind in GraphKind::ALL {
+            if !kept.iter().flat_map(|(_, g)| g.iter()).any(|g| g.bucket.kind == kind) {
+                continue;
+            }
+            let d = source.dynamic_graphs.iter().find(|d| d.kind == kind && d.precision == precision);
+            dynamic.push(d.ok_or_else(|| Error::Engine {
+                path: artifacts.to_path_buf(),
+                message: format!(
+                    "the export bundle has no shape-polymorphic {precision} {} graph (bundles written with \
+                     --opset 24 have them): re-export it, or build with `--graphs per-bucket`",
+                    kind.as_str()
+                ),
+            })?);
+        }
+    }
+    let session_file = |g: &GraphEntry| -> String {
+        match dynamic.iter().find(|d| d.kind == g.bucket.kind) {
+            Some(d) => d.file.clone(),
+            None => g.file.clone(),
+        }
+    };
+    let keyed: Vec<(Bucket, String)> =
+        kept.iter().flat_map(|(_, gs)| gs.iter().map(|g| (g.bucket, session_file(g)))).collect();
+    let captures = crate::graph::capture_keys(target, &keyed)
+        .map_err(|message| Error::Engine { path: artifacts.to_path_buf(), message })?;
+    let weight_copies = match (target, form) {
+        (Target::TensorRt { .. }, GraphForm::Shared) => dynamic.len(),
+        (Target::TensorRt { .. }, GraphForm::PerBucket) => total,
+        _ => 1,
+    };
+
     // A GPU engine is built where its provider runs (TensorRT compiles for the GPU at hand, and every graph is
     // checked by loading it): registering the provider says what is missing (`totoc doctor`'s findings), before
     // anything is written.
@@ -375,7 +450,48 @@ pub fn build_engine(
     // matmul kernels (half of a session's creation time, and it would be redone at load anyway).
     let mut check_cfg = load_cfg.clone();
     check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
-    let weights = SharedWeights::new(rt);
+    let weights = SharedWeights::for_target(rt, target);
+    // Shared form: each kind's graph is built (or copied) once, with every kept bucket of the kind in its
+    // TensorRT profiles, and checked as one session.
+    let mut built: Vec<(GraphKind, String, Option<crate::tensorrt::EngineStamp>, Option<SharedSession>)> = Vec::new();
+    for d in &dynamic {
+        let buckets: Vec<Vec<TensorSig>> = kept
+            .iter()
+            .flat_map(|(_, gs)| gs.iter())
+            .filter(|g| g.bucket.kind == d.kind)
+            .map(|g| d.inputs.iter().map(|s| s.at(g.bucket.rows, g.bucket.slots)).collect())
+            .collect();
+        let stem = d.file.strip_suffix(".onnx").unwrap_or(&d.file).to_string();
+        let (file, stamp) = match (target, &emulated) {
+            (Target::TensorRt { .. }, _) => {
+                let layout = crate::tensorrt::profile_layout(Version::parse(rt.version()));
+                let profiles = crate::tensorrt::profile_options(&d.inputs, &buckets, layout);
+                let (file, stamp) = build_tensorrt(
+                    rt,
+                    target,
+                    precision,
+                    &profiles,
+                    &artifacts.join(&d.file),
+                    stage.path(),
+                    &stem,
+                )?;
+                (file, Some(stamp))
+            }
+            (_, Some(w)) => (write_emulation(&artifacts.join(&d.file), w, stage.path(), &stem)?, None),
+            _ => {
+                let to = stage.path().join(&d.file);
+                std::fs::copy(artifacts.join(&d.file), &to).map_err(|e| Error::io(&to, e))?;
+                (d.file.clone(), None)
+            }
+        };
+        let session = if check {
+            let path = stage.path().join(&file);
+            Some(weights.trim_while(|| SharedSession::open(rt, &path, &file, target, &check_cfg, Some(&weights)))?)
+        } else {
+            None
+        };
+        built.push((d.kind, file, stamp, session));
+    }
     let mut profiles = Vec::new();
     let mut index = 0;
     for (profile, graphs) in kept {
@@ -384,29 +500,41 @@ pub fn build_engine(
             index += 1;
             let t = Instant::now();
             let stem = g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string();
-            let (file, stamp) = match (target, &emulated) {
-                (Target::TensorRt { .. }, _) => {
+            let shared = built.iter().find(|b| b.0 == g.bucket.kind);
+            let (file, stamp) = match (target, &emulated, shared) {
+                (_, _, Some((_, file, stamp, _))) => (file.clone(), stamp.clone()),
+                (Target::TensorRt { .. }, _, None) => {
                     let (file, stamp) =
-                        build_tensorrt(rt, target, precision, &artifacts.join(&g.file), stage.path(), &stem)?;
+                        build_tensorrt(rt, target, precision, &[], &artifacts.join(&g.file), stage.path(), &stem)?;
                     (file, Some(stamp))
                 }
-                (_, Some(w)) => {
-                    (write_emulation(&artifacts.join(&g.file), w, stage.path(), &g.bucket, profile)?, None)
-                }
+                (_, Some(w), None) => (write_emulation(&artifacts.join(&g.file), w, stage.path(), &stem)?, None),
                 _ => {
                     let to = stage.path().join(&g.file);
                     std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
                     (g.file.clone(), None)
                 }
             };
-            let (inputs, outputs, memory_bytes) = if emulation {
+            // A shared graph's bucket binds the graph's inputs (its time mask too) at the bucket's sizes.
+            let (inputs, outputs) = match dynamic.iter().find(|d| d.kind == g.bucket.kind) {
+                Some(d) => (
+                    d.inputs.iter().map(|s| s.at(g.bucket.rows, g.bucket.slots)).collect(),
+                    d.outputs.iter().map(|s| s.at(g.bucket.rows, g.bucket.slots)).collect(),
+                ),
+                None => (g.inputs.clone(), g.outputs.clone()),
+            };
+            let (inputs, outputs, memory_bytes): (Vec<TensorSig>, Vec<TensorSig>, u64) = if emulation {
                 (
-                    g.inputs.iter().map(widened).collect(),
-                    g.outputs.iter().map(widened).collect(),
+                    inputs.iter().map(widened).collect(),
+                    outputs.iter().map(widened).collect(),
                     g.bucket.memory_bytes(&source.model, Precision::Fp32),
                 )
             } else {
-                (g.inputs.clone(), g.outputs.clone(), g.memory_bytes)
+                (inputs, outputs, g.memory_bytes)
+            };
+            let gpu_graph_id = match captures[index - 1] {
+                crate::graph::Capture::Graph { gpu_graph_id } => Some(gpu_graph_id),
+                crate::graph::Capture::No => None,
             };
             let mut entry = EngineGraph {
                 bucket: g.bucket,
@@ -419,16 +547,29 @@ pub fn build_engine(
                 load_session: session_config(target, &Stage::Load { bundle_dir: ".".into() }, precision),
                 providers: Vec::new(),
                 tensorrt: stamp,
+                shared: shared.is_some(),
+                gpu_graph_id,
             };
             // Create its session where its provider exists: the graph must load and its I/O must be the
             // manifest's. No I/O is allocated (the largest caches are gigabytes), so the check stays cheap.
-            if check {
-                let path = stage.path().join(&entry.file);
-                let c = weights.trim_while(|| {
-                    GraphRunner::check(rt, &path, &entry.file, target, &check_cfg, Some(&weights))
-                })?;
-                check_signature(&c.inputs, &c.outputs, &entry, &path)?;
-                entry.providers = c.providers;
+            match shared {
+                Some((_, _, _, Some(session))) => {
+                    let path = stage.path().join(&entry.file);
+                    session
+                        .check_bucket(&entry.inputs, &entry.outputs)
+                        .map_err(|message| Error::Engine { path, message })?;
+                    entry.providers = session.providers().to_vec();
+                }
+                Some((_, _, _, None)) => {}
+                None if check => {
+                    let path = stage.path().join(&entry.file);
+                    let c = weights.trim_while(|| {
+                        GraphRunner::check(rt, &path, &entry.file, target, &check_cfg, Some(&weights))
+                    })?;
+                    check_signature(&c.inputs, &c.outputs, &entry, &path)?;
+                    entry.providers = c.providers;
+                }
+                None => {}
             }
             progress(BuildEvent::Graph {
                 file: entry.file.clone(),
@@ -456,6 +597,7 @@ pub fn build_engine(
         target: target.clone(),
         precision,
         fp16_emulation: emulation,
+        graphs: form,
         source: SourceBundle {
             manifest_sha256: source_sha,
             totoc_version: source.totoc_version.clone(),
@@ -469,6 +611,7 @@ pub fn build_engine(
         model: source.model.clone(),
         weights_file,
         weights_bytes,
+        weight_copies,
         memory_budget: budget,
         profiles,
         dropped,
@@ -504,16 +647,11 @@ fn widened(s: &TensorSig) -> TensorSig {
     TensorSig { dtype, ..s.clone() }
 }
 
-/// Writes the fp16 emulation of the graph at `model` into `out`; returns its file name.
-fn write_emulation(
-    model: &Path,
-    weights: &EmulatedWeights,
-    out: &Path,
-    bucket: &Bucket,
-    profile: &Profile,
-) -> Result<String> {
+/// Writes the fp16 emulation of the graph at `model` (file stem `stem`, e.g. `small.decode.n8.t25.fp16`) into
+/// `out`; returns its file name.
+fn write_emulation(model: &Path, weights: &EmulatedWeights, out: &Path, stem: &str) -> Result<String> {
     let m = emulate::emulate(&read_model(model)?, weights)?;
-    let file = format!("{}.fp16-emulated.onnx", bucket.stem(&profile.name));
+    let file = format!("{}-emulated.onnx", stem);
     write_atomic(&out.join(&file), &m.encode_to_vec())?;
     Ok(file)
 }
@@ -532,6 +670,7 @@ fn build_tensorrt(
     rt: &Runtime,
     target: &Target,
     precision: Precision,
+    profiles: &[(String, String)],
     model: &Path,
     out: &Path,
     stem: &str,
@@ -541,6 +680,10 @@ fn build_tensorrt(
         &Stage::Build { out_dir: out.to_path_buf(), stem: stem.to_string() },
         precision,
     );
+    // A shape-polymorphic graph's optimisation profiles (every bucket of its kind; see `crate::tensorrt`).
+    if let Some(p) = cfg.providers.first_mut() {
+        p.options.extend(profiles.iter().cloned());
+    }
     let graph_err = |message: String| Error::Session { graph: stem.to_string(), message };
     // Any node TensorRT does not take keeps its weights in a file next to the EPContext model.
     cfg.config_entries.push((
@@ -652,6 +795,8 @@ pub struct EngineBundle {
     manifest: EngineManifest,
     rt: &'static Runtime,
     weights: SharedWeights,
+    /// Sessions of shape-polymorphic graphs, opened once and shared by their buckets' runners.
+    shared: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<SharedSession>>>,
 }
 
 impl std::fmt::Debug for EngineBundle {
@@ -707,7 +852,14 @@ impl EngineBundle {
             backend::apply_process_env(&manifest.target, manifest.precision);
         }
         let weights = SharedWeights::for_target(rt, &manifest.target);
-        Ok(EngineBundle { dir: dir.to_path_buf(), manifest, rt, weights })
+        if manifest.weight_copies > 1 {
+            eprintln!(
+                "note: this {} engine holds {} copies of the weights on the GPU (one per TensorRT engine)",
+                manifest.target.name(),
+                manifest.weight_copies
+            );
+        }
+        Ok(EngineBundle { dir: dir.to_path_buf(), manifest, rt, weights, shared: Default::default() })
     }
 
     pub fn dir(&self) -> &Path {
@@ -732,6 +884,33 @@ impl EngineBundle {
         );
         let path = self.dir.join(&g.file);
         let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
+        if g.shared {
+            // one session of the shape-polymorphic graph for every bucket listing it (opened on first use)
+            let session = {
+                let mut open = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+                match open.get(&g.file) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = self.weights.trim_while(|| {
+                            SharedSession::open(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
+                        })?;
+                        let s = std::sync::Arc::new(s);
+                        open.insert(g.file.clone(), s.clone());
+                        s
+                    }
+                }
+            };
+            self.weights.release_pages();
+            let label = g.source_file.strip_suffix(".onnx").unwrap_or(&g.source_file);
+            return GraphRunner::load_bucket(
+                &session,
+                label,
+                self.target(),
+                g.inputs.clone(),
+                g.outputs.clone(),
+                g.gpu_graph_id.unwrap_or(0),
+            );
+        }
         let r = self.weights.trim_while(|| {
             GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
         })?;

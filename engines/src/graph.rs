@@ -49,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use exporter::bucket::Bucket;
 use exporter::pb::{tensor_proto, ModelProto};
 use exporter::signature::{DType, TensorSig};
 use ort::logging::LogLevel;
@@ -753,6 +754,102 @@ pub fn binding_plan(
     Ok(BindingPlan { inputs: ins, outputs: outs, cache_mode, capture })
 }
 
+/// A loaded session that one or more [`GraphRunner`]s bind their I/O to: one per static bucket graph, or one for
+/// every bucket of a shape-polymorphic graph (a TensorRT engine serving several buckets holds its weights once).
+pub struct SharedSession {
+    session: Arc<Session>,
+    facts: ModelFacts,
+    held: Arc<Held>,
+    providers: Vec<ProviderNodes>,
+    copies_logged: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSession").field("providers", &self.providers).finish_non_exhaustive()
+    }
+}
+
+impl SharedSession {
+    /// Opens `model` for `target` (see [`GraphRunner::load`]).
+    pub fn open(
+        rt: &Runtime,
+        model: &Path,
+        name: &str,
+        target: &Target,
+        cfg: &SessionConfig,
+        weights: Option<&SharedWeights>,
+    ) -> Result<Self> {
+        let copies_logged = Arc::new(AtomicUsize::new(0));
+        let (session, facts, held) = open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
+        let providers = ep_assignment(&session);
+        Ok(SharedSession { session: Arc::new(session), facts, held: Arc::new(held), providers, copies_logged })
+    }
+
+    /// Nodes per execution provider.
+    pub fn providers(&self) -> &[ProviderNodes] {
+        &self.providers
+    }
+
+    /// Whether a bucket with static `inputs`/`outputs` fits this (shape-polymorphic) session: the same names and
+    /// types in order, every fixed dimension equal.
+    pub fn check_bucket(&self, inputs: &[TensorSig], outputs: &[TensorSig]) -> std::result::Result<(), String> {
+        let fits = |o: &ort::value::Outlet, s: &TensorSig| {
+            let ty = o.dtype();
+            let (Some(elem), Some(shape)) = (ty.tensor_type(), ty.tensor_shape()) else { return false };
+            o.name() == s.name
+                && dtype_of(elem) == Some(s.dtype)
+                && shape.len() == s.shape.len()
+                && shape.iter().zip(&s.shape).all(|(&d, &n)| d < 0 || d as usize == n)
+        };
+        let session = &self.session;
+        for (what, outlets, sigs) in [("input", session.inputs(), inputs), ("output", session.outputs(), outputs)] {
+            if outlets.len() != sigs.len() || !outlets.iter().zip(sigs.iter()).all(|(o, s)| fits(o, s)) {
+                return Err(format!(
+                    "the bucket's {what}s {:?} do not fit the shared graph's ({:?})",
+                    sigs.iter().map(|s| (&s.name, &s.shape)).collect::<Vec<_>>(),
+                    outlets.iter().map(|o| o.name()).collect::<Vec<_>>()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ONNX Runtime's run option selecting a captured CUDA graph (`kOrtRunOptionsConfigCudaGraphAnnotation`).
+pub const GPU_GRAPH_ID: &str = "gpu_graph_id";
+
+/// The CUDA-graph key of every bucket of an engine: `buckets` are `(bucket, session file)` in load order; buckets
+/// with the same file share one session (the shape-polymorphic form).
+///
+/// * One session per bucket: each captures its own graph under the default id 0.
+/// * CUDA, one session for several buckets: each bucket gets its own `gpu_graph_id` (0, 1, …), and ONNX Runtime's
+///   CUDA provider keeps one captured graph per id, each replaying that bucket's fixed addresses.
+/// * TensorRT, one session for several buckets: refused — ONNX Runtime 1.31's TensorRT provider keeps a single
+///   captured graph per provider instance (no annotation ids), so a second bucket would replay the first one's
+///   shapes and buffers.
+pub fn capture_keys(target: &Target, buckets: &[(Bucket, String)]) -> std::result::Result<Vec<Capture>, String> {
+    if !target.cuda_graph() {
+        return Ok(vec![Capture::No; buckets.len()]);
+    }
+    let mut next: HashMap<&str, i64> = HashMap::new();
+    let mut out = Vec::with_capacity(buckets.len());
+    for (bucket, file) in buckets {
+        let sharing = buckets.iter().filter(|(_, f)| f == file).count();
+        if sharing > 1 && matches!(target, Target::TensorRt { .. }) {
+            return Err(format!(
+                "{sharing} buckets share the TensorRT engine {file} and ONNX Runtime's TensorRT provider captures \
+                 one CUDA graph per engine: build without --cuda-graph, or with `--graphs per-bucket` (one engine, \
+                 and one copy of the weights, per bucket) to capture each bucket ({bucket:?})"
+            ));
+        }
+        let id = next.entry(file.as_str()).or_insert(0);
+        out.push(Capture::Graph { gpu_graph_id: *id });
+        *id += 1;
+    }
+    Ok(out)
+}
+
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphCheck {
@@ -778,19 +875,23 @@ struct Slot {
 pub struct GraphRunner {
     name: String,
     target: Target,
-    session: Session,
+    /// The session; shared by every bucket of a shape-polymorphic graph (TensorRT, [`SharedSession`]).
+    session: Arc<Session>,
     binding: IoBinding,
     inputs: Vec<Slot>,
     outputs: Vec<Slot>,
     /// (input index, output index) of each cache pair.
     caches: Vec<(usize, usize)>,
     cache_mode: CacheMode,
+    capture: Capture,
+    /// Run options carrying a non-default `gpu_graph_id` (several captured graphs on one session).
+    run_options: Option<ort::session::RunOptions>,
     providers: Vec<ProviderNodes>,
     copies_logged: Arc<AtomicUsize>,
     pinned: Option<Allocator>,
     /// Pinned scratch for `copy_cache` on GPU, by source output name.
     scratch: HashMap<String, DynTensor>,
-    _weights: Held,
+    _weights: Arc<Held>,
 }
 
 impl std::fmt::Debug for GraphRunner {
@@ -817,10 +918,42 @@ impl GraphRunner {
         cfg: &SessionConfig,
         weights: Option<&SharedWeights>,
     ) -> Result<Self> {
-        let copies_logged = Arc::new(AtomicUsize::new(0));
-        let (session, facts, held) =
-            open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
-        let providers = ep_assignment(&session);
+        let shared = SharedSession::open(rt, model, name, target, cfg, weights)?;
+        let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
+        let in_sigs: Vec<TensorSig> = shared.session.inputs().iter().map(sig_of).collect::<Result<_>>()?;
+        let out_sigs: Vec<TensorSig> = shared.session.outputs().iter().map(sig_of).collect::<Result<_>>()?;
+        Self::bind(&shared, name, target, in_sigs, out_sigs, 0)
+    }
+
+    /// One bucket of a shape-polymorphic graph's `shared` session, with this bucket's static I/O (`inputs`,
+    /// `outputs`: the graph's inputs and outputs, in order, at the bucket's sizes) allocated and bound.
+    ///
+    /// `gpu_graph_id` keys this bucket's captured CUDA graph on the shared session (see [`capture_keys`]).
+    pub fn load_bucket(
+        shared: &SharedSession,
+        name: &str,
+        target: &Target,
+        inputs: Vec<TensorSig>,
+        outputs: Vec<TensorSig>,
+        gpu_graph_id: i64,
+    ) -> Result<Self> {
+        let err = |message: String| Error::Session { graph: name.to_string(), message };
+        shared.check_bucket(&inputs, &outputs).map_err(err)?;
+        Self::bind(shared, name, target, inputs, outputs, gpu_graph_id)
+    }
+
+    /// Allocates and binds `in_sigs`/`out_sigs` on `shared`'s session per [`binding_plan`].
+    fn bind(
+        shared: &SharedSession,
+        name: &str,
+        target: &Target,
+        in_sigs: Vec<TensorSig>,
+        out_sigs: Vec<TensorSig>,
+        gpu_graph_id: i64,
+    ) -> Result<Self> {
+        let session = shared.session.clone();
+        let (facts, copies_logged) = (&shared.facts, shared.copies_logged.clone());
+        let providers = shared.providers.clone();
 
         let host_alloc = Allocator::default();
         let (device_alloc, pinned) = if let Some(device) = target.device() {
@@ -841,13 +974,10 @@ impl GraphRunner {
             (Allocator::default(), None)
         };
         let session_err = |message: String| Error::Session { graph: name.to_string(), message };
-        let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
         let new_tensor = |alloc: &Allocator, sig: &TensorSig| {
             DynTensor::new(alloc, element_of(sig.dtype), sig.shape.clone())
                 .map_err(|e| ort_error(format!("allocating `{}` of graph {name}", sig.name), e))
         };
-        let in_sigs: Vec<TensorSig> = session.inputs().iter().map(sig_of).collect::<Result<_>>()?;
-        let out_sigs: Vec<TensorSig> = session.outputs().iter().map(sig_of).collect::<Result<_>>()?;
         let plan = binding_plan(target, &in_sigs, &out_sigs, &facts.in_place).map_err(session_err)?;
         let alloc_for = |m: Memory| match m {
             Memory::Host => &host_alloc,
@@ -904,6 +1034,18 @@ impl GraphRunner {
                 .map_err(|e| ort_error(format!("binding `{}`", s.sig.name), e))?;
         }
         let cache_mode = plan.cache_mode;
+        let capture = match plan.capture {
+            Capture::Graph { .. } => Capture::Graph { gpu_graph_id },
+            Capture::No => Capture::No,
+        };
+        let run_options = match capture {
+            Capture::Graph { gpu_graph_id } if gpu_graph_id != 0 => {
+                let mut o = ort::session::RunOptions::new().map_err(|e| ort_error("creating run options", e))?;
+                o.set(GPU_GRAPH_ID, gpu_graph_id.to_string()).map_err(|e| ort_error("setting gpu_graph_id", e))?;
+                Some(o)
+            }
+            _ => None,
+        };
         Ok(GraphRunner {
             name: name.to_string(),
             target: target.clone(),
@@ -913,11 +1055,13 @@ impl GraphRunner {
             outputs,
             caches,
             cache_mode,
+            capture,
+            run_options,
             providers,
             copies_logged,
             pinned,
             scratch: HashMap::new(),
-            _weights: held,
+            _weights: shared.held.clone(),
         })
     }
 
@@ -932,11 +1076,12 @@ impl GraphRunner {
         cfg: &SessionConfig,
         weights: Option<&SharedWeights>,
     ) -> Result<GraphCheck> {
-        let (session, _, _held) = open_session(rt, model, name, target, cfg, weights, Arc::default())?;
+        let shared = SharedSession::open(rt, model, name, target, cfg, weights)?;
+        let session = &shared.session;
         Ok(GraphCheck {
             inputs: session.inputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
             outputs: session.outputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
-            providers: ep_assignment(&session),
+            providers: shared.providers.clone(),
         })
     }
 
@@ -960,6 +1105,11 @@ impl GraphRunner {
 
     pub fn cache_mode(&self) -> CacheMode {
         self.cache_mode
+    }
+
+    /// Whether (and under which key) this runner's session captures it as a CUDA graph.
+    pub fn capture(&self) -> Capture {
+        self.capture
     }
 
     /// Nodes per execution provider, as ONNX Runtime assigned them (`session.record_ep_graph_assignment_info`).
@@ -1014,6 +1164,11 @@ impl GraphRunner {
             name: name.to_string(),
             message: format!("cannot view as {}: {e}", std::any::type_name::<T>()),
         })
+    }
+
+    /// Whether the graph has an input `name` (shape-polymorphic graphs take the time mask as one).
+    pub fn has_input(&self, name: &str) -> bool {
+        Self::slot_index(&self.inputs, name).is_some()
     }
 
     /// The element type of input `name`.
@@ -1118,9 +1273,9 @@ impl GraphRunner {
         }
         let api = ort::api();
         // SAFETY: session and binding are alive and belong together; all bound values are owned by `self`.
-        let status = unsafe {
-            (api.RunWithBinding)(self.session.ptr().cast_mut(), std::ptr::null(), self.binding.ptr())
-        };
+        let options = self.run_options.as_ref().map_or(std::ptr::null(), |o| o.ptr());
+        let status =
+            unsafe { (api.RunWithBinding)(self.session.ptr().cast_mut(), options, self.binding.ptr()) };
         unsafe { ort::Error::result_from_status(status) }
             .map_err(|e| Error::Session { graph: self.name.clone(), message: format!("run failed: {e}") })?;
         if self.pinned.is_some() {
@@ -1412,6 +1567,105 @@ mod tests {
         fn send<T: Send>() {}
         send::<GraphRunner>();
         send::<SharedWeights>();
+    }
+
+    fn sig(name: &str, dtype: DType, shape: &[usize]) -> TensorSig {
+        TensorSig { name: name.into(), dtype, shape: shape.to_vec() }
+    }
+
+    /// A decode graph's I/O: patches, write_pos, one cache pair, one mixture output.
+    fn decode_io(dtype: DType) -> (Vec<TensorSig>, Vec<TensorSig>) {
+        let cache = [2, 4, 8, 16];
+        (
+            vec![sig("patches", dtype, &[2, 16]), sig("write_pos", DType::I64, &[2]), sig("k_cache.0", dtype, &cache)],
+            vec![sig("loc", DType::F32, &[2, 16, 4]), sig("k_cache_out.0", dtype, &cache)],
+        )
+    }
+
+    fn in_place() -> Vec<(String, String)> {
+        vec![("k_cache.0".into(), "k_cache_out.0".into())]
+    }
+
+    #[test]
+    fn cpu_binding_is_host_memory_with_caches_in_place() {
+        let (i, o) = decode_io(DType::F32);
+        let p = binding_plan(&Target::cpu(Some(1)), &i, &o, &in_place()).unwrap();
+        assert_eq!(p.cache_mode, CacheMode::InPlace);
+        assert_eq!(p.capture, Capture::No);
+        assert!(p.inputs.iter().chain(&p.outputs).all(|s| s.memory == Memory::Host && !s.host_mirror));
+        assert_eq!(p.outputs[1].cache_of.as_deref(), Some("k_cache.0"));
+        assert_eq!(p.outputs[0].cache_of, None);
+        // a graph that reads the old cache elsewhere cannot update in place
+        assert_eq!(binding_plan(&Target::cpu(None), &i, &o, &[]).unwrap().cache_mode, CacheMode::PingPong);
+        // a prefill has no cache inputs
+        let prefill = binding_plan(&Target::cpu(None), &i[..2], &o, &[]).unwrap();
+        assert_eq!(prefill.cache_mode, CacheMode::None);
+        assert!(prefill.outputs.iter().all(|s| s.cache_of.is_none()));
+    }
+
+    #[test]
+    fn gpu_binding_keeps_caches_on_the_device_and_mirrors_the_rest() {
+        let (i, o) = decode_io(DType::F16);
+        let p = binding_plan(&Target::cuda(2, true), &i, &o, &in_place()).unwrap();
+        assert!(p.inputs.iter().chain(&p.outputs).all(|s| s.memory == Memory::Device(2)));
+        let mirrored: Vec<(&str, bool)> =
+            p.inputs.iter().chain(&p.outputs).map(|s| (s.name.as_str(), s.host_mirror)).collect();
+        assert_eq!(
+            mirrored,
+            [("patches", true), ("write_pos", true), ("k_cache.0", false), ("loc", true), ("k_cache_out.0", false)]
+        );
+        // one captured graph per bucket session, under the default annotation id
+        assert_eq!(p.capture, Capture::Graph { gpu_graph_id: 0 });
+        let trt = binding_plan(&Target::tensorrt(0, true), &i, &o, &in_place()).unwrap();
+        assert_eq!((trt.capture, trt.cache_mode), (Capture::Graph { gpu_graph_id: 0 }, CacheMode::InPlace));
+        let no_graph = binding_plan(&Target::cuda(0, false), &i, &o, &in_place()).unwrap();
+        assert_eq!(no_graph.capture, Capture::No);
+    }
+
+    #[test]
+    fn cuda_graphs_refuse_ping_pong_caches() {
+        let (i, o) = decode_io(DType::F16);
+        let e = binding_plan(&Target::cuda(0, true), &i, &o, &[]).unwrap_err();
+        assert!(e.contains("cannot be updated in place") && e.contains("without --cuda-graph"), "{e}");
+        // without CUDA graphs the swap is fine
+        let p = binding_plan(&Target::cuda(0, false), &i, &o, &[]).unwrap();
+        assert_eq!((p.cache_mode, p.capture), (CacheMode::PingPong, Capture::No));
+    }
+
+    #[test]
+    fn a_cache_output_must_match_its_input() {
+        let (i, mut o) = decode_io(DType::F16);
+        o[1].dtype = DType::F32;
+        let p = binding_plan(&Target::cpu(None), &i, &o, &in_place()).unwrap();
+        assert_eq!(p.outputs[1].cache_of, None);
+        assert_eq!(p.cache_mode, CacheMode::None);
+    }
+
+    #[test]
+    fn captured_graph_keys_per_session() {
+        let (p1, p2, d1) = (Bucket::prefill(1, 8), Bucket::prefill(4, 8), Bucket::decode(8, 13));
+        let own = |b: Bucket| (b, format!("{b:?}.onnx"));
+        // one session per bucket: each its own graph under id 0
+        let keys = capture_keys(&Target::cuda(0, true), &[own(p1), own(p2), own(d1)]).unwrap();
+        assert_eq!(keys, vec![Capture::Graph { gpu_graph_id: 0 }; 3]);
+        // CUDA, shared sessions: one id per bucket of each session
+        let shared = [(p1, "dynamic.prefill.onnx".to_string()), (p2, "dynamic.prefill.onnx".into()), (d1, "dynamic.decode.onnx".into())];
+        let keys = capture_keys(&Target::cuda(0, true), &shared).unwrap();
+        let ids: Vec<i64> = keys.iter().map(|k| match k { Capture::Graph { gpu_graph_id } => *gpu_graph_id, Capture::No => -1 }).collect();
+        assert_eq!(ids, [0, 1, 0]);
+        // TensorRT keeps one captured graph per engine: sharing is refused with the way out
+        let e = capture_keys(&Target::tensorrt(0, true), &shared).unwrap_err();
+        assert!(e.contains("2 buckets share") && e.contains("--graphs per-bucket"), "{e}");
+        assert!(capture_keys(&Target::tensorrt(0, true), &shared[2..]).is_ok());
+        // no CUDA graphs: nothing captured
+        assert_eq!(capture_keys(&Target::tensorrt(0, false), &shared).unwrap(), vec![Capture::No; 3]);
+    }
+
+    #[test]
+    fn weights_live_where_the_target_runs() {
+        assert_eq!(weight_placement(&Target::cpu(None)), WeightPlacement::Host);
+        assert_eq!(weight_placement(&Target::cuda(3, true)), WeightPlacement::Device(3));
+        assert_eq!(weight_placement(&Target::tensorrt(0, true)), WeightPlacement::InEngine);
     }
 
     #[test]

@@ -224,10 +224,33 @@ fn run_prefill(
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
         runner.write_f32(name, 0, t)?;
     }
+    if runner.has_input(signature::TIME_MASK) {
+        runner.write_f32(signature::TIME_MASK, 0, &causal_mask(sc))?;
+    }
     let t0 = Instant::now();
     runner.run()?;
     graphs.record(RunRecord { bucket: call.bucket, rows_used: used, seconds: t0.elapsed().as_secs_f64() });
     Ok(first_row)
+}
+
+/// The prefill's additive causal mask `[S, S]` (what the static graphs hold as a constant; shape-polymorphic
+/// graphs take it as the `time_mask` input).
+pub fn causal_mask(slots: usize) -> Vec<f32> {
+    let mut m = vec![0f32; slots * slots];
+    for i in 0..slots {
+        m[i * slots + i + 1..(i + 1) * slots].fill(f32::NEG_INFINITY);
+    }
+    m
+}
+
+/// The decode's additive key mask `[N, T]`: row `r` sees slots `≤ pos[r]` (the static graphs compute it from
+/// `write_pos`).
+pub fn key_mask(pos: &[usize], slots: usize) -> Vec<f32> {
+    let mut m = vec![f32::NEG_INFINITY; pos.len() * slots];
+    for (r, &p) in pos.iter().enumerate() {
+        m[r * slots..r * slots + (p + 1).min(slots)].fill(0.0);
+    }
+    m
 }
 
 /// Fresh group ids for the rows of one graph run: rows of the same series (or path) `key` and `id_mask` group
@@ -453,6 +476,10 @@ fn decode_pass_on(
         {
             decode.write_f32(name, 0, t)?;
         }
+        if decode.has_input(signature::TIME_MASK) {
+            let pos: Vec<usize> = (0..n).map(|r| rows.get(r).map_or(0, |row| row.pos)).collect();
+            decode.write_f32(signature::TIME_MASK, 0, &key_mask(&pos, pass.bucket.slots))?;
+        }
         let t0 = Instant::now();
         decode.run()?;
         let active = rows.iter().filter(|r| step < series[r.series].steps).count();
@@ -538,4 +565,16 @@ fn finish(s: Series, cfg: &HostConfig, graphs: &dyn Graphs) -> Result<Forecast> 
         response.samples = Some(s.out);
     }
     Ok(Forecast { response, steps: s.records })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_masks_match_the_static_graphs() {
+        let ninf = f32::NEG_INFINITY;
+        assert_eq!(causal_mask(3), [0.0, ninf, ninf, 0.0, 0.0, ninf, 0.0, 0.0, 0.0]);
+        assert_eq!(key_mask(&[0, 2], 3), [0.0, ninf, ninf, 0.0, 0.0, 0.0]);
+    }
 }

@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use exporter::pb::ModelProto;
-use exporter::signature::TensorSig;
+use exporter::signature::{DynSig, TensorSig};
 
 use crate::backend::Version;
 
@@ -130,6 +130,18 @@ pub enum ProfileLayout {
 /// (microsoft/onnxruntime#31624 is open); kept as the one place to change when it ships.
 pub const ORT_TRT_PROFILE_SWITCHING: Option<Version> = None;
 
+/// The provider options that give a shape-polymorphic graph its profiles.
+pub fn profile_options(graph: &[DynSig], buckets: &[Vec<TensorSig>], layout: ProfileLayout) -> Vec<(String, String)> {
+    match profile_shapes(graph, buckets, layout) {
+        Some([min, opt, max]) if !min.is_empty() => vec![
+            ("trt_profile_min_shapes".into(), min),
+            ("trt_profile_opt_shapes".into(), opt),
+            ("trt_profile_max_shapes".into(), max),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// The layout ONNX Runtime `ort` can run.
 pub fn profile_layout(ort: Option<Version>) -> ProfileLayout {
     match (ORT_TRT_PROFILE_SWITCHING, ort) {
@@ -138,13 +150,13 @@ pub fn profile_layout(ort: Option<Version>) -> ProfileLayout {
     }
 }
 
-/// The `trt_profile_min_shapes`, `_opt_` and `_max_` option values of a graph whose buckets have the input
-/// signatures `buckets` (each bucket's inputs in the same order; inputs whose shape is the same in every bucket
-/// are static and left out, as the provider wants only the dynamic ones).
-pub fn profile_shapes(buckets: &[Vec<TensorSig>], layout: ProfileLayout) -> Option<[String; 3]> {
+/// The `trt_profile_min_shapes`, `_opt_` and `_max_` option values of the shape-polymorphic graph with inputs
+/// `graph` whose buckets bind the static input signatures `buckets` (each bucket's inputs in `graph`'s order).
+/// Every input with a symbolic dimension is listed — the provider needs all of them, or it defers building the
+/// engine to the first run (and nothing would be saved as an EPContext).
+pub fn profile_shapes(graph: &[DynSig], buckets: &[Vec<TensorSig>], layout: ProfileLayout) -> Option<[String; 3]> {
     let first = buckets.first()?;
-    let dynamic: Vec<usize> =
-        (0..first.len()).filter(|&i| buckets.iter().any(|b| b[i].shape != first[i].shape)).collect();
+    let dynamic: Vec<usize> = (0..first.len()).filter(|&i| graph.get(i).is_some_and(DynSig::is_dynamic)).collect();
     let entry = |sig: &TensorSig, shape: &[usize]| {
         format!("{}:{}", sig.name, shape.iter().map(usize::to_string).collect::<Vec<_>>().join("x"))
     };
@@ -255,18 +267,32 @@ mod tests {
 
     #[test]
     fn profiles_list_dynamic_inputs_per_bucket_or_spanning() {
-        // two decode buckets: 1 row × 13 slots and 64 rows × 69 slots; group ids share nothing static
-        let small = vec![sig("patches", &[1, 64]), sig("k_cache.0", &[1, 12, 13, 64]), sig("static", &[4])];
-        let large = vec![sig("patches", &[64, 64]), sig("k_cache.0", &[64, 12, 69, 64]), sig("static", &[4])];
-        let [min, opt, max] =
-            profile_shapes(&[small.clone(), large.clone()], ProfileLayout::PerBucket).unwrap();
+        use exporter::signature::Dim::{Fixed, Named};
+        let dynsig =
+            |name: &str, dims: Vec<exporter::signature::Dim>| DynSig { name: name.into(), dtype: DType::F16, dims };
+        let graph = vec![
+            dynsig("patches", vec![Named("rows".into()), Fixed(64)]),
+            dynsig("k_cache.0", vec![Named("rows".into()), Fixed(12), Named("slots".into()), Fixed(64)]),
+            dynsig("static", vec![Fixed(4)]),
+        ];
+        // two decode buckets: 1 row × 13 slots and 64 rows × 69 slots
+        let small: Vec<TensorSig> = graph.iter().map(|g| g.at(1, 13)).collect();
+        let large: Vec<TensorSig> = graph.iter().map(|g| g.at(64, 69)).collect();
+        assert_eq!(small[1], sig("k_cache.0", &[1, 12, 13, 64]));
+        let both = [small.clone(), large.clone()];
+        let [min, opt, max] = profile_shapes(&graph, &both, ProfileLayout::PerBucket).unwrap();
         assert_eq!(min, "patches:1x64,k_cache.0:1x12x13x64,patches:64x64,k_cache.0:64x12x69x64");
         assert_eq!((opt.as_str(), max.as_str()), (min.as_str(), min.as_str()));
-        let [min, opt, max] = profile_shapes(&[small, large], ProfileLayout::Spanning).unwrap();
+        let [min, opt, max] = profile_shapes(&graph, &both, ProfileLayout::Spanning).unwrap();
         assert_eq!(min, "patches:1x64,k_cache.0:1x12x13x64");
         assert_eq!(max, "patches:64x64,k_cache.0:64x12x69x64");
         assert_eq!(opt, max);
-        assert!(profile_shapes(&[], ProfileLayout::Spanning).is_none());
+        // one bucket: still every dynamic input, min = opt = max (or the engine would be built at the first run)
+        let o = profile_options(&graph, &[small], ProfileLayout::Spanning);
+        let get = |k: &str| o.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("trt_profile_min_shapes"), Some("patches:1x64,k_cache.0:1x12x13x64"));
+        assert_eq!(get("trt_profile_max_shapes"), get("trt_profile_min_shapes"));
+        assert!(profile_shapes(&graph, &[], ProfileLayout::Spanning).is_none());
         // ONNX Runtime 1.31.1 runs profile 0 only
         assert_eq!(profile_layout(Version::parse("1.31.1")), ProfileLayout::Spanning);
     }

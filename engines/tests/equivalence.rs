@@ -11,7 +11,10 @@ use engines::request::ForecastRequest;
 use exporter::bucket::Bucket;
 use exporter::signature::GraphKind;
 use exporter::variant::OpsetVariant;
-use support::{cpu_engine, root};
+use engines::engine_bundle::GraphForm;
+use exporter::graph::Fp16Plan;
+use exporter::signature::Precision;
+use support::{cpu_engine, cpu_engine_form, root};
 
 /// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets
 /// holding its rows and cache (none when its horizon fits one patch).
@@ -31,14 +34,17 @@ fn fitting(engine: &Engine, req: &ForecastRequest) -> (Vec<Bucket>, Vec<Bucket>)
 
 fn check_config(config: &str, variant: OpsetVariant) {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine(config, tmp.path(), variant);
+    check_engine(config, &cpu_engine(config, tmp.path(), variant));
+}
+
+fn check_engine(config: &str, f: &Engine) {
     let cases = find_cases(&root().join("tests/fixtures").join(config).join("cases")).unwrap();
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for path in cases {
         let case = GoldenCase::read(&path).unwrap();
         let req = case.mean_request();
-        let (prefill, decode) = fitting(&f, &req);
+        let (prefill, decode) = fitting(f, &req);
         assert!(!prefill.is_empty(), "{}: no bucket", case.name);
         let pins = prefill
             .iter()
@@ -106,6 +112,26 @@ fn tiny_alltime_matches_toto() {
 #[test]
 fn tiny64_matches_toto() {
     check_config("tiny64", OpsetVariant::Opset24);
+}
+
+/// The shape-polymorphic graphs (what TensorRT engines are built from: one session per graph kind serving every
+/// bucket, the time mask given by the host) on every bucket, fp32, against toto-ts.
+#[test]
+fn shared_dynamic_graphs_match_toto() {
+    for config in ["tiny", "tiny64"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = cpu_engine_form(
+            config,
+            tmp.path(),
+            OpsetVariant::Opset24,
+            Precision::Fp32,
+            Fp16Plan::DEFAULT,
+            GraphForm::Shared,
+        );
+        assert_eq!(f.manifest().graphs, GraphForm::Shared);
+        assert!(f.manifest().graphs().all(|(_, g)| g.shared && g.file.starts_with("dynamic.")));
+        check_engine(config, &f);
+    }
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! <profile>.prefill.n<N>.s<S>.onnx   per prefill bucket: N rows, S context slots (fp32)
 //! <profile>.decode.n<N>.t<T>.onnx    per decode bucket: N rows, T cache slots (fp32)
 //! <stem>.fp16.onnx                   the same buckets' fp16 graphs
+//! dynamic.{prefill,decode}[.fp16].onnx   opset 24: each kind once with rows and slots symbolic, for TensorRT
+//!                                        (one engine, and one GPU copy of the weights, for all its buckets)
 //! golden/*.json              with --golden: reference cases for `totoc verify`
 //! ```
 //! Graph files are small (shapes and ops; ~100 KB for the base model): however many buckets a profile has, the
@@ -23,14 +25,18 @@ use prost::Message;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::graph::{toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
+use crate::graph::precision::FloatTypes;
+use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
-    file_entries, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION,
-    MANIFEST_FILE,
+    file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
+    BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
 };
 use crate::profile::Profile;
-use crate::signature::{self, Precision};
+use crate::signature::{self, GraphKind, Precision};
 use crate::variant::OpsetVariant;
+
+/// File prefix of the shape-polymorphic graphs (`dynamic.decode.fp16.onnx`).
+pub const DYNAMIC_PREFIX: &str = "dynamic";
 
 /// Name of the weight file of `precision` inside a bundle (`weights.fp16.bin`).
 pub fn weights_file(precision: Precision) -> String {
@@ -132,7 +138,16 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         files.push(file);
     }
     let ladders: Vec<_> = opts.profiles.iter().map(|p| p.buckets(&ckpt.config)).collect();
-    let total = ladders.iter().map(Vec::len).sum::<usize>() * precisions.len();
+    // The shape-polymorphic graphs (TensorRT) need TensorScatter: opset 24 only.
+    let mut dynamic_kinds = Vec::new();
+    if opts.variant == OpsetVariant::Opset24 {
+        for kind in GraphKind::ALL {
+            if ladders.iter().flatten().any(|b| b.kind == kind) {
+                dynamic_kinds.push(kind);
+            }
+        }
+    }
+    let total = (ladders.iter().map(Vec::len).sum::<usize>() + dynamic_kinds.len()) * precisions.len();
     progress(ExportEvent::Start { graphs: total });
 
     let mut profiles = Vec::new();
@@ -149,6 +164,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
                     precision,
                     plan: opts.fp16_plan,
                     cache_update: opts.variant.cache_update(),
+                    symbolic: false,
                 };
                 let mut g = GraphBuilder::new(&graph_name, weights, opts.variant);
                 toto_graph(&mut g, &ckpt, &dims, &gopts)
@@ -189,6 +205,42 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         }
         profiles.push(ProfileEntry { profile: profile.clone(), graphs });
     }
+    let mut dynamic_graphs = Vec::new();
+    for &kind in &dynamic_kinds {
+        for (&precision, weights) in precisions.iter().zip(stores.iter_mut()) {
+            let file = graph_file(&format!("{DYNAMIC_PREFIX}.{}", kind.as_str()), precision);
+            let graph_name = format!("toto_dynamic_{}_{precision}", kind.as_str());
+            let gopts = GraphOptions {
+                precision,
+                plan: opts.fp16_plan,
+                cache_update: opts.variant.cache_update(),
+                symbolic: true,
+            };
+            let mut g = GraphBuilder::new(&graph_name, weights, opts.variant);
+            dynamic_graph(&mut g, &ckpt, kind, &gopts)
+                .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
+            let doc = format!(
+                "Toto {} graph, rows and slots symbolic, {precision} (totoc {}): one TensorRT engine for every \
+                 bucket of this kind",
+                kind.as_str(),
+                env!("CARGO_PKG_VERSION")
+            );
+            let meta = [
+                ("totoc.graph", kind.as_str().to_string()),
+                ("totoc.precision", precision.as_str().to_string()),
+                ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256.clone()),
+            ];
+            let model = g.finish(&doc, &meta)?;
+            let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
+            write_atomic(&stage.path().join(&file), &model.encode_to_vec())?;
+            index += 1;
+            progress(ExportEvent::Graph { file: file.clone(), nodes, index, total });
+            let ft = FloatTypes::new(precision, &opts.fp16_plan);
+            let (inputs, outputs) = signature::dynamic_signature(&ckpt.config, kind, ft.io(), ft.softmax);
+            dynamic_graphs.push(DynamicGraphEntry { kind, precision, file: file.clone(), inputs, outputs });
+            files.push(file);
+        }
+    }
     for w in stores {
         w.finish()?;
     }
@@ -213,6 +265,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
         precisions,
         profiles,
+        dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");

@@ -12,7 +12,7 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
 use crate::profile::Profile;
-use crate::signature::{GraphDims, Precision, TensorSig};
+use crate::signature::{DynSig, GraphDims, GraphKind, Precision, TensorSig};
 use crate::variant::OpsetVariant;
 
 /// Format tag of export bundles.
@@ -55,6 +55,16 @@ pub struct GraphEntry {
     pub memory_bytes: u64,
     pub inputs: Vec<TensorSig>,
     pub outputs: Vec<TensorSig>,
+}
+
+/// A shape-polymorphic graph of one kind and precision (rows and slots symbolic; for TensorRT).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicGraphEntry {
+    pub kind: GraphKind,
+    pub precision: Precision,
+    pub file: String,
+    pub inputs: Vec<DynSig>,
+    pub outputs: Vec<DynSig>,
 }
 
 /// The weight file of one precision.
@@ -102,6 +112,8 @@ pub struct Manifest {
     /// One weight file per precision.
     pub weights: Vec<WeightsEntry>,
     pub profiles: Vec<ProfileEntry>,
+    /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
+    pub dynamic_graphs: Vec<DynamicGraphEntry>,
     pub files: Vec<FileEntry>,
 }
 

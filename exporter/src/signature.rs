@@ -181,6 +181,100 @@ pub fn v_cache(i: usize, out: bool) -> String {
     }
 }
 
+/// Input of a shape-polymorphic graph (the TensorRT variant): the additive time-wise attention mask the static
+/// graphs build from constants — `[S, S]` causal at prefill, `[N, T]` (`0` for slots `≤ write_pos`, `-inf`
+/// after) at decode — given by the host, so the graph needs no `Range`/`Shape` to make it.
+pub const TIME_MASK: &str = "time_mask";
+/// Symbolic dimension names of the shape-polymorphic graphs.
+pub const ROWS: &str = "rows";
+pub const SLOTS: &str = "slots";
+
+/// One dimension of a shape-polymorphic graph's input or output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Dim {
+    Fixed(usize),
+    /// A symbolic dimension ([`ROWS`], [`SLOTS`]).
+    Named(String),
+}
+
+/// Name, element type and shape (some dimensions symbolic) of a shape-polymorphic graph's input or output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynSig {
+    pub name: String,
+    pub dtype: DType,
+    pub dims: Vec<Dim>,
+}
+
+impl DynSig {
+    /// Whether any dimension is symbolic.
+    pub fn is_dynamic(&self) -> bool {
+        self.dims.iter().any(|d| matches!(d, Dim::Named(_)))
+    }
+
+    /// The static signature at `rows` and `slots`.
+    pub fn at(&self, rows: usize, slots: usize) -> TensorSig {
+        let shape = self
+            .dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => *n,
+                Dim::Named(s) if s == ROWS => rows,
+                Dim::Named(_) => slots,
+            })
+            .collect();
+        TensorSig { name: self.name.clone(), dtype: self.dtype, shape }
+    }
+}
+
+/// Placeholder sizes for the symbolic dimensions while deriving [`DynSig`]s from the static signatures (no model
+/// dimension is anywhere near them).
+const ROWS_MARK: usize = 1_000_003;
+const SLOTS_MARK: usize = 1_000_033;
+
+/// A graph's dims with symbolic rows and slots (placeholder values; see [`dynamic_inputs`]).
+pub fn symbolic_dims(model: &ModelConfig, kind: GraphKind) -> GraphDims {
+    GraphDims::new(model, kind, ROWS_MARK, SLOTS_MARK)
+}
+
+fn to_dyn(s: TensorSig) -> DynSig {
+    let dims = s
+        .shape
+        .iter()
+        .map(|&d| match d {
+            ROWS_MARK => Dim::Named(ROWS.into()),
+            SLOTS_MARK => Dim::Named(SLOTS.into()),
+            n => Dim::Fixed(n),
+        })
+        .collect();
+    DynSig { name: s.name, dtype: s.dtype, dims }
+}
+
+/// The time mask's signature for dims `d` (mask type `mask`): `[S, S]` at prefill, `[N, T]` at decode.
+pub fn time_mask(d: &GraphDims, mask: DType) -> TensorSig {
+    let shape = match d.kind {
+        GraphKind::Prefill => vec![d.slots, d.slots],
+        GraphKind::Decode => vec![d.rows, d.slots],
+    };
+    TensorSig::new(TIME_MASK, mask, &shape)
+}
+
+/// The inputs of the shape-polymorphic graph of `kind` (those of [`inputs`] with rows and slots symbolic, then
+/// [`TIME_MASK`]), and its outputs.
+pub fn dynamic_signature(model: &ModelConfig, kind: GraphKind, io: IoTypes, mask: DType) -> (Vec<DynSig>, Vec<DynSig>) {
+    let d = symbolic_dims(model, kind);
+    let mut ins: Vec<DynSig> = inputs(&d, io).into_iter().map(to_dyn).collect();
+    ins.push(to_dyn(time_mask(&d, mask)));
+    (ins, outputs(&d, io).into_iter().map(to_dyn).collect())
+}
+
+/// The static inputs one bucket `d` binds on the shape-polymorphic graph: [`inputs`] plus the time mask.
+pub fn dynamic_bucket_inputs(d: &GraphDims, io: IoTypes, mask: DType) -> Vec<TensorSig> {
+    let mut v = inputs(d, io);
+    v.push(time_mask(d, mask));
+    v
+}
+
 /// Static dimensions of one graph (one bucket), derived from its kind, rows and slots and the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphDims {

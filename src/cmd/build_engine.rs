@@ -4,10 +4,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use engines::backend::Target;
-use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions};
+use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions, GraphForm};
 use engines::memory::{human, parse_size};
 
-use crate::cli::{BuildEngineArgs, PrecisionArg, TargetArg};
+use crate::cli::{BuildEngineArgs, GraphsArg, PrecisionArg, TargetArg};
 use crate::progress::Progress;
 
 pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
@@ -25,6 +25,10 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         force: a.force,
         memory_budget,
         precision: precision.map(Into::into),
+        graphs: a.graphs.map(|g| match g {
+            GraphsArg::PerBucket => GraphForm::PerBucket,
+            GraphsArg::Shared => GraphForm::Shared,
+        }),
     };
     let progress = Progress::new();
     let m = build_engine(&a.artifacts, &target, &a.out, &opts, &mut |ev| match ev {

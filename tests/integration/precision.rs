@@ -23,7 +23,7 @@ fn fp16_emulation_engine_builds_says_so_and_verifies() {
     );
     let m = manifest(&bundle);
     assert_eq!(m["precisions"], serde_json::json!(["fp32", "fp16"]));
-    assert_eq!(m["fp32_regions"], serde_json::json!(["rms_norm", "softmax", "head"]));
+    assert_eq!(m["fp32_regions"], serde_json::json!(["rms_norm", "softmax", "head", "residual"]));
     let hashed: Vec<&str> =
         m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
     assert!(hashed.contains(&"weights.fp16.bin") && hashed.contains(&"weights.fp32.bin"));

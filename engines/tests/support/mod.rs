@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
 use engines::engine::{Engine, LoadOptions};
-use engines::engine_bundle::{build_engine, BuildOptions};
+use engines::engine_bundle::{build_engine, BuildOptions, GraphForm};
 use exporter::export::{export, ExportOptions};
 use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
@@ -30,6 +30,19 @@ pub fn cpu_engine_with(
     precision: Precision,
     plan: Fp16Plan,
 ) -> Engine {
+    cpu_engine_form(config, dir, variant, precision, plan, GraphForm::PerBucket)
+}
+
+/// [`cpu_engine_with`] with the buckets' sessions laid out as `form` (shared: the shape-polymorphic graphs a
+/// TensorRT engine is built from, one session per graph kind).
+pub fn cpu_engine_form(
+    config: &str,
+    dir: &Path,
+    variant: OpsetVariant,
+    precision: Precision,
+    plan: Fp16Plan,
+    form: GraphForm,
+) -> Engine {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
@@ -44,7 +57,7 @@ pub fn cpu_engine_with(
     };
     export(&opts, &mut |_| {}).unwrap();
     let engine = dir.join("engine");
-    let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
+    let opts = BuildOptions { precision: Some(precision), graphs: Some(form), ..BuildOptions::default() };
     build_engine(&bundle, &Target::cpu(Some(1)), &engine, &opts, &mut |_| {}).unwrap();
     Engine::load(&engine, &LoadOptions::default()).unwrap()
 }

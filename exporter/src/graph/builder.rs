@@ -17,7 +17,7 @@ use crate::pb::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use crate::signature::{DType, TensorSig};
+use crate::signature::{DType, Dim, DynSig, TensorSig};
 
 use crate::variant::OpsetVariant;
 
@@ -82,6 +82,27 @@ pub fn value_info(sig: &TensorSig) -> ValueInfoProto {
         }),
         doc_string: String::new(),
     }
+}
+
+/// Value info of a shape-polymorphic graph's input/output (symbolic dims as `dim_param`).
+pub fn value_info_dyn(sig: &DynSig) -> ValueInfoProto {
+    use tensor_shape_proto::dimension::Value;
+    let dims = sig
+        .dims
+        .iter()
+        .map(|d| tensor_shape_proto::Dimension {
+            value: Some(match d {
+                Dim::Fixed(n) => Value::DimValue(*n as i64),
+                Dim::Named(s) => Value::DimParam(s.clone()),
+            }),
+            denotation: String::new(),
+        })
+        .collect();
+    let mut vi = value_info(&TensorSig { name: sig.name.clone(), dtype: sig.dtype, shape: Vec::new() });
+    if let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.shape = Some(TensorShapeProto { dim: dims });
+    }
+    vi
 }
 
 /// Builds one graph.
@@ -192,6 +213,24 @@ impl<'w> GraphBuilder<'w> {
         self.inputs.push(value_info(sig));
         self.types.insert(sig.name.clone(), sig.dtype.into());
         sig.name.clone()
+    }
+
+    /// Declares a shape-polymorphic graph input and returns its name.
+    pub fn input_dyn(&mut self, sig: &DynSig) -> String {
+        self.inputs.push(value_info_dyn(sig));
+        self.types.insert(sig.name.clone(), sig.dtype.into());
+        sig.name.clone()
+    }
+
+    /// Switches the declared outputs to `sigs`' symbolic shapes (same names, types checked as declared).
+    pub fn set_dynamic_outputs(&mut self, sigs: &[DynSig]) {
+        for (vi, sig) in self.outputs.iter_mut().zip(sigs) {
+            if vi.name == sig.name {
+                *vi = value_info_dyn(sig);
+            } else {
+                self.type_errors.push(format!("output {} declared where {} was expected", vi.name, sig.name));
+            }
+        }
     }
 
     /// Declares `value` as the graph output `sig.name` (renaming it through an Identity when needed).

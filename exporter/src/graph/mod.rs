@@ -10,5 +10,5 @@ pub mod weights;
 
 pub use builder::GraphBuilder;
 pub use precision::{Fp16Plan, Fp32Region};
-pub use toto::{toto_graph, CacheUpdate, GraphOptions};
+pub use toto::{dynamic_graph, toto_graph, CacheUpdate, GraphOptions};
 pub use weights::WeightStore;

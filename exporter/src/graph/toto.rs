@@ -52,6 +52,9 @@ pub struct GraphOptions {
     /// The fp32 regions of an fp16 graph (ignored for fp32).
     pub plan: Fp16Plan,
     pub cache_update: CacheUpdate,
+    /// Build the shape-polymorphic variant (rows and slots symbolic, the time mask an input; see
+    /// [`dynamic_graph`]) instead of one bucket's static graph.
+    pub symbolic: bool,
 }
 
 impl GraphOptions {
@@ -80,6 +83,21 @@ struct Ctx {
     /// Additive space-wise mask `[N, N]` from the row group ids.
     space_mask: String,
     cache_update: CacheUpdate,
+    /// Rows and slots are symbolic: reshapes copy those dims (`0`) instead of naming them.
+    symbolic: bool,
+}
+
+impl Ctx {
+    /// `x` reshaped to `dims`; in a shape-polymorphic graph the first `keep` dims (rows/slots, equal in `x` and
+    /// the result) are copied from `x` (`0`) rather than spelled out.
+    fn reshape(&self, g: &mut GraphBuilder, x: &str, dims: &[usize], keep: usize) -> String {
+        if !self.symbolic {
+            return g.reshape(x, dims);
+        }
+        let v: Vec<i64> = dims.iter().enumerate().map(|(i, &d)| if i < keep { 0 } else { d as i64 }).collect();
+        let shape = g.const_i64(&[v.len()], &v);
+        g.op("Reshape", &[x, &shape], vec![])
+    }
 }
 
 /// Builds the graph of one bucket (prefill or decode, `d.rows` rows, `d.slots` slots).
@@ -90,19 +108,29 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
     let ft = FloatTypes::new(opts.precision, &opts.plan);
     let ins = signature::inputs(d, ft.io());
     let outs = signature::outputs(d, ft.io());
-    for t in &ins {
-        g.input(t);
+    let dynamic = opts.symbolic.then(|| signature::dynamic_signature(cfg, kind, ft.io(), ft.softmax));
+    match &dynamic {
+        Some((dyn_ins, _)) => dyn_ins.iter().for_each(|t| {
+            g.input_dyn(t);
+        }),
+        None => ins.iter().for_each(|t| {
+            g.input(t);
+        }),
     }
 
-    let patches = match kind {
-        GraphKind::Prefill => signature::PATCHES.to_string(),
-        GraphKind::Decode => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
+    let patches = match (kind, opts.symbolic) {
+        (GraphKind::Prefill, _) => signature::PATCHES.to_string(),
+        (GraphKind::Decode, false) => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
+        (GraphKind::Decode, true) => g.unsqueeze(signature::PATCHES, &[1]),
     };
-    let rope = rope_tables(g, d, s)?;
+    let rope = rope_tables(g, d, s, opts.symbolic)?;
     let space_mask = space_mask(g, ft.softmax);
-    let time_mask = match kind {
-        GraphKind::Prefill => causal_mask(g, s, ft.softmax),
-        GraphKind::Decode => decode_key_mask(g, d, ft.softmax),
+    let time_mask = match (kind, opts.symbolic) {
+        (GraphKind::Prefill, false) => causal_mask(g, s, ft.softmax),
+        (GraphKind::Decode, false) => decode_key_mask(g, d, ft.softmax),
+        // the host's mask: `[S, S]` broadcasts over rows and heads as the constant does; `[N, T]` → `[N, 1, 1, T]`
+        (GraphKind::Prefill, true) => signature::TIME_MASK.to_string(),
+        (GraphKind::Decode, true) => g.unsqueeze(signature::TIME_MASK, &[1, 2]),
     };
     let ctx = Ctx {
         kind,
@@ -116,6 +144,7 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         time_mask,
         space_mask,
         cache_update: opts.cache_update,
+        symbolic: opts.symbolic,
     };
 
     let x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
@@ -137,15 +166,39 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         // The cache tensors were produced under their output names by `attention_time`.
         g.output(&out.name, out);
     }
+    if let Some((_, dyn_outs)) = &dynamic {
+        g.set_dynamic_outputs(dyn_outs);
+    }
     Ok(())
+}
+
+/// The shape-polymorphic graph of `kind` (for TensorRT): the same computation as every bucket's static graph, with
+/// rows and slots symbolic (`rows`, `slots`) and the time-wise mask a host input ([`signature::TIME_MASK`]), so
+/// one TensorRT engine — and one copy of the weights on the GPU — serves every bucket of that kind. It uses no
+/// `Shape`, `Range`, `If` or `Loop`: reshapes copy the symbolic dims (`0`), the last context slot is a
+/// `GatherND` over `last_index`, and only `TensorScatter` writes the cache (`ScatterND` would need indices of
+/// the row count).
+pub fn dynamic_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, kind: GraphKind, opts: &GraphOptions) -> Result<()> {
+    if opts.cache_update != CacheUpdate::TensorScatter {
+        return Err(crate::error::Error::Graph {
+            graph: "dynamic".into(),
+            message: "shape-polymorphic graphs write the cache with TensorScatter (opset 24) only".into(),
+        });
+    }
+    let d = signature::symbolic_dims(&ckpt.config, kind);
+    toto_graph(g, ckpt, &d, &GraphOptions { symbolic: true, ..*opts })
 }
 
 /// Host rotary tables `[N, S, Dh]` (decode: `[N, Dh]`) → `[N, 1, S, Dh]`, plus the key scale `1/xpos`
 /// (rotary-embedding-torch applies `scale ** -1` to keys); in the tables' own type.
-fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize) -> Result<[String; 4]> {
+fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize, symbolic: bool) -> Result<[String; 4]> {
     let mut out = Vec::new();
     for name in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE] {
-        out.push(g.reshape(name, &[d.rows, 1, s, d.head_dim]));
+        out.push(match (symbolic, d.kind) {
+            (false, _) => g.reshape(name, &[d.rows, 1, s, d.head_dim]),
+            (true, GraphKind::Prefill) => g.unsqueeze(name, &[1]),
+            (true, GraphKind::Decode) => g.unsqueeze(name, &[1, 2]),
+        });
     }
     let k_scale = g.op("Reciprocal", &[&out[2]], vec![]);
     Ok([out[0].clone(), out[1].clone(), out[2].clone(), k_scale])
@@ -264,11 +317,11 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
 fn apply_rope(g: &mut GraphBuilder, t: &str, scale: &str, ctx: &Ctx) -> String {
     let (n, h, s, dh) = (ctx.n, ctx.d.heads, ctx.s, ctx.d.head_dim);
     let t = &g.cast(t, ctx.ft.rope);
-    let pairs = g.reshape(t, &[n, h, s, dh / 2, 2]);
+    let pairs = ctx.reshape(g, t, &[n, h, s, dh / 2, 2], 3);
     let halves = g.split(&pairs, -1, &[1, 1]);
     let neg = g.op("Neg", &[&halves[1]], vec![]);
     let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
-    let rot = g.reshape(&rot, &[n, h, s, dh]);
+    let rot = ctx.reshape(g, &rot, &[n, h, s, dh], 3);
     let (cos, sin) = (ctx.rope[0].clone(), ctx.rope[1].clone());
     let a = g.binary("Mul", t, &cos);
     let a = g.binary("Mul", &a, scale);
@@ -306,7 +359,7 @@ fn attention_time(
     let (n, s, h, dh) = (ctx.n, ctx.s, ctx.d.heads, ctx.d.head_dim);
     let qkv = qkv(g, ckpt, prefix, x, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[n, s, h, dh]);
+        let y = ctx.reshape(g, y, &[n, s, h, dh], 2);
         g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
@@ -335,7 +388,7 @@ fn attention_time(
     let k_t = g.transpose(&k_all, &[0, 1, 3, 2]);
     let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
-    let o = g.reshape(&o, &[n, s, h * dh]);
+    let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
     let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
@@ -378,7 +431,7 @@ fn attention_space(
     let xt = g.transpose(x, &[1, 0, 2]);
     let qkv = qkv(g, ckpt, prefix, &xt, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[s, n, h, dh]);
+        let y = ctx.reshape(g, y, &[s, n, h, dh], 2);
         g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
@@ -387,7 +440,7 @@ fn attention_space(
     let k_t = g.transpose(&k, &[0, 1, 3, 2]);
     let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
-    let o = g.reshape(&o, &[n, s, h * dh]);
+    let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
     let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
@@ -409,9 +462,14 @@ fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ct
 /// row), the only slot at decode. `[N, S, D]` → `[N, D]`.
 fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
     let (n, s, dm) = (ctx.n, ctx.s, ctx.embed);
-    match ctx.kind {
-        GraphKind::Decode => g.reshape(x, &[n, dm]),
-        GraphKind::Prefill => g.scoped("last_patch", |g| {
+    match (ctx.kind, ctx.symbolic) {
+        (GraphKind::Decode, _) => ctx.reshape(g, x, &[n, dm], 1),
+        // one gather per row at its own last slot, whatever the row count
+        (GraphKind::Prefill, true) => g.scoped("last_patch", |g| {
+            let idx = g.unsqueeze(signature::LAST_INDEX, &[1]);
+            g.op("GatherND", &[x, &idx], vec![("batch_dims", Attr::Int(1))])
+        }),
+        (GraphKind::Prefill, false) => g.scoped("last_patch", |g| {
             // A flat Gather keeps the selection exact (a one-hot MatMul would turn inf·0 into NaN).
             let flat = g.reshape(x, &[n * s, dm]);
             let base: Vec<i64> = (0..n as i64).map(|r| r * s as i64).collect();
@@ -433,7 +491,7 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
     let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None, ut))?;
     let u = g.scoped("unembed", |g| g.linear(&h, &wu, &bu));
     // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
-    let u = g.reshape(&u, &[n, p, dm]);
+    let u = ctx.reshape(g, &u, &[n, p, dm], 1);
     let u = g.cast(&u, ht);
     g.scoped("output_distribution", |g| {
         let heads = ["df", "loc_proj", "scale_proj", "mixture_weights"];
