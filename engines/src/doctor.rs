@@ -27,6 +27,7 @@ pub enum NeededBy {
     /// The CUDA provider (and so TensorRT too, which runs on it).
     Cuda,
     /// The TensorRT provider only.
+    #[serde(rename = "tensorrt")]
     TensorRt,
 }
 

@@ -453,7 +453,8 @@ pub fn build_engine(
     let weights = SharedWeights::for_target(rt, target);
     // Shared form: each kind's graph is built (or copied) once, with every kept bucket of the kind in its
     // TensorRT profiles, and checked as one session.
-    let mut built: Vec<(GraphKind, String, Option<crate::tensorrt::EngineStamp>, Option<SharedSession>)> = Vec::new();
+    let mut built: Vec<(GraphKind, String, Option<crate::tensorrt::EngineStamp>, Option<SharedSession>)> =
+        Vec::new();
     for d in &dynamic {
         let buckets: Vec<Vec<TensorSig>> = kept
             .iter()
@@ -484,12 +485,15 @@ pub fn build_engine(
                 (d.file.clone(), None)
             }
         };
-        let session = if check {
-            let path = stage.path().join(&file);
-            Some(weights.trim_while(|| SharedSession::open(rt, &path, &file, target, &check_cfg, Some(&weights)))?)
-        } else {
-            None
-        };
+        let session =
+            if check {
+                let path = stage.path().join(&file);
+                Some(weights.trim_while(|| {
+                    SharedSession::open(rt, &path, &file, target, &check_cfg, Some(&weights))
+                })?)
+            } else {
+                None
+            };
         built.push((d.kind, file, stamp, session));
     }
     let mut profiles = Vec::new();
@@ -504,11 +508,20 @@ pub fn build_engine(
             let (file, stamp) = match (target, &emulated, shared) {
                 (_, _, Some((_, file, stamp, _))) => (file.clone(), stamp.clone()),
                 (Target::TensorRt { .. }, _, None) => {
-                    let (file, stamp) =
-                        build_tensorrt(rt, target, precision, &[], &artifacts.join(&g.file), stage.path(), &stem)?;
+                    let (file, stamp) = build_tensorrt(
+                        rt,
+                        target,
+                        precision,
+                        &[],
+                        &artifacts.join(&g.file),
+                        stage.path(),
+                        &stem,
+                    )?;
                     (file, Some(stamp))
                 }
-                (_, Some(w), None) => (write_emulation(&artifacts.join(&g.file), w, stage.path(), &stem)?, None),
+                (_, Some(w), None) => {
+                    (write_emulation(&artifacts.join(&g.file), w, stage.path(), &stem)?, None)
+                }
                 _ => {
                     let to = stage.path().join(&g.file);
                     std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
@@ -852,13 +865,6 @@ impl EngineBundle {
             backend::apply_process_env(&manifest.target, manifest.precision);
         }
         let weights = SharedWeights::for_target(rt, &manifest.target);
-        if manifest.weight_copies > 1 {
-            eprintln!(
-                "note: this {} engine holds {} copies of the weights on the GPU (one per TensorRT engine)",
-                manifest.target.name(),
-                manifest.weight_copies
-            );
-        }
         Ok(EngineBundle { dir: dir.to_path_buf(), manifest, rt, weights, shared: Default::default() })
     }
 
@@ -892,7 +898,14 @@ impl EngineBundle {
                     Some(s) => s.clone(),
                     None => {
                         let s = self.weights.trim_while(|| {
-                            SharedSession::open(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
+                            SharedSession::open(
+                                self.rt,
+                                &path,
+                                name,
+                                self.target(),
+                                &cfg,
+                                Some(&self.weights),
+                            )
                         })?;
                         let s = std::sync::Arc::new(s);
                         open.insert(g.file.clone(), s.clone());

@@ -781,9 +781,16 @@ impl SharedSession {
         weights: Option<&SharedWeights>,
     ) -> Result<Self> {
         let copies_logged = Arc::new(AtomicUsize::new(0));
-        let (session, facts, held) = open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
+        let (session, facts, held) =
+            open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
         let providers = ep_assignment(&session);
-        Ok(SharedSession { session: Arc::new(session), facts, held: Arc::new(held), providers, copies_logged })
+        Ok(SharedSession {
+            session: Arc::new(session),
+            facts,
+            held: Arc::new(held),
+            providers,
+            copies_logged,
+        })
     }
 
     /// Nodes per execution provider.
@@ -793,7 +800,11 @@ impl SharedSession {
 
     /// Whether a bucket with static `inputs`/`outputs` fits this (shape-polymorphic) session: the same names and
     /// types in order, every fixed dimension equal.
-    pub fn check_bucket(&self, inputs: &[TensorSig], outputs: &[TensorSig]) -> std::result::Result<(), String> {
+    pub fn check_bucket(
+        &self,
+        inputs: &[TensorSig],
+        outputs: &[TensorSig],
+    ) -> std::result::Result<(), String> {
         let fits = |o: &ort::value::Outlet, s: &TensorSig| {
             let ty = o.dtype();
             let (Some(elem), Some(shape)) = (ty.tensor_type(), ty.tensor_shape()) else { return false };
@@ -803,7 +814,9 @@ impl SharedSession {
                 && shape.iter().zip(&s.shape).all(|(&d, &n)| d < 0 || d as usize == n)
         };
         let session = &self.session;
-        for (what, outlets, sigs) in [("input", session.inputs(), inputs), ("output", session.outputs(), outputs)] {
+        for (what, outlets, sigs) in
+            [("input", session.inputs(), inputs), ("output", session.outputs(), outputs)]
+        {
             if outlets.len() != sigs.len() || !outlets.iter().zip(sigs.iter()).all(|(o, s)| fits(o, s)) {
                 return Err(format!(
                     "the bucket's {what}s {:?} do not fit the shared graph's ({:?})",
@@ -828,24 +841,34 @@ pub const GPU_GRAPH_ID: &str = "gpu_graph_id";
 /// * TensorRT, one session for several buckets: refused — ONNX Runtime 1.31's TensorRT provider keeps a single
 ///   captured graph per provider instance (no annotation ids), so a second bucket would replay the first one's
 ///   shapes and buffers.
-pub fn capture_keys(target: &Target, buckets: &[(Bucket, String)]) -> std::result::Result<Vec<Capture>, String> {
+pub fn capture_keys(
+    target: &Target,
+    buckets: &[(Bucket, String)],
+) -> std::result::Result<Vec<Capture>, String> {
     if !target.cuda_graph() {
         return Ok(vec![Capture::No; buckets.len()]);
     }
-    let mut next: HashMap<&str, i64> = HashMap::new();
+    // the same bucket listed by several profiles is one graph (the engine loads it once): one key
+    let mut keys: Vec<(&str, Bucket)> = Vec::new();
+    for (bucket, file) in buckets {
+        if !keys.iter().any(|(f, b)| *f == file.as_str() && b == bucket) {
+            keys.push((file.as_str(), *bucket));
+        }
+    }
     let mut out = Vec::with_capacity(buckets.len());
     for (bucket, file) in buckets {
-        let sharing = buckets.iter().filter(|(_, f)| f == file).count();
-        if sharing > 1 && matches!(target, Target::TensorRt { .. }) {
+        let on_session: Vec<Bucket> =
+            keys.iter().filter(|(f, _)| *f == file.as_str()).map(|(_, b)| *b).collect();
+        if on_session.len() > 1 && matches!(target, Target::TensorRt { .. }) {
             return Err(format!(
-                "{sharing} buckets share the TensorRT engine {file} and ONNX Runtime's TensorRT provider captures \
+                "{} buckets share the TensorRT engine {file} and ONNX Runtime's TensorRT provider captures \
                  one CUDA graph per engine: build without --cuda-graph, or with `--graphs per-bucket` (one engine, \
-                 and one copy of the weights, per bucket) to capture each bucket ({bucket:?})"
+                 and one copy of the weights, per bucket) to capture each bucket ({bucket:?})",
+                on_session.len()
             ));
         }
-        let id = next.entry(file.as_str()).or_insert(0);
-        out.push(Capture::Graph { gpu_graph_id: *id });
-        *id += 1;
+        let id = on_session.iter().position(|b| b == bucket).expect("listed") as i64;
+        out.push(Capture::Graph { gpu_graph_id: id });
     }
     Ok(out)
 }
@@ -1040,8 +1063,10 @@ impl GraphRunner {
         };
         let run_options = match capture {
             Capture::Graph { gpu_graph_id } if gpu_graph_id != 0 => {
-                let mut o = ort::session::RunOptions::new().map_err(|e| ort_error("creating run options", e))?;
-                o.set(GPU_GRAPH_ID, gpu_graph_id.to_string()).map_err(|e| ort_error("setting gpu_graph_id", e))?;
+                let mut o =
+                    ort::session::RunOptions::new().map_err(|e| ort_error("creating run options", e))?;
+                o.set(GPU_GRAPH_ID, gpu_graph_id.to_string())
+                    .map_err(|e| ort_error("setting gpu_graph_id", e))?;
                 Some(o)
             }
             _ => None,
@@ -1577,7 +1602,11 @@ mod tests {
     fn decode_io(dtype: DType) -> (Vec<TensorSig>, Vec<TensorSig>) {
         let cache = [2, 4, 8, 16];
         (
-            vec![sig("patches", dtype, &[2, 16]), sig("write_pos", DType::I64, &[2]), sig("k_cache.0", dtype, &cache)],
+            vec![
+                sig("patches", dtype, &[2, 16]),
+                sig("write_pos", DType::I64, &[2]),
+                sig("k_cache.0", dtype, &cache),
+            ],
             vec![sig("loc", DType::F32, &[2, 16, 4]), sig("k_cache_out.0", dtype, &cache)],
         )
     }
@@ -1612,7 +1641,13 @@ mod tests {
             p.inputs.iter().chain(&p.outputs).map(|s| (s.name.as_str(), s.host_mirror)).collect();
         assert_eq!(
             mirrored,
-            [("patches", true), ("write_pos", true), ("k_cache.0", false), ("loc", true), ("k_cache_out.0", false)]
+            [
+                ("patches", true),
+                ("write_pos", true),
+                ("k_cache.0", false),
+                ("loc", true),
+                ("k_cache_out.0", false)
+            ]
         );
         // one captured graph per bucket session, under the default annotation id
         assert_eq!(p.capture, Capture::Graph { gpu_graph_id: 0 });
@@ -1649,9 +1684,19 @@ mod tests {
         let keys = capture_keys(&Target::cuda(0, true), &[own(p1), own(p2), own(d1)]).unwrap();
         assert_eq!(keys, vec![Capture::Graph { gpu_graph_id: 0 }; 3]);
         // CUDA, shared sessions: one id per bucket of each session
-        let shared = [(p1, "dynamic.prefill.onnx".to_string()), (p2, "dynamic.prefill.onnx".into()), (d1, "dynamic.decode.onnx".into())];
+        let shared = [
+            (p1, "dynamic.prefill.onnx".to_string()),
+            (p2, "dynamic.prefill.onnx".into()),
+            (d1, "dynamic.decode.onnx".into()),
+        ];
         let keys = capture_keys(&Target::cuda(0, true), &shared).unwrap();
-        let ids: Vec<i64> = keys.iter().map(|k| match k { Capture::Graph { gpu_graph_id } => *gpu_graph_id, Capture::No => -1 }).collect();
+        let ids: Vec<i64> = keys
+            .iter()
+            .map(|k| match k {
+                Capture::Graph { gpu_graph_id } => *gpu_graph_id,
+                Capture::No => -1,
+            })
+            .collect();
         assert_eq!(ids, [0, 1, 0]);
         // TensorRT keeps one captured graph per engine: sharing is refused with the way out
         let e = capture_keys(&Target::tensorrt(0, true), &shared).unwrap_err();
@@ -1659,6 +1704,10 @@ mod tests {
         assert!(capture_keys(&Target::tensorrt(0, true), &shared[2..]).is_ok());
         // no CUDA graphs: nothing captured
         assert_eq!(capture_keys(&Target::tensorrt(0, false), &shared).unwrap(), vec![Capture::No; 3]);
+        // the same bucket in two profiles is one graph: one key, and no sharing on its own
+        let twice = [(p1, "dynamic.prefill.onnx".to_string()), (p1, "dynamic.prefill.onnx".to_string())];
+        let keys = capture_keys(&Target::tensorrt(0, true), &twice).unwrap();
+        assert_eq!(keys, vec![Capture::Graph { gpu_graph_id: 0 }; 2]);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub fn parse_tensorrt_version(s: &str) -> Option<Version> {
         return Version::parse(s);
     }
     let n: u32 = s.trim().parse().ok()?;
-    (n >= 10_000).then(|| Version(n / 10_000, (n / 100) % 100, n % 100))
+    (n >= 10_000).then_some(Version(n / 10_000, (n / 100) % 100, n % 100))
 }
 
 /// A compute capability as digits (`sm_90`, `9.0`, `90` → `90`).
@@ -131,7 +131,11 @@ pub enum ProfileLayout {
 pub const ORT_TRT_PROFILE_SWITCHING: Option<Version> = None;
 
 /// The provider options that give a shape-polymorphic graph its profiles.
-pub fn profile_options(graph: &[DynSig], buckets: &[Vec<TensorSig>], layout: ProfileLayout) -> Vec<(String, String)> {
+pub fn profile_options(
+    graph: &[DynSig],
+    buckets: &[Vec<TensorSig>],
+    layout: ProfileLayout,
+) -> Vec<(String, String)> {
     match profile_shapes(graph, buckets, layout) {
         Some([min, opt, max]) if !min.is_empty() => vec![
             ("trt_profile_min_shapes".into(), min),
@@ -154,9 +158,14 @@ pub fn profile_layout(ort: Option<Version>) -> ProfileLayout {
 /// `graph` whose buckets bind the static input signatures `buckets` (each bucket's inputs in `graph`'s order).
 /// Every input with a symbolic dimension is listed — the provider needs all of them, or it defers building the
 /// engine to the first run (and nothing would be saved as an EPContext).
-pub fn profile_shapes(graph: &[DynSig], buckets: &[Vec<TensorSig>], layout: ProfileLayout) -> Option<[String; 3]> {
+pub fn profile_shapes(
+    graph: &[DynSig],
+    buckets: &[Vec<TensorSig>],
+    layout: ProfileLayout,
+) -> Option<[String; 3]> {
     let first = buckets.first()?;
-    let dynamic: Vec<usize> = (0..first.len()).filter(|&i| graph.get(i).is_some_and(DynSig::is_dynamic)).collect();
+    let dynamic: Vec<usize> =
+        (0..first.len()).filter(|&i| graph.get(i).is_some_and(DynSig::is_dynamic)).collect();
     let entry = |sig: &TensorSig, shape: &[usize]| {
         format!("{}:{}", sig.name, shape.iter().map(usize::to_string).collect::<Vec<_>>().join("x"))
     };
@@ -268,8 +277,11 @@ mod tests {
     #[test]
     fn profiles_list_dynamic_inputs_per_bucket_or_spanning() {
         use exporter::signature::Dim::{Fixed, Named};
-        let dynsig =
-            |name: &str, dims: Vec<exporter::signature::Dim>| DynSig { name: name.into(), dtype: DType::F16, dims };
+        let dynsig = |name: &str, dims: Vec<exporter::signature::Dim>| DynSig {
+            name: name.into(),
+            dtype: DType::F16,
+            dims,
+        };
         let graph = vec![
             dynsig("patches", vec![Named("rows".into()), Fixed(64)]),
             dynsig("k_cache.0", vec![Named("rows".into()), Fixed(12), Named("slots".into()), Fixed(64)]),

@@ -51,7 +51,8 @@ fn fill(r: &mut GraphRunner, bucket: Bucket, dh: usize, patch: usize, step: usiz
                 let [c, sn, x] = &mut t;
                 rope::fill_prefill(s, k, dh, &mut c[span.clone()], &mut sn[span.clone()], &mut x[span]);
             }
-            for (name, v) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&t) {
+            for (name, v) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&t)
+            {
                 r.write_f32(name, 0, v).unwrap();
             }
             if r.has_input(signature::TIME_MASK) {
@@ -70,7 +71,8 @@ fn fill(r: &mut GraphRunner, bucket: Bucket, dh: usize, patch: usize, step: usiz
                 let [c, sn, x] = &mut t;
                 rope::fill_decode(p, dh, &mut c[span.clone()], &mut sn[span.clone()], &mut x[span]);
             }
-            for (name, v) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&t) {
+            for (name, v) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&t)
+            {
                 r.write_f32(name, 0, v).unwrap();
             }
             if r.has_input(signature::TIME_MASK) {
@@ -82,7 +84,8 @@ fn fill(r: &mut GraphRunner, bucket: Bucket, dh: usize, patch: usize, step: usiz
 
 fn max_diff(a: &GraphRunner, b: &GraphRunner, name: &str, f16: bool) -> f32 {
     let (x, y): (Vec<f32>, Vec<f32>) = if f16 && name.contains("cache") {
-        let conv = |r: &GraphRunner| r.output::<half::f16>(name).unwrap().iter().map(|v| v.to_f32()).collect();
+        let conv =
+            |r: &GraphRunner| r.output::<half::f16>(name).unwrap().iter().map(|v| v.to_f32()).collect();
         (conv(a), conv(b))
     } else {
         (a.output::<f32>(name).unwrap().to_vec(), b.output::<f32>(name).unwrap().to_vec())
@@ -115,15 +118,22 @@ fn check(precision: Precision) {
     let f16 = precision == Precision::Fp16;
     for kind in GraphKind::ALL {
         let dynamic = m.dynamic_graphs.iter().find(|g| g.kind == kind && g.precision == precision).unwrap();
-        let shared =
-            SharedSession::open(rt, &bundle.join(&dynamic.file), &dynamic.file, &target, &cfg, Some(&weights))
-                .unwrap();
+        let shared = SharedSession::open(
+            rt,
+            &bundle.join(&dynamic.file),
+            &dynamic.file,
+            &target,
+            &cfg,
+            Some(&weights),
+        )
+        .unwrap();
         let graphs: Vec<_> = m.profiles[0].graphs.iter().filter(|g| g.bucket.kind == kind).collect();
         // the smallest and the largest bucket of the kind, on the one shared session
         for g in [graphs.first().unwrap(), graphs.last().unwrap()] {
             let d = g.dims;
             let name = g.file.as_str();
-            let mut stat = GraphRunner::load(rt, &bundle.join(name), name, &target, &cfg, Some(&weights)).unwrap();
+            let mut stat =
+                GraphRunner::load(rt, &bundle.join(name), name, &target, &cfg, Some(&weights)).unwrap();
             let ins = signature::dynamic_bucket_inputs(&d, ft.io(), ft.softmax);
             let outs = signature::outputs(&d, ft.io());
             let mut dynr = GraphRunner::load_bucket(&shared, &dynamic.file, &target, ins, outs, 0).unwrap();
@@ -132,9 +142,12 @@ fn check(precision: Precision) {
                 assert_eq!((stat.cache_mode(), dynr.cache_mode()), (CacheMode::InPlace, CacheMode::InPlace));
                 // the same starting caches in both
                 for c in stat.cache_inputs().map(String::from).collect::<Vec<_>>() {
-                    let v = noise(stat.input::<f32>(&c).map(|x| x.len()).unwrap_or_else(|_| {
-                        stat.input::<half::f16>(&c).unwrap().len()
-                    }), 3);
+                    let v = noise(
+                        stat.input::<f32>(&c)
+                            .map(|x| x.len())
+                            .unwrap_or_else(|_| stat.input::<half::f16>(&c).unwrap().len()),
+                        3,
+                    );
                     stat.write_f32(&c, 0, &v).unwrap();
                     dynr.write_f32(&c, 0, &v).unwrap();
                 }

@@ -5,15 +5,15 @@
 mod support;
 
 use engines::engine::{Engine, RunOptions};
+use engines::engine_bundle::GraphForm;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use engines::plan::Pins;
 use engines::request::ForecastRequest;
 use exporter::bucket::Bucket;
-use exporter::signature::GraphKind;
-use exporter::variant::OpsetVariant;
-use engines::engine_bundle::GraphForm;
 use exporter::graph::Fp16Plan;
+use exporter::signature::GraphKind;
 use exporter::signature::Precision;
+use exporter::variant::OpsetVariant;
 use support::{cpu_engine, cpu_engine_form, root};
 
 /// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets

@@ -261,7 +261,12 @@ pub fn time_mask(d: &GraphDims, mask: DType) -> TensorSig {
 
 /// The inputs of the shape-polymorphic graph of `kind` (those of [`inputs`] with rows and slots symbolic, then
 /// [`TIME_MASK`]), and its outputs.
-pub fn dynamic_signature(model: &ModelConfig, kind: GraphKind, io: IoTypes, mask: DType) -> (Vec<DynSig>, Vec<DynSig>) {
+pub fn dynamic_signature(
+    model: &ModelConfig,
+    kind: GraphKind,
+    io: IoTypes,
+    mask: DType,
+) -> (Vec<DynSig>, Vec<DynSig>) {
     let d = symbolic_dims(model, kind);
     let mut ins: Vec<DynSig> = inputs(&d, io).into_iter().map(to_dyn).collect();
     ins.push(to_dyn(time_mask(&d, mask)));

@@ -351,6 +351,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         fp32_regions: Vec::new(),
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: "weights.fp32.bin".into() }],
         profiles: vec![ProfileEntry { profile, graphs }],
+        dynamic_graphs: Vec::new(),
         files: file_entries(dir, &paths).unwrap(),
     };
     std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();

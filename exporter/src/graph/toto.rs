@@ -94,7 +94,8 @@ impl Ctx {
         if !self.symbolic {
             return g.reshape(x, dims);
         }
-        let v: Vec<i64> = dims.iter().enumerate().map(|(i, &d)| if i < keep { 0 } else { d as i64 }).collect();
+        let v: Vec<i64> =
+            dims.iter().enumerate().map(|(i, &d)| if i < keep { 0 } else { d as i64 }).collect();
         let shape = g.const_i64(&[v.len()], &v);
         g.op("Reshape", &[x, &shape], vec![])
     }
@@ -178,7 +179,12 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
 /// `Shape`, `Range`, `If` or `Loop`: reshapes copy the symbolic dims (`0`), the last context slot is a
 /// `GatherND` over `last_index`, and only `TensorScatter` writes the cache (`ScatterND` would need indices of
 /// the row count).
-pub fn dynamic_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, kind: GraphKind, opts: &GraphOptions) -> Result<()> {
+pub fn dynamic_graph(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    kind: GraphKind,
+    opts: &GraphOptions,
+) -> Result<()> {
     if opts.cache_update != CacheUpdate::TensorScatter {
         return Err(crate::error::Error::Graph {
             graph: "dynamic".into(),
