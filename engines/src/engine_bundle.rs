@@ -289,6 +289,15 @@ pub fn build_engine(
     let tensorrt = matches!(target, Target::TensorRt { .. }).then(crate::doctor::tensorrt_version).flatten();
     backend::check_variant(target, source.variant, Version::parse(rt.version()), tensorrt)
         .map_err(|message| Error::Engine { path: artifacts.to_path_buf(), message })?;
+    // A GPU engine is built where its provider runs (TensorRT compiles for the GPU at hand, and every graph is
+    // checked by loading it): registering the provider says what is missing (`totoc doctor`'s findings), before
+    // anything is written.
+    backend::apply_process_env(target, precision);
+    backend::session_builder(
+        rt,
+        target,
+        &session_config(target, &Stage::Load { bundle_dir: out.to_path_buf() }, precision),
+    )?;
     if let Some(missing) = options.profiles.iter().find(|n| source.profile(n).is_none()) {
         return Err(Error::Engine {
             path: artifacts.to_path_buf(),
@@ -418,12 +427,6 @@ pub fn build_engine(
         _ => 1,
     };
 
-    // A GPU engine is built where its provider runs (TensorRT compiles for the GPU at hand, and every graph is
-    // checked by loading it): registering the provider says what is missing (`totoc doctor`'s findings), before
-    // anything is written.
-    backend::apply_process_env(target, precision);
-    let load_cfg = session_config(target, &Stage::Load { bundle_dir: out.to_path_buf() }, precision);
-    backend::session_builder(rt, target, &load_cfg)?;
     progress(BuildEvent::Start { graphs: total, precision, emulation });
     let stage = StagingDir::new(out, options.force)?;
     let load_cfg = session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use engines::backend::Target;
 use engines::engine_bundle::{
-    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, ENGINE_FORMAT,
+    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, GraphForm, ENGINE_FORMAT,
 };
 use engines::graph::{CacheMode, CacheMove};
 use exporter::fsutil::sha256_file;
@@ -228,6 +228,16 @@ fn unknown_profile_and_not_an_engine_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope") && e.contains("tiny"), "{e}");
+    // shared (shape-polymorphic) sessions need the bundle's dynamic graphs, which this synthetic bundle lacks
+    let opts = BuildOptions { graphs: Some(GraphForm::Shared), ..Default::default() };
+    let e = build_engine(&src, &Target::cpu(None), &dir.path().join("s"), &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no shape-polymorphic fp32 prefill graph") && e.contains("--graphs per-bucket"),
+        "{e}"
+    );
+    assert!(!dir.path().join("s").exists());
     let e = EngineBundle::load(&src, None).unwrap_err().to_string();
     assert!(e.contains("is an export bundle, not an engine") && e.contains("totoc build-engine"), "{e}");
     std::fs::write(dir.path().join("manifest.json"), "{\"format\": 1}").unwrap();

@@ -30,7 +30,13 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     for rows in [1, 8, 16, 32, 64, 128, 256] {
         want.push(format!("sampled.decode.n{rows}.t11.onnx"));
     }
+    // opset 24: each graph kind once more with rows and slots symbolic (what TensorRT engines are built from)
+    want.extend(["dynamic.prefill.onnx".into(), "dynamic.decode.onnx".into()]);
     assert_eq!(files, want);
+    let dynamic = m["dynamic_graphs"].as_array().unwrap();
+    assert_eq!(dynamic.len(), 2);
+    assert_eq!(dynamic[1]["inputs"][0]["dims"], serde_json::json!(["rows", 16]));
+    assert!(dynamic[1]["inputs"].as_array().unwrap().iter().any(|i| i["name"] == "time_mask"));
     assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/3"), Some(3)));
     assert_eq!(m["precisions"], serde_json::json!(["fp32"]));
     assert_eq!(m["weights"], serde_json::json!([{"precision": "fp32", "file": "weights.fp32.bin"}]));
@@ -68,7 +74,8 @@ fn export_writes_graphs_shared_weights_and_manifest() {
 }
 
 /// Every graph of both precisions must be capturable as one static computation (a CUDA graph, a TensorRT engine):
-/// no control flow, no data-dependent shapes, no shape arithmetic at run time, fully static I/O.
+/// no control flow, no data-dependent shapes, no shape arithmetic at run time, fully static I/O — and the
+/// shape-polymorphic graphs the same, except for their symbolic rows and slots.
 #[test]
 fn graphs_are_static_and_control_flow_free() {
     use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
@@ -88,14 +95,18 @@ fn graphs_are_static_and_control_flow_free() {
         for n in &g.node {
             assert!(!forbidden.contains(&n.op_type.as_str()), "{path:?}: {} is a {}", n.name, n.op_type);
         }
+        // The shape-polymorphic graphs (TensorRT) have symbolic rows and slots and nothing else dynamic; every
+        // bucket's graph is fully static.
+        let dynamic = path.file_name().unwrap().to_string_lossy().starts_with("dynamic.");
         for vi in g.input.iter().chain(&g.output) {
             let Some(Ty::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.clone()) else { panic!() };
             for d in t.shape.unwrap().dim {
-                assert!(
-                    matches!(d.value, Some(Dim::DimValue(v)) if v > 0),
-                    "{path:?}: {} is not static",
-                    vi.name
-                );
+                let ok = match d.value {
+                    Some(Dim::DimValue(v)) => v > 0,
+                    Some(Dim::DimParam(p)) => dynamic && (p == "rows" || p == "slots"),
+                    None => false,
+                };
+                assert!(ok, "{path:?}: {} is not static", vi.name);
             }
         }
         // Every KV cache output has a cache input of the same name stem (the in-place contract).
@@ -319,10 +330,11 @@ fn listed_buckets_replace_the_default_ladder_and_are_checked() {
     let mut names: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".onnx"))
+        .filter(|n| n.ends_with(".onnx") && !n.starts_with("dynamic."))
         .collect();
     names.sort();
     assert_eq!(names, ["own.decode.n1.t7.onnx", "own.decode.n8.t11.onnx", "own.prefill.n2.s8.onnx"]);
+    assert!(out.join("dynamic.prefill.onnx").exists() && out.join("dynamic.decode.onnx").exists());
     for (bad, needle) in [
         (
             good.replace("{rows: 2, context: 128}", "{rows: 2, context: 64}"),
