@@ -37,6 +37,12 @@
 //! its buffer (ONNX Runtime refuses one that does), so the buffer comes from the CUDA allocator of a small
 //! bootstrap session kept alive with the weights. TensorRT engines carry their weights inside the engine.
 //!
+//! **Sessions shared by buckets** ([`SharedSession`]): a bucket's graph is its own session, or — for a
+//! shape-polymorphic graph (rows and slots symbolic; what TensorRT engines are built from) — one session serves
+//! every bucket of its kind, each bucket a runner with its own I/O at its own sizes
+//! ([`GraphRunner::load_bucket`]). On the CUDA provider each such bucket captures its own CUDA graph under its own
+//! `gpu_graph_id`; [`capture_keys`] assigns them and refuses what cannot work.
+//!
 //! **GPU I/O** (CUDA / TensorRT): I/O lives in device memory (fixed addresses, as CUDA graphs need); non-cache I/O
 //! has a pinned host mirror copied before/after each run, caches stay on the device. [`binding_plan`] decides
 //! all of it, and whether the graph may be captured ([`Capture`]), as a pure, unit-tested function. These paths

@@ -12,6 +12,10 @@
 //!   that row's scaler (carried step by step, never recomputed), one decode step runs for all rows, and each row
 //!   turns its mixture into its next patch.
 //!
+//! Shape-polymorphic graphs (one session per graph kind, e.g. a TensorRT engine serving every bucket) take the
+//! time-wise attention mask as an input instead of building it from constants; the session fills it
+//! ([`causal_mask`], [`key_mask`]) whenever the bucket's graph has it.
+//!
 //! A horizon of one patch or less needs no decode at all: every path draws from the prefill mixture. A request
 //! whose paths run in several passes draws each path from its own seeded stream, so it gets the same paths as when
 //! they all run together. A failing graph run fails the requests of that call or pass, not the whole group.
