@@ -22,6 +22,14 @@ export TOTOC_SERVE_PYTHON
 # Tests that need one of these venvs fail instead of skipping when it is missing.
 export TOTOC_STRICT_TESTS=1
 
+echo "== shell scripts: shellcheck, gpu-smoke argument handling"
+shellcheck=$(scripts/setup-shellcheck.sh)
+"$shellcheck" scripts/*.sh tests/reference/*.sh
+for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile fast" "--nope"; do
+  # shellcheck disable=SC2086 # each case is several words on purpose
+  if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi
+done
+
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
@@ -33,6 +41,11 @@ cargo test --workspace 2>&1 | tee "$log"
 read -r passed failed ignored < <(awk '/^test result:/ {
     for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i; if ($(i+1) ~ /^ignored;?$/) g += $i }
   } END { print p + 0, f + 0, g + 0 }' "$log")
+
+echo "== gpu-smoke dry run (the CPU steps of scripts/gpu-smoke.sh; the GPU steps need a GPU)"
+smoke=$(mktemp -d)
+scripts/gpu-smoke.sh --dry-run --profile debug --runs 1 --work "$smoke" 2>"$smoke/log" | tail -n 8
+rm -rf "$smoke"
 
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
   echo "== live reference checks skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"

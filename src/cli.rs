@@ -10,13 +10,31 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How the decode graph writes the KV cache.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CacheUpdateArg {
-    /// ONNX TensorScatter (opset 24): in-place in ONNX Runtime, TensorRT's KV-cache update layer.
-    TensorScatter,
-    /// ONNX ScatterND: portable to older runtimes.
-    ScatterNd,
+/// How an engine's buckets map to sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphsArg {
+    /// One static graph and session per bucket.
+    PerBucket,
+    /// One shape-polymorphic graph and session per graph kind (opset-24 bundles).
+    Shared,
+}
+
+/// Graph precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    /// fp32 weights, activations and KV caches.
+    Fp32,
+    /// fp16 weights, activations and KV caches, with fp32 where precision needs it (strongly typed).
+    Fp16,
+}
+
+impl From<PrecisionArg> for exporter::signature::Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::Fp32 => exporter::signature::Precision::Fp32,
+            PrecisionArg::Fp16 => exporter::signature::Precision::Fp16,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -38,6 +56,18 @@ pub enum Command {
     Bench(BenchArgs),
     /// Serve an engine over HTTP and gRPC: the Open Inference Protocol (KServe v2) and POST /v1/forecast.
     Serve(ServeArgs),
+    /// Report which ONNX Runtime providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which
+    /// engine targets will work here.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub ort: OrtArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -129,6 +159,17 @@ pub struct BuildEngineArgs {
     /// Capture each graph as a CUDA graph (cuda, tensorrt).
     #[arg(long)]
     pub cuda_graph: bool,
+    /// Which of the bundle's precisions to build (default: fp32 if it holds fp32 graphs, else its only one). On
+    /// the CPU, fp16 builds the fp16 emulation engine: it checks fp16 accuracy, it is not faster.
+    #[arg(long, value_enum, conflicts_with = "fp16")]
+    pub precision: Option<PrecisionArg>,
+    /// Short for --precision fp16.
+    #[arg(long)]
+    pub fp16: bool,
+    /// Sessions per bucket, or one shape-polymorphic session per graph kind serving all its buckets. Default:
+    /// shared for tensorrt (one engine, and one GPU copy of the weights, per kind), per-bucket otherwise.
+    #[arg(long, value_enum)]
+    pub graphs: Option<GraphsArg>,
     /// CPU threads recorded in the engine: the default size of the process's thread pool when it is loaded
     /// (default: physical cores; `forecast --threads` overrides).
     #[arg(long)]
@@ -432,13 +473,27 @@ pub struct ExportArgs {
     /// Export only these profiles (repeatable; default: all in the config).
     #[arg(long = "profile")]
     pub profiles: Vec<String>,
-    /// KV cache update op.
-    #[arg(long, value_enum, default_value = "tensor-scatter")]
-    pub cache_update: CacheUpdateArg,
+    /// Precision of the graphs to write (repeatable: a bundle can hold fp32 and fp16 graphs, each over its own
+    /// weight file).
+    #[arg(long = "precision", value_enum, default_values_t = [PrecisionArg::Fp32])]
+    pub precisions: Vec<PrecisionArg>,
+    /// The runtimes to write the graphs for: 24 = opset 24 with TensorScatter (ONNX Runtime >= 1.31 CPU/CUDA,
+    /// TensorRT >= 10.15); 18 = opset 18 with ScatterND (ONNX Runtime 1.22-1.30, TensorRT < 10.15).
+    #[arg(long, default_value_t = 24, value_parser = parse_opset)]
+    pub opset: i64,
     /// Replace the output directory if it exists.
     #[arg(long)]
     pub force: bool,
     /// Golden toto-ts cases of this checkpoint to carry in the bundle (for `totoc verify` anywhere).
     #[arg(long)]
     pub golden: Option<PathBuf>,
+}
+
+/// `--opset`: 24 or 18.
+fn parse_opset(s: &str) -> Result<i64, String> {
+    match s {
+        "24" => Ok(24),
+        "18" => Ok(18),
+        other => Err(format!("{other} is not a supported opset: 24 (TensorScatter) or 18 (ScatterND)")),
+    }
 }

@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
+use exporter::signature::Precision;
+use exporter::variant::OpsetVariant;
 use ort::ep::{self, ArbitrarilyConfigurableExecutionProvider};
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use serde::{Deserialize, Serialize};
@@ -38,14 +40,13 @@ pub enum Target {
         cuda_graph: bool,
     },
     /// ONNX Runtime's TensorRT provider; `build-engine` stores the engines as EPContext models (`embed_mode=0`).
+    /// ONNX Runtime 1.31.1's provider links TensorRT **10** (`libnvinfer.so.10`): the fp16 builder flag is set for
+    /// fp16 graphs ([`provider_options`]) and TF32, on by default in TensorRT 10, is turned off for fp32 ones
+    /// ([`process_env`]).
     #[serde(rename = "tensorrt")]
     TensorRt {
         #[serde(default)]
         device: i32,
-        /// The export bundle holds fp16 graphs. TensorRT 11 has no fp16 builder flag (networks are strongly
-        /// typed), so half precision comes from the graph's tensor types, never from `trt_fp16_enable`.
-        #[serde(default)]
-        fp16_graph: bool,
         /// `trt_cuda_graph_enable`.
         #[serde(default)]
         cuda_graph: bool,
@@ -80,10 +81,9 @@ impl Target {
     }
 
     /// TensorRT with caches in the bundle's `trt/` and TensorRT's default builder settings.
-    pub fn tensorrt(device: i32, fp16_graph: bool, cuda_graph: bool) -> Self {
+    pub fn tensorrt(device: i32, cuda_graph: bool) -> Self {
         Target::TensorRt {
             device,
-            fp16_graph,
             cuda_graph,
             engine_cache_dir: default_trt_cache_dir(),
             builder_optimization_level: default_trt_opt_level(),
@@ -210,8 +210,8 @@ pub fn ep_context_file(stem: &str) -> String {
     format!("{stem}.trt_ctx.onnx")
 }
 
-/// Session settings for `target` at `stage`. Pure: no ONNX Runtime call.
-pub fn session_config(target: &Target, stage: &Stage) -> SessionConfig {
+/// Session settings for `target` at `stage`, for graphs of `precision`. Pure: no ONNX Runtime call.
+pub fn session_config(target: &Target, stage: &Stage, precision: Precision) -> SessionConfig {
     let mut config_entries = Vec::new();
     let kv = |k: &str, v: String| (k.to_string(), v);
     let (optimization_level, intra_threads) = match (target, stage) {
@@ -246,11 +246,16 @@ pub fn session_config(target: &Target, stage: &Stage) -> SessionConfig {
         Target::Cpu { .. } => Vec::new(),
         Target::Cuda { .. } => vec![ProviderConfig {
             name: target.provider_name().into(),
-            options: provider_options(target, stage),
+            options: provider_options(target, stage, precision),
         }],
         Target::TensorRt { device, .. } => vec![
-            ProviderConfig { name: target.provider_name().into(), options: provider_options(target, stage) },
-            // Nodes TensorRT rejects run on CUDA rather than on the host (no CUDA graph then; see the build log).
+            ProviderConfig {
+                name: target.provider_name().into(),
+                options: provider_options(target, stage, precision),
+            },
+            // Registered so that ONNX Runtime can place a node TensorRT rejects at all; `build-engine` then
+            // refuses the engine (every node must be on TensorRT: a fallback node would defeat CUDA graphs and
+            // the KV-cache layer) and names the node.
             ProviderConfig { name: "CUDAExecutionProvider".into(), options: cuda_options(*device, false) },
         ],
     };
@@ -279,12 +284,14 @@ fn cuda_options(device: i32, cuda_graph: bool) -> Vec<(String, String)> {
     ]
 }
 
-/// The main execution provider's options for `target` at `stage`, as ONNX Runtime receives them (empty for CPU).
+/// The main execution provider's options for `target` at `stage` and graphs of `precision`, as ONNX Runtime
+/// receives them (empty for CPU).
 ///
 /// TensorRT: engine + timing caches in `engine_cache_dir` (resolved against the stage's directory), CUDA graph,
-/// builder optimisation level, and at build time an EPContext dump with `embed_mode=0` (the engine stays a
-/// separate file next to a small `*.trt_ctx.onnx`). No fp16 flag: see [`Target::TensorRt::fp16_graph`].
-pub fn provider_options(target: &Target, stage: &Stage) -> Vec<(String, String)> {
+/// builder optimisation level, the fp16 builder flag for fp16 graphs (TensorRT 10 still has it — ONNX Runtime
+/// 1.31.1 links `libnvinfer.so.10` — and only builds fp16 kernels with it), and at build time an EPContext dump
+/// with `embed_mode=0` (the engine stays a separate file next to a small `*.trt_ctx.onnx`).
+pub fn provider_options(target: &Target, stage: &Stage, precision: Precision) -> Vec<(String, String)> {
     let b = |v: bool| if v { "1" } else { "0" }.to_string();
     match target {
         Target::Cpu { .. } => Vec::new(),
@@ -307,8 +314,7 @@ pub fn provider_options(target: &Target, stage: &Stage) -> Vec<(String, String)>
                 ("trt_timing_cache_path".into(), cache),
                 ("trt_cuda_graph_enable".into(), b(*cuda_graph)),
                 ("trt_builder_optimization_level".into(), builder_optimization_level.to_string()),
-                // Never the (deprecated in TensorRT 10.12, removed in 11) fp16 builder flag.
-                ("trt_fp16_enable".into(), "0".into()),
+                ("trt_fp16_enable".into(), b(precision == Precision::Fp16)),
             ];
             if let Some(ws) = max_workspace_bytes {
                 o.push(("trt_max_workspace_size".into(), ws.to_string()));
@@ -324,6 +330,86 @@ pub fn provider_options(target: &Target, stage: &Stage) -> Vec<(String, String)>
             o
         }
     }
+}
+
+/// Environment variables a GPU process must have before CUDA starts, for graphs of `precision`.
+///
+/// fp32 graphs stay fp32 on the GPU: TensorRT 10 builds TF32 tactics by default (`BuilderFlag::kTF32`) and ONNX
+/// Runtime's TensorRT provider has no option to clear it; `NVIDIA_TF32_OVERRIDE=0` turns TF32 off in TensorRT,
+/// cuBLAS and cuDNN alike (the CUDA provider also gets `use_tf32=0`). fp16 graphs need nothing.
+pub fn process_env(target: &Target, precision: Precision) -> Vec<(&'static str, &'static str)> {
+    match (target.is_gpu(), precision) {
+        (true, Precision::Fp32) => vec![("NVIDIA_TF32_OVERRIDE", "0")],
+        _ => Vec::new(),
+    }
+}
+
+/// Sets [`process_env`] in this process unless the user already set those variables (their choice wins).
+/// Called before the first GPU session is created.
+pub fn apply_process_env(target: &Target, precision: Precision) {
+    for (k, v) in process_env(target, precision) {
+        if std::env::var_os(k).is_none() {
+            // Set before any CUDA library reads it; totoc creates its GPU sessions after this point.
+            std::env::set_var(k, v);
+        }
+    }
+}
+
+/// A runtime version `major.minor[.patch]`, for the checks below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl Version {
+    /// Parses `1.31.1`, `10.15`, `10.15.1.29` (extra parts ignored).
+    pub fn parse(s: &str) -> Option<Version> {
+        let mut it = s.trim().split('.').map(|p| p.parse::<u32>().ok());
+        let major = it.next()??;
+        let minor = it.next()??;
+        let patch = it.next().flatten().unwrap_or(0);
+        Some(Version(major, minor, patch))
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// The first TensorRT whose ONNX parser imports `TensorScatter` (into its KV-cache update layer).
+pub const TENSORRT_TENSOR_SCATTER: Version = Version(10, 15, 0);
+/// The first ONNX Runtime with CPU and CUDA kernels for every op of an opset-24 graph.
+pub const ORT_OPSET24: Version = Version(1, 31, 0);
+
+/// Whether `target`'s runtime (ONNX Runtime `ort`, and for TensorRT the `tensorrt` library found) can run a
+/// bundle written for `variant`; the error says why not and what to export instead (see
+/// `exporter::variant`). An unknown version is not refused here: loading the graph will say.
+pub fn check_variant(
+    target: &Target,
+    variant: OpsetVariant,
+    ort: Option<Version>,
+    tensorrt: Option<Version>,
+) -> std::result::Result<(), String> {
+    if variant != OpsetVariant::Opset24 {
+        return Ok(());
+    }
+    if let Some(v) = ort.filter(|v| *v < ORT_OPSET24) {
+        return Err(format!(
+            "the bundle's graphs are opset 24 (TensorScatter), which ONNX Runtime {v} cannot run on {} (it lacks \
+             opset-24 kernels); re-export with `totoc export --opset 18`, or use ONNX Runtime >= {ORT_OPSET24}",
+            target.name()
+        ));
+    }
+    if let (Target::TensorRt { .. }, Some(v)) = (target, tensorrt) {
+        if v < TENSORRT_TENSOR_SCATTER {
+            return Err(format!(
+                "the bundle's graphs write the KV cache with TensorScatter (opset 24), which TensorRT {v} does not \
+                 import (TensorRT >= {TENSORRT_TENSOR_SCATTER} maps it to its KV-cache update layer); re-export \
+                 with `totoc export --opset 18` (ScatterND), or install TensorRT >= {TENSORRT_TENSOR_SCATTER}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Physical cores usable by this process: the logical CPUs it may run on (affinity/cgroup aware, via
@@ -428,42 +514,53 @@ pub fn session_builder(rt: &Runtime, target: &Target, cfg: &SessionConfig) -> Re
     eps.push(ep::CPU::default().with_arena_allocator(cfg.cpu_arena).build().error_on_failure());
     b.with_execution_providers(eps).map_err(|e| {
         let failed = cfg.providers.first().map_or("CPUExecutionProvider", |p| p.name.as_str());
-        Error::Provider {
-            provider: short_provider(failed).into(),
-            message: format!("not available: registering it failed: {e} — {}", provider_help(target)),
-        }
+        provider_error(target, failed, format!("registering it failed: {e}"))
     })
+}
+
+/// A GPU provider that cannot be used here: why, what this machine lacks for it (`totoc doctor`'s findings), and
+/// what to install.
+fn provider_error(target: &Target, provider: &str, why: String) -> Error {
+    let problems = crate::doctor::target_problems(target);
+    let found = if problems.is_empty() {
+        String::new()
+    } else {
+        format!("; this machine also lacks: {}", problems.join("; "))
+    };
+    Error::Provider {
+        provider: short_provider(provider).into(),
+        message: format!(
+            "not available: {why}{found} — {}. `totoc doctor` lists what is found and missing",
+            provider_help(target)
+        ),
+    }
 }
 
 /// Checks a GPU provider before registering it: compiled into the loaded library and its provider library
 /// present beside it. ONNX Runtime would otherwise report a bare `dlopen` failure.
 fn check_provider(rt: &Runtime, target: &Target, provider: &str) -> Result<()> {
-    let short = short_provider(provider);
     if let Some(file) = provider_library(provider) {
         let dir = rt.library().parent().unwrap_or(Path::new("."));
         let real_dir = rt.library().canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
         let found = dir.join(file).exists() || real_dir.is_some_and(|d| d.join(file).exists());
         if !found {
-            return Err(Error::Provider {
-                provider: short.into(),
-                message: format!(
-                    "not available: {file} not found next to {} — {}",
-                    rt.library().display(),
-                    provider_help(target)
-                ),
-            });
+            return Err(provider_error(
+                target,
+                provider,
+                format!("{file} not found next to {}", rt.library().display()),
+            ));
         }
     }
     if !rt.available_providers().iter().any(|p| p == provider) {
-        return Err(Error::Provider {
-            provider: short.into(),
-            message: format!(
-                "not available: the ONNX Runtime at {} was built without it (available: {}) — {}",
+        return Err(provider_error(
+            target,
+            provider,
+            format!(
+                "the ONNX Runtime at {} was built without it (available: {})",
                 rt.library().display(),
-                rt.available_providers().join(", "),
-                provider_help(target)
+                rt.available_providers().join(", ")
             ),
-        });
+        ));
     }
     Ok(())
 }
@@ -482,7 +579,7 @@ mod tests {
 
     #[test]
     fn target_serialises_with_a_kind_tag() {
-        let t = Target::tensorrt(1, true, true);
+        let t = Target::tensorrt(1, true);
         let json = serde_json::to_value(&t).unwrap();
         assert_eq!(json["kind"], "tensorrt");
         assert_eq!(json["engine_cache_dir"], "trt");
@@ -495,7 +592,7 @@ mod tests {
     #[test]
     fn cpu_options_optimise_offline_and_keep_weights_external() {
         let t = Target::cpu(Some(3));
-        let c = session_config(&t, &build_stage());
+        let c = session_config(&t, &build_stage(), Precision::Fp32);
         assert_eq!(c.intra_threads, 3);
         assert_eq!(c.optimization_level, OptLevel::Extended);
         assert!(c.providers.is_empty() && c.memory_pattern && c.cpu_arena);
@@ -507,21 +604,21 @@ mod tests {
             get(&c.config_entries, "session.optimized_model_external_initializers_min_size_in_bytes"),
             Some("1024")
         );
-        let l = session_config(&t, &Stage::Load { bundle_dir: "/eng".into() });
+        let l = session_config(&t, &Stage::Load { bundle_dir: "/eng".into() }, Precision::Fp32);
         assert_eq!(l.optimization_level, OptLevel::All);
         assert_eq!(get(&l.config_entries, "session.optimized_model_external_initializers_file_name"), None);
-        assert!(session_config(&Target::cpu(None), &build_stage()).intra_threads >= 1);
-        assert!(provider_options(&t, &build_stage()).is_empty());
+        assert!(session_config(&Target::cpu(None), &build_stage(), Precision::Fp32).intra_threads >= 1);
+        assert!(provider_options(&t, &build_stage(), Precision::Fp32).is_empty());
     }
 
     #[test]
     fn cuda_options_enable_cuda_graph() {
-        let o = provider_options(&Target::cuda(2, true), &build_stage());
+        let o = provider_options(&Target::cuda(2, true), &build_stage(), Precision::Fp16);
         assert_eq!(get(&o, "device_id"), Some("2"));
         assert_eq!(get(&o, "enable_cuda_graph"), Some("1"));
         assert_eq!(get(&o, "arena_extend_strategy"), Some("kSameAsRequested"));
         assert_eq!(get(&o, "use_tf32"), Some("0"));
-        let c = session_config(&Target::cuda(0, false), &build_stage());
+        let c = session_config(&Target::cuda(0, false), &build_stage(), Precision::Fp32);
         assert_eq!(c.intra_threads, 1);
         assert_eq!(c.providers.len(), 1);
         assert_eq!(get(&c.providers[0].options, "enable_cuda_graph"), Some("0"));
@@ -532,13 +629,12 @@ mod tests {
     fn tensorrt_options_dump_ep_context_at_build_only() {
         let t = Target::TensorRt {
             device: 0,
-            fp16_graph: true,
             cuda_graph: true,
             engine_cache_dir: "trt".into(),
             builder_optimization_level: 5,
             max_workspace_bytes: Some(1 << 30),
         };
-        let o = provider_options(&t, &build_stage());
+        let o = provider_options(&t, &build_stage(), Precision::Fp32);
         assert_eq!(get(&o, "trt_cuda_graph_enable"), Some("1"));
         assert_eq!(get(&o, "trt_engine_cache_enable"), Some("1"));
         assert_eq!(get(&o, "trt_engine_cache_path"), Some("/eng/trt"));
@@ -549,16 +645,47 @@ mod tests {
         assert_eq!(get(&o, "trt_ep_context_embed_mode"), Some("0"));
         assert_eq!(get(&o, "trt_builder_optimization_level"), Some("5"));
         assert_eq!(get(&o, "trt_max_workspace_size"), Some("1073741824"));
-        // fp16 comes from the graph, never from the builder flag
+        // TensorRT 10 builds fp16 kernels only with its fp16 flag: set for fp16 graphs, clear for fp32 ones
         assert_eq!(get(&o, "trt_fp16_enable"), Some("0"));
-        let l = provider_options(&t, &Stage::Load { bundle_dir: "/b".into() });
+        let h = provider_options(&t, &build_stage(), Precision::Fp16);
+        assert_eq!(get(&h, "trt_fp16_enable"), Some("1"));
+        let l = provider_options(&t, &Stage::Load { bundle_dir: "/b".into() }, Precision::Fp32);
         assert_eq!(get(&l, "trt_dump_ep_context_model"), None);
         assert_eq!(get(&l, "trt_engine_cache_path"), Some("/b/trt"));
-        let c = session_config(&t, &build_stage());
+        let c = session_config(&t, &build_stage(), Precision::Fp32);
         let names: Vec<&str> = c.providers.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["TensorrtExecutionProvider", "CUDAExecutionProvider"]);
         // the EPContext model replaces the optimised model: no external-initializer keys for TensorRT
         assert_eq!(get(&c.config_entries, "session.optimized_model_external_initializers_file_name"), None);
+    }
+
+    #[test]
+    fn fp32_gpu_processes_turn_tf32_off() {
+        assert_eq!(
+            process_env(&Target::tensorrt(0, false), Precision::Fp32),
+            [("NVIDIA_TF32_OVERRIDE", "0")]
+        );
+        assert_eq!(process_env(&Target::cuda(0, false), Precision::Fp32), [("NVIDIA_TF32_OVERRIDE", "0")]);
+        assert!(process_env(&Target::tensorrt(0, false), Precision::Fp16).is_empty());
+        assert!(process_env(&Target::cpu(None), Precision::Fp32).is_empty());
+    }
+
+    #[test]
+    fn runtimes_refuse_variants_they_cannot_run() {
+        let v = |s: &str| Version::parse(s);
+        assert_eq!(v("10.15.1.29"), Some(Version(10, 15, 1)));
+        assert_eq!(v("1.31"), Some(Version(1, 31, 0)));
+        assert_eq!(v("x"), None);
+        let (trt, cpu) = (Target::tensorrt(0, true), Target::cpu(None));
+        assert!(check_variant(&trt, OpsetVariant::Opset24, v("1.31.1"), v("10.15.0")).is_ok());
+        let e = check_variant(&trt, OpsetVariant::Opset24, v("1.31.1"), v("10.13.3")).unwrap_err();
+        assert!(e.contains("TensorRT 10.13.3") && e.contains("--opset 18"), "{e}");
+        assert!(check_variant(&trt, OpsetVariant::Opset18, v("1.31.1"), v("10.8.0")).is_ok());
+        let e = check_variant(&cpu, OpsetVariant::Opset24, v("1.24.4"), None).unwrap_err();
+        assert!(e.contains("ONNX Runtime 1.24.4") && e.contains("--opset 18"), "{e}");
+        assert!(check_variant(&cpu, OpsetVariant::Opset18, v("1.24.4"), None).is_ok());
+        // unknown versions are left to the loader
+        assert!(check_variant(&trt, OpsetVariant::Opset24, None, None).is_ok());
     }
 
     #[test]

@@ -173,12 +173,13 @@ impl Engine {
         let bundle = EngineBundle::load(dir, opts.ort_lib.as_deref())?;
         let manifest = bundle.manifest().clone();
         let budget = opts.memory_budget.unwrap_or_else(crate::memory::default_budget);
-        if manifest.weights_bytes >= budget {
+        let weights_bytes = manifest.resident_weight_bytes();
+        if weights_bytes >= budget {
             return Err(Error::Engine {
                 path: dir.to_path_buf(),
                 message: format!(
                     "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
-                    human(manifest.weights_bytes),
+                    human(weights_bytes),
                     human(budget)
                 ),
             });
@@ -190,14 +191,14 @@ impl Engine {
                 .entry(g.bucket)
                 .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
         }
-        let available = usable_buckets(&slots, manifest.weights_bytes, budget);
+        let available = usable_buckets(&slots, weights_bytes, budget);
         if !available.iter().any(|a| a.bucket.kind == GraphKind::Prefill) {
             return Err(Error::Engine {
                 path: dir.to_path_buf(),
                 message: format!(
                     "no bucket fits the memory budget ({}) beside the weights ({}); give a larger --memory-budget",
                     human(budget),
-                    human(manifest.weights_bytes)
+                    human(weights_bytes)
                 ),
             });
         }
@@ -214,7 +215,7 @@ impl Engine {
             model: ModelFamily::Toto1,
             target: manifest.target.name().to_string(),
             ort_version: manifest.ort_version.clone(),
-            label: format!("{} (onnxruntime {})", manifest.target.name(), manifest.ort_version),
+            label: manifest.label(),
             limits,
             has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
         };
@@ -389,9 +390,8 @@ impl Engine {
 
     fn label(&self, bucket: Bucket) -> (String, String) {
         match self.slots.get(&bucket) {
-            Some(s) => {
-                (s.graph.file.strip_suffix(".onnx").unwrap_or(&s.graph.file).to_string(), s.profile.clone())
-            }
+            // the bucket's stem, whatever the precision's file is called (`default.decode.n1.t13`)
+            Some(s) => (bucket.stem(&s.profile), s.profile.clone()),
             None => (format!("{bucket:?}"), String::new()),
         }
     }
@@ -446,7 +446,7 @@ impl Graphs for Pool<'_> {
             message: "not a bucket of this engine".into(),
         })?;
         let need = slot.graph.memory_bytes;
-        let weights = self.engine.manifest().weights_bytes;
+        let weights = self.engine.manifest().resident_weight_bytes();
         loop {
             let used: u64 = self.exec.loaded.iter().map(|l| l.memory).sum();
             if weights + used + need <= self.engine.budget {
@@ -510,7 +510,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
         .find(|s| s.name == signature::ROPE_COS)
         .and_then(|s| s.shape.last().copied())
         .unwrap_or(0);
-    runner.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    runner.fill_f32(signature::PATCHES, 0.0)?;
     for (r, g) in runner.input_mut::<i64>(signature::GROUP_ID)?.iter_mut().enumerate() {
         *g = r as i64;
     }
@@ -539,7 +539,14 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
         }
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
-        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+        runner.write_f32(name, 0, t)?;
+    }
+    if runner.has_input(signature::TIME_MASK) {
+        let mask = match bucket.kind {
+            GraphKind::Prefill => crate::session::causal_mask(bucket.slots),
+            GraphKind::Decode => crate::session::key_mask(&vec![0; n], bucket.slots),
+        };
+        runner.write_f32(signature::TIME_MASK, 0, &mask)?;
     }
     runner.run()
 }

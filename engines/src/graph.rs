@@ -28,9 +28,26 @@
 //! after the sessions are built the mapped pages are released (`MADV_DONTNEED`; they fault back in from the page
 //! cache if ever read). See `tests/ort_experiments.rs` (`rss_two_sessions_one_weight`) for the numbers.
 //!
-//! **GPU** (CUDA / TensorRT): I/O lives in device memory (fixed addresses, as CUDA graphs need); non-cache I/O
-//! has a pinned host mirror copied before/after each run, caches stay on the device (this path compiles but has
-//! not been run: no GPU on the development machine).
+//! **Weights on a GPU** (CUDA target, [`SharedWeights::for_target`]): each external initializer is uploaded once
+//! into a device buffer the engine owns and added to every bucket's session as the same device `OrtValue`
+//! (`AddInitializer`). ONNX Runtime uses such a value in place when its device is the one the session planned
+//! for the initializer (`initializers_to_share_map`, session_state_utils.cc since microsoft/onnxruntime#5092), so
+//! however many bucket sessions are loaded, the weights exist once on the GPU. (`AddExternalInitializers` would
+//! not do: before microsoft/onnxruntime#29013 it copied a device value into each session.) The value must not own
+//! its buffer (ONNX Runtime refuses one that does), so the buffer comes from the CUDA allocator of a small
+//! bootstrap session kept alive with the weights. TensorRT engines carry their weights inside the engine.
+//!
+//! **Sessions shared by buckets** ([`SharedSession`]): a bucket's graph is its own session, or — for a
+//! shape-polymorphic graph (rows and slots symbolic; what TensorRT engines are built from) — one session serves
+//! every bucket of its kind, each bucket a runner with its own I/O at its own sizes
+//! ([`GraphRunner::load_bucket`]). On the CUDA provider each such bucket captures its own CUDA graph under its own
+//! `gpu_graph_id`; [`capture_keys`] assigns them and refuses what cannot work.
+//!
+//! **GPU I/O** (CUDA / TensorRT): I/O lives in device memory (fixed addresses, as CUDA graphs need); non-cache I/O
+//! has a pinned host mirror copied before/after each run, caches stay on the device. [`binding_plan`] decides
+//! all of it, and whether the graph may be captured ([`Capture`]), as a pure, unit-tested function. These paths
+//! compile and their plans are unit-tested, but have not run: no GPU on the development machine
+//! (`scripts/gpu-smoke.sh` runs them on the first one).
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -38,6 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use exporter::bucket::Bucket;
 use exporter::pb::{tensor_proto, ModelProto};
 use exporter::signature::{DType, TensorSig};
 use ort::logging::LogLevel;
@@ -166,11 +184,72 @@ impl Drop for RawValue {
     }
 }
 
-/// Weights shared by every CPU session of an engine (see the module docs).
+/// Weights shared by every session of an engine (see the module docs): host values over the mapped weight file
+/// (CPU, with one prepacked-weights container), or device copies uploaded once (CUDA).
 pub struct SharedWeights {
     prepacked: PrepackedWeights,
     maps: Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>,
     values: Mutex<HashMap<(PathBuf, u64, u64), Arc<RawValue>>>,
+    device: Option<DeviceWeights>,
+}
+
+/// Where an engine's sessions find their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightPlacement {
+    /// Shared host values over the mapped file, prepacked once for all sessions (CPU).
+    Host,
+    /// One device copy on CUDA device `n`, shared by every session (CUDA).
+    Device(i32),
+    /// Inside each TensorRT engine (nothing to share at the ONNX Runtime level).
+    InEngine,
+}
+
+/// Where `target`'s sessions get their weights.
+pub fn weight_placement(target: &Target) -> WeightPlacement {
+    match target {
+        Target::Cpu { .. } => WeightPlacement::Host,
+        Target::Cuda { device, .. } => WeightPlacement::Device(*device),
+        Target::TensorRt { .. } => WeightPlacement::InEngine,
+    }
+}
+
+/// A weight in device memory owned by the engine: the buffer, and the non-owning `OrtValue` over it that every
+/// session gets.
+struct DeviceValue {
+    value: *mut ort::sys::OrtValue,
+    buffer: *mut c_void,
+    allocator: Arc<DeviceAllocator>,
+}
+
+/// The CUDA allocator that owns the weight buffers.
+struct DeviceAllocator(Allocator);
+
+// SAFETY: ONNX Runtime's allocators are thread-safe (its own kernels allocate from them concurrently; the CUDA
+// arena locks internally); totoc only allocates here and frees in `DeviceValue::drop`.
+unsafe impl Send for DeviceAllocator {}
+unsafe impl Sync for DeviceAllocator {}
+
+// SAFETY: an immutable device tensor; the buffer is freed once, by its allocator, when the last holder drops.
+unsafe impl Send for DeviceValue {}
+unsafe impl Sync for DeviceValue {}
+
+impl Drop for DeviceValue {
+    fn drop(&mut self) {
+        // SAFETY: created by CreateTensorWithDataAsOrtValue over `buffer`, which `allocator` allocated.
+        unsafe {
+            (ort::api().ReleaseValue)(self.value);
+            self.allocator.0.free(self.buffer);
+        }
+    }
+}
+
+/// The device side of [`SharedWeights`]: a bootstrap session whose CUDA allocator owns the weight buffers.
+struct DeviceWeights {
+    device: i32,
+    target: Target,
+    /// (bootstrap session, its CUDA allocator), created with the first weight.
+    alloc: Mutex<Option<(Session, Arc<DeviceAllocator>)>>,
+    values: Mutex<HashMap<(PathBuf, u64, u64), Arc<DeviceValue>>>,
 }
 
 impl std::fmt::Debug for SharedWeights {
@@ -181,9 +260,38 @@ impl std::fmt::Debug for SharedWeights {
 }
 
 impl SharedWeights {
-    /// A new, empty set (needs the runtime: it creates ORT's prepacked-weights container).
+    /// A new, empty host set (needs the runtime: it creates ORT's prepacked-weights container).
     pub fn new(_rt: &Runtime) -> Self {
-        SharedWeights { prepacked: PrepackedWeights::new(), maps: Mutex::default(), values: Mutex::default() }
+        SharedWeights {
+            prepacked: PrepackedWeights::new(),
+            maps: Mutex::default(),
+            values: Mutex::default(),
+            device: None,
+        }
+    }
+
+    /// A new, empty set placed as `target` needs ([`weight_placement`]).
+    pub fn for_target(rt: &Runtime, target: &Target) -> Self {
+        let mut w = SharedWeights::new(rt);
+        if let WeightPlacement::Device(device) = weight_placement(target) {
+            w.device = Some(DeviceWeights {
+                device,
+                target: target.clone(),
+                alloc: Mutex::default(),
+                values: Mutex::default(),
+            });
+        }
+        w
+    }
+
+    /// Where these weights live.
+    pub fn placement(&self) -> WeightPlacement {
+        self.device.as_ref().map_or(WeightPlacement::Host, |d| WeightPlacement::Device(d.device))
+    }
+
+    /// Weights uploaded to the device so far (each once, however many sessions use them).
+    pub fn device_values(&self) -> usize {
+        self.device.as_ref().map_or(0, |d| d.values.lock().unwrap_or_else(|p| p.into_inner()).len())
     }
 
     fn map(&self, path: &Path) -> Result<Arc<memmap2::Mmap>> {
@@ -248,30 +356,97 @@ impl SharedWeights {
         Ok(v)
     }
 
-    /// Adds `facts.external` (files relative to `dir`) to `builder` as shared initializers, plus the prepacked
-    /// container. Returns the values the session must keep alive.
+    /// The device copy of `init` (uploaded on first use).
+    fn device_value(&self, rt: &Runtime, dir: &Path, init: &ExternalInit) -> Result<Arc<DeviceValue>> {
+        let dev = self.device.as_ref().expect("device weights");
+        let key = (dir.join(&init.location), init.offset, init.length);
+        if let Some(v) = dev.values.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(v.clone());
+        }
+        let allocator = {
+            let mut a = dev.alloc.lock().unwrap_or_else(|p| p.into_inner());
+            if a.is_none() {
+                *a = Some(bootstrap_device_allocator(rt, &dev.target, dev.device)?);
+            }
+            a.as_ref().expect("set").1.clone()
+        };
+        let host = self.value(dir, init)?;
+        let elem = element_type(init.data_type).expect("checked by value()");
+        let block = allocator
+            .0
+            .alloc::<u8>(init.length as usize)
+            .map_err(|e| ort_error(format!("allocating {} on CUDA device {}", init.name, dev.device), e))?;
+        let buffer = block.into_raw();
+        let info = allocator.0.memory_info();
+        let new_value = || -> Result<*mut ort::sys::OrtValue> {
+            let mut ptr: *mut ort::sys::OrtValue = std::ptr::null_mut();
+            // SAFETY: `buffer` holds `length` bytes on the device `info` names; the value does not own it.
+            let status = unsafe {
+                (ort::api().CreateTensorWithDataAsOrtValue)(
+                    info.ptr(),
+                    buffer,
+                    init.length as usize,
+                    init.dims.as_ptr(),
+                    init.dims.len(),
+                    elem.into(),
+                    &mut ptr,
+                )
+            };
+            unsafe { ort::Error::result_from_status(status) }
+                .map_err(|e| ort_error(format!("wrapping device weight {}", init.name), e))?;
+            Ok(ptr)
+        };
+        let value = DeviceValue { value: new_value()?, buffer, allocator: allocator.clone() };
+        // Upload through temporary values over the same memory (`copy_into` releases what it is given).
+        let host_view = unsafe { host_tensor_view(host.ptr)? };
+        let mut device_view: DynTensor = unsafe {
+            ort::value::Value::from_ptr(std::ptr::NonNull::new(new_value()?).expect("non-null"), None)
+        };
+        host_view.copy_into(&mut device_view).map_err(|e| {
+            ort_error(format!("uploading weight {} to CUDA device {}", init.name, dev.device), e)
+        })?;
+        let v = Arc::new(value);
+        dev.values.lock().unwrap_or_else(|p| p.into_inner()).insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// Adds `facts.external` (files relative to `dir`) to `builder` as shared initializers — host values plus the
+    /// prepacked container on CPU, device values on CUDA. Returns what the session must keep alive.
     fn attach(
         &self,
+        rt: &Runtime,
         mut builder: SessionBuilder,
         dir: &Path,
         facts: &ModelFacts,
-    ) -> Result<(SessionBuilder, Vec<Arc<RawValue>>)> {
-        let mut held = Vec::new();
+    ) -> Result<(SessionBuilder, Held)> {
+        let mut held = Held::default();
         for init in &facts.external {
-            let v = self.value(dir, init)?;
             let name = CString::new(init.name.as_str()).map_err(|_| Error::Session {
                 graph: dir.display().to_string(),
                 message: format!("initializer name {:?} contains NUL", init.name),
             })?;
+            let ptr = if self.device.is_some() {
+                let v = self.device_value(rt, dir, init)?;
+                let p = v.value;
+                held.device.push(v);
+                p
+            } else {
+                let v = self.value(dir, init)?;
+                let p = v.ptr;
+                held.host.push(v);
+                p
+            };
             // SAFETY: valid options, C string and value; ORT keeps a reference, `held` keeps the value alive for
             // as long as the session.
-            let status = unsafe { (ort::api().AddInitializer)(builder.ptr_mut(), name.as_ptr(), v.ptr) };
+            let status = unsafe { (ort::api().AddInitializer)(builder.ptr_mut(), name.as_ptr(), ptr) };
             unsafe { ort::Error::result_from_status(status) }
                 .map_err(|e| ort_error(format!("adding shared initializer {}", init.name), e))?;
-            held.push(v);
         }
-        builder =
-            builder.with_prepacked_weights(&self.prepacked).map_err(|e| ort_error("prepacked weights", e))?;
+        if self.device.is_none() {
+            builder = builder
+                .with_prepacked_weights(&self.prepacked)
+                .map_err(|e| ort_error("prepacked weights", e))?;
+        }
         Ok((builder, held))
     }
 
@@ -302,6 +477,93 @@ impl SharedWeights {
             r
         })
     }
+}
+
+/// The values a session holds on to (shared with the engine's other sessions).
+#[derive(Default)]
+struct Held {
+    host: Vec<Arc<RawValue>>,
+    device: Vec<Arc<DeviceValue>>,
+}
+
+/// A non-owning view of a host weight value, for one upload (`copy_into` takes ownership of a fresh value).
+///
+/// # Safety
+/// `v` must be a live tensor value whose memory outlives the returned view's use.
+unsafe fn host_tensor_view(v: *mut ort::sys::OrtValue) -> Result<DynTensor> {
+    let api = ort::api();
+    let mut info: *const ort::sys::OrtMemoryInfo = std::ptr::null();
+    let mut data: *mut c_void = std::ptr::null_mut();
+    let mut shape_info: *mut ort::sys::OrtTensorTypeAndShapeInfo = std::ptr::null_mut();
+    let ok = |s, what: &str| {
+        unsafe { ort::Error::result_from_status(s) }.map_err(|e| ort_error(what.to_string(), e))
+    };
+    unsafe {
+        ok((api.GetTensorMemoryInfo)(v, &mut info), "reading a weight's memory info")?;
+        ok((api.GetTensorMutableData)(v, &mut data), "reading a weight's data")?;
+        ok((api.GetTensorTypeAndShape)(v, &mut shape_info), "reading a weight's shape")?;
+        let mut elem = ort::sys::ONNXTensorElementDataType::ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+        let mut ndim = 0usize;
+        let r = ok((api.GetTensorElementType)(shape_info, &mut elem), "reading a weight's type")
+            .and_then(|_| ok((api.GetDimensionsCount)(shape_info, &mut ndim), "reading a weight's rank"));
+        let mut dims = vec![0i64; ndim];
+        let r = r.and_then(|_| {
+            ok((api.GetDimensions)(shape_info, dims.as_mut_ptr(), ndim), "reading a weight's dims")
+        });
+        (api.ReleaseTensorTypeAndShapeInfo)(shape_info);
+        r?;
+        let mut size = 0usize;
+        ok((api.GetTensorSizeInBytes)(v, &mut size), "reading a weight's size")?;
+        let mut out: *mut ort::sys::OrtValue = std::ptr::null_mut();
+        ok(
+            (api.CreateTensorWithDataAsOrtValue)(info, data, size, dims.as_ptr(), dims.len(), elem, &mut out),
+            "viewing a weight",
+        )?;
+        Ok(ort::value::Value::from_ptr(std::ptr::NonNull::new(out).expect("non-null"), None))
+    }
+}
+
+/// A small session on `target`'s CUDA device, only to get its CUDA allocator (ORT hands out device allocators
+/// per session); kept alive as long as the weights it allocated.
+fn bootstrap_device_allocator(
+    rt: &Runtime,
+    target: &Target,
+    device: i32,
+) -> Result<(Session, Arc<DeviceAllocator>)> {
+    use exporter::graph::builder::value_info;
+    use exporter::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+    let sig = TensorSig { name: "x".into(), dtype: DType::F32, shape: vec![1] };
+    let y = TensorSig { name: "y".into(), ..sig.clone() };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 18 }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                op_type: "Identity".into(),
+                name: "bootstrap".into(),
+                ..Default::default()
+            }],
+            name: "totoc_device_bootstrap".into(),
+            input: vec![value_info(&sig)],
+            output: vec![value_info(&y)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cfg = backend::session_config(
+        target,
+        &backend::Stage::Load { bundle_dir: PathBuf::from(".") },
+        exporter::signature::Precision::Fp32,
+    );
+    let session = backend::session_builder(rt, target, &cfg)?
+        .commit_from_memory(&model.encode_to_vec())
+        .map_err(|e| Error::Session { graph: "device bootstrap".into(), message: e.to_string() })?;
+    let alloc = MemoryInfo::new(AllocationDevice::CUDA, device, AllocatorType::Device, MemoryType::Default)
+        .and_then(|info| Allocator::new(&session, info))
+        .map_err(|e| ort_error("creating the CUDA allocator for the weights", e))?;
+    Ok((session, Arc::new(DeviceAllocator(alloc))))
 }
 
 fn release_mapped_pages(maps: &Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>) {
@@ -360,16 +622,16 @@ fn open_session(
     cfg: &SessionConfig,
     weights: Option<&SharedWeights>,
     copies_logged: Arc<AtomicUsize>,
-) -> Result<(Session, ModelFacts, Vec<Arc<RawValue>>)> {
+) -> Result<(Session, ModelFacts, Held)> {
     let facts = model_facts(model)?;
     let builder = backend::session_builder(rt, target, cfg)?;
     let builder = with_copy_counter(builder, name, copies_logged)?;
-    let (mut builder, held) = match (weights, target.is_gpu()) {
-        (Some(w), false) => {
+    let (mut builder, held) = match (weights, weight_placement(target)) {
+        (Some(w), WeightPlacement::Host | WeightPlacement::Device(_)) => {
             let dir = model.parent().unwrap_or(Path::new("."));
-            w.attach(builder, dir, &facts)?
+            w.attach(rt, builder, dir, &facts)?
         }
-        _ => (builder, Vec::new()),
+        _ => (builder, Held::default()),
     };
     let session = builder.commit_from_file(model).map_err(|e| Error::Session {
         graph: name.to_string(),
@@ -398,6 +660,225 @@ fn signature_of(o: &ort::value::Outlet, graph: &str) -> Result<TensorSig> {
     Ok(TensorSig { name: o.name().to_string(), dtype, shape: shape.iter().map(|&d| d as usize).collect() })
 }
 
+/// Where a bound tensor lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    Host,
+    /// CUDA device memory (fixed address for the runner's lifetime).
+    Device(i32),
+}
+
+/// How one graph input or output is bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotPlan {
+    pub name: String,
+    pub memory: Memory,
+    /// A pinned host mirror the host writes (inputs) or reads (outputs), copied to/from the device around each
+    /// run. Caches have none: they stay on the device between steps.
+    pub host_mirror: bool,
+    /// For a KV-cache output: the cache input it updates (bound to that input's buffer in place, or to its
+    /// ping-pong partner).
+    pub cache_of: Option<String>,
+}
+
+/// Whether a runner's session is captured as a CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// Kernels launched every run (CPU, or CUDA graphs off).
+    No,
+    /// The session captures its kernels once and replays them, under ONNX Runtime's graph annotation
+    /// `gpu_graph_id` (the run option key). Every bucket is its own session, so every bucket gets its own captured
+    /// graph, all under the default id 0; a replay reads and writes the addresses bound at capture, which the
+    /// runner never changes.
+    Graph { gpu_graph_id: i64 },
+}
+
+/// A runner's whole binding: every slot, how caches carry over, and whether it is captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingPlan {
+    pub inputs: Vec<SlotPlan>,
+    pub outputs: Vec<SlotPlan>,
+    pub cache_mode: CacheMode,
+    pub capture: Capture,
+}
+
+/// The binding of a graph with `inputs`/`outputs` on `target`; `in_place` are the (input, output) cache pairs the
+/// graph lets update in place ([`ModelFacts::in_place`]). Pure: what [`GraphRunner::load`] allocates and binds.
+///
+/// Refuses CUDA graphs over a ping-pong cache: a captured graph replays the device addresses bound at capture, so
+/// swapping the cache bindings between runs would make it read the stale buffer and write the live one.
+pub fn binding_plan(
+    target: &Target,
+    inputs: &[TensorSig],
+    outputs: &[TensorSig],
+    in_place: &[(String, String)],
+) -> std::result::Result<BindingPlan, String> {
+    let memory = target.device().map_or(Memory::Host, Memory::Device);
+    let gpu = target.is_gpu();
+    let cache_of = |o: &TensorSig| {
+        state_input_name(&o.name)
+            .and_then(|n| inputs.iter().find(|i| i.name == n))
+            .filter(|i| i.shape == o.shape && i.dtype == o.dtype)
+            .map(|i| i.name.clone())
+    };
+    let outs: Vec<SlotPlan> = outputs
+        .iter()
+        .map(|o| {
+            let c = cache_of(o);
+            SlotPlan { name: o.name.clone(), memory, host_mirror: gpu && c.is_none(), cache_of: c }
+        })
+        .collect();
+    let cache_inputs: Vec<&String> = outs.iter().filter_map(|o| o.cache_of.as_ref()).collect();
+    let ins = inputs
+        .iter()
+        .map(|i| SlotPlan {
+            name: i.name.clone(),
+            memory,
+            host_mirror: gpu && !cache_inputs.contains(&&i.name),
+            cache_of: None,
+        })
+        .collect();
+    let pairs: Vec<(&String, &String)> =
+        outs.iter().filter_map(|o| o.cache_of.as_ref().map(|c| (c, &o.name))).collect();
+    let cache_mode = if pairs.is_empty() {
+        CacheMode::None
+    } else if pairs.iter().all(|(i, o)| in_place.iter().any(|(a, b)| a == *i && b == *o)) {
+        CacheMode::InPlace
+    } else {
+        CacheMode::PingPong
+    };
+    let capture = match (target.cuda_graph(), cache_mode) {
+        (false, _) => Capture::No,
+        (true, CacheMode::PingPong) => {
+            return Err("this graph's caches cannot be updated in place (the cache input feeds more than the \
+                        TensorScatter/ScatterND that writes it), and a captured CUDA graph replays fixed buffers; \
+                        build the engine without --cuda-graph"
+                .into())
+        }
+        (true, _) => Capture::Graph { gpu_graph_id: 0 },
+    };
+    Ok(BindingPlan { inputs: ins, outputs: outs, cache_mode, capture })
+}
+
+/// A loaded session that one or more [`GraphRunner`]s bind their I/O to: one per static bucket graph, or one for
+/// every bucket of a shape-polymorphic graph (a TensorRT engine serving several buckets holds its weights once).
+pub struct SharedSession {
+    session: Arc<Session>,
+    facts: ModelFacts,
+    held: Arc<Held>,
+    providers: Vec<ProviderNodes>,
+    copies_logged: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSession").field("providers", &self.providers).finish_non_exhaustive()
+    }
+}
+
+impl SharedSession {
+    /// Opens `model` for `target` (see [`GraphRunner::load`]).
+    pub fn open(
+        rt: &Runtime,
+        model: &Path,
+        name: &str,
+        target: &Target,
+        cfg: &SessionConfig,
+        weights: Option<&SharedWeights>,
+    ) -> Result<Self> {
+        let copies_logged = Arc::new(AtomicUsize::new(0));
+        let (session, facts, held) =
+            open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
+        let providers = ep_assignment(&session);
+        Ok(SharedSession {
+            session: Arc::new(session),
+            facts,
+            held: Arc::new(held),
+            providers,
+            copies_logged,
+        })
+    }
+
+    /// Nodes per execution provider.
+    pub fn providers(&self) -> &[ProviderNodes] {
+        &self.providers
+    }
+
+    /// Whether a bucket with static `inputs`/`outputs` fits this (shape-polymorphic) session: the same names and
+    /// types in order, every fixed dimension equal.
+    pub fn check_bucket(
+        &self,
+        inputs: &[TensorSig],
+        outputs: &[TensorSig],
+    ) -> std::result::Result<(), String> {
+        let fits = |o: &ort::value::Outlet, s: &TensorSig| {
+            let ty = o.dtype();
+            let (Some(elem), Some(shape)) = (ty.tensor_type(), ty.tensor_shape()) else { return false };
+            o.name() == s.name
+                && dtype_of(elem) == Some(s.dtype)
+                && shape.len() == s.shape.len()
+                && shape.iter().zip(&s.shape).all(|(&d, &n)| d < 0 || d as usize == n)
+        };
+        let session = &self.session;
+        for (what, outlets, sigs) in
+            [("input", session.inputs(), inputs), ("output", session.outputs(), outputs)]
+        {
+            if outlets.len() != sigs.len() || !outlets.iter().zip(sigs.iter()).all(|(o, s)| fits(o, s)) {
+                return Err(format!(
+                    "the bucket's {what}s {:?} do not fit the shared graph's ({:?})",
+                    sigs.iter().map(|s| (&s.name, &s.shape)).collect::<Vec<_>>(),
+                    outlets.iter().map(|o| o.name()).collect::<Vec<_>>()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ONNX Runtime's run option selecting a captured CUDA graph (`kOrtRunOptionsConfigCudaGraphAnnotation`).
+pub const GPU_GRAPH_ID: &str = "gpu_graph_id";
+
+/// The CUDA-graph key of every bucket of an engine: `buckets` are `(bucket, session file)` in load order; buckets
+/// with the same file share one session (the shape-polymorphic form).
+///
+/// * One session per bucket: each captures its own graph under the default id 0.
+/// * CUDA, one session for several buckets: each bucket gets its own `gpu_graph_id` (0, 1, …), and ONNX Runtime's
+///   CUDA provider keeps one captured graph per id, each replaying that bucket's fixed addresses.
+/// * TensorRT, one session for several buckets: refused — ONNX Runtime 1.31's TensorRT provider keeps a single
+///   captured graph per provider instance (no annotation ids), so a second bucket would replay the first one's
+///   shapes and buffers.
+pub fn capture_keys(
+    target: &Target,
+    buckets: &[(Bucket, String)],
+) -> std::result::Result<Vec<Capture>, String> {
+    if !target.cuda_graph() {
+        return Ok(vec![Capture::No; buckets.len()]);
+    }
+    // the same bucket listed by several profiles is one graph (the engine loads it once): one key
+    let mut keys: Vec<(&str, Bucket)> = Vec::new();
+    for (bucket, file) in buckets {
+        if !keys.iter().any(|(f, b)| *f == file.as_str() && b == bucket) {
+            keys.push((file.as_str(), *bucket));
+        }
+    }
+    let mut out = Vec::with_capacity(buckets.len());
+    for (bucket, file) in buckets {
+        let on_session: Vec<Bucket> =
+            keys.iter().filter(|(f, _)| *f == file.as_str()).map(|(_, b)| *b).collect();
+        if on_session.len() > 1 && matches!(target, Target::TensorRt { .. }) {
+            return Err(format!(
+                "{} buckets share the TensorRT engine {file} and ONNX Runtime's TensorRT provider captures \
+                 one CUDA graph per engine: build without --cuda-graph, or with `--graphs per-bucket` (one engine, \
+                 and one copy of the weights, per bucket) to capture each bucket ({bucket:?})",
+                on_session.len()
+            ));
+        }
+        let id = on_session.iter().position(|b| b == bucket).expect("listed") as i64;
+        out.push(Capture::Graph { gpu_graph_id: id });
+    }
+    Ok(out)
+}
+
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphCheck {
@@ -423,19 +904,23 @@ struct Slot {
 pub struct GraphRunner {
     name: String,
     target: Target,
-    session: Session,
+    /// The session; shared by every bucket of a shape-polymorphic graph (TensorRT, [`SharedSession`]).
+    session: Arc<Session>,
     binding: IoBinding,
     inputs: Vec<Slot>,
     outputs: Vec<Slot>,
     /// (input index, output index) of each cache pair.
     caches: Vec<(usize, usize)>,
     cache_mode: CacheMode,
+    capture: Capture,
+    /// Run options carrying a non-default `gpu_graph_id` (several captured graphs on one session).
+    run_options: Option<ort::session::RunOptions>,
     providers: Vec<ProviderNodes>,
     copies_logged: Arc<AtomicUsize>,
     pinned: Option<Allocator>,
     /// Pinned scratch for `copy_cache` on GPU, by source output name.
     scratch: HashMap<String, DynTensor>,
-    _weights: Vec<Arc<RawValue>>,
+    _weights: Arc<Held>,
 }
 
 impl std::fmt::Debug for GraphRunner {
@@ -462,12 +947,44 @@ impl GraphRunner {
         cfg: &SessionConfig,
         weights: Option<&SharedWeights>,
     ) -> Result<Self> {
-        let session_err = |message: String| Error::Session { graph: name.to_string(), message };
-        let copies_logged = Arc::new(AtomicUsize::new(0));
-        let (session, facts, held) =
-            open_session(rt, model, name, target, cfg, weights, copies_logged.clone())?;
-        let providers = ep_assignment(&session);
+        let shared = SharedSession::open(rt, model, name, target, cfg, weights)?;
+        let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
+        let in_sigs: Vec<TensorSig> = shared.session.inputs().iter().map(sig_of).collect::<Result<_>>()?;
+        let out_sigs: Vec<TensorSig> = shared.session.outputs().iter().map(sig_of).collect::<Result<_>>()?;
+        Self::bind(&shared, name, target, in_sigs, out_sigs, 0)
+    }
 
+    /// One bucket of a shape-polymorphic graph's `shared` session, with this bucket's static I/O (`inputs`,
+    /// `outputs`: the graph's inputs and outputs, in order, at the bucket's sizes) allocated and bound.
+    ///
+    /// `gpu_graph_id` keys this bucket's captured CUDA graph on the shared session (see [`capture_keys`]).
+    pub fn load_bucket(
+        shared: &SharedSession,
+        name: &str,
+        target: &Target,
+        inputs: Vec<TensorSig>,
+        outputs: Vec<TensorSig>,
+        gpu_graph_id: i64,
+    ) -> Result<Self> {
+        let err = |message: String| Error::Session { graph: name.to_string(), message };
+        shared.check_bucket(&inputs, &outputs).map_err(err)?;
+        Self::bind(shared, name, target, inputs, outputs, gpu_graph_id)
+    }
+
+    /// Allocates and binds `in_sigs`/`out_sigs` on `shared`'s session per [`binding_plan`].
+    fn bind(
+        shared: &SharedSession,
+        name: &str,
+        target: &Target,
+        in_sigs: Vec<TensorSig>,
+        out_sigs: Vec<TensorSig>,
+        gpu_graph_id: i64,
+    ) -> Result<Self> {
+        let session = shared.session.clone();
+        let (facts, copies_logged) = (&shared.facts, shared.copies_logged.clone());
+        let providers = shared.providers.clone();
+
+        let host_alloc = Allocator::default();
         let (device_alloc, pinned) = if let Some(device) = target.device() {
             let dev =
                 MemoryInfo::new(AllocationDevice::CUDA, device, AllocatorType::Device, MemoryType::Default)
@@ -485,53 +1002,45 @@ impl GraphRunner {
         } else {
             (Allocator::default(), None)
         };
-        let sig_of = |o: &ort::value::Outlet| signature_of(o, name);
+        let session_err = |message: String| Error::Session { graph: name.to_string(), message };
         let new_tensor = |alloc: &Allocator, sig: &TensorSig| {
             DynTensor::new(alloc, element_of(sig.dtype), sig.shape.clone())
                 .map_err(|e| ort_error(format!("allocating `{}` of graph {name}", sig.name), e))
         };
+        let plan = binding_plan(target, &in_sigs, &out_sigs, &facts.in_place).map_err(session_err)?;
+        let alloc_for = |m: Memory| match m {
+            Memory::Host => &host_alloc,
+            Memory::Device(_) => &device_alloc,
+        };
         let mut inputs = Vec::new();
-        for o in session.inputs() {
-            let sig = sig_of(o)?;
-            let bound = new_tensor(&device_alloc, &sig)?;
-            inputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
+        for (sig, p) in in_sigs.into_iter().zip(&plan.inputs) {
+            let bound = new_tensor(alloc_for(p.memory), &sig)?;
+            let host = match (&pinned, p.host_mirror) {
+                (Some(pin), true) => Some(new_tensor(pin, &sig)?),
+                _ => None,
+            };
+            inputs.push(Slot { sig, bound, spare: None, host, dirty: false });
         }
         let mut outputs = Vec::new();
         let mut caches = Vec::new();
-        let mut ping_pong = false;
-        for o in session.outputs() {
-            let sig = sig_of(o)?;
-            let state = state_input_name(&sig.name).and_then(|n| inputs.iter().position(|s| s.sig.name == n));
-            match state {
-                Some(i) if inputs[i].sig.shape == sig.shape && inputs[i].sig.dtype == sig.dtype => {
-                    let in_place =
-                        facts.in_place.iter().any(|(a, b)| *a == inputs[i].sig.name && *b == sig.name);
-                    if !in_place {
-                        ping_pong = true;
-                        inputs[i].spare = Some(new_tensor(&device_alloc, &sig)?);
+        for (sig, p) in out_sigs.into_iter().zip(&plan.outputs) {
+            match p.cache_of.as_ref().and_then(|n| inputs.iter().position(|s| &s.sig.name == n)) {
+                Some(i) => {
+                    if plan.cache_mode == CacheMode::PingPong {
+                        inputs[i].spare = Some(new_tensor(alloc_for(p.memory), &sig)?);
                     }
                     caches.push((i, outputs.len()));
                     // the output slot's own tensor is unused for a cache: it is the input's (or its spare)
-                    let bound =
-                        new_tensor(&Allocator::default(), &TensorSig { shape: vec![1], ..sig.clone() })?;
+                    let bound = new_tensor(&host_alloc, &TensorSig { shape: vec![1], ..sig.clone() })?;
                     outputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
                 }
-                _ => {
-                    let bound = new_tensor(&device_alloc, &sig)?;
-                    outputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
-                }
-            }
-        }
-        if let Some(pin) = &pinned {
-            // non-cache I/O gets a pinned host mirror; caches stay device-only until asked for
-            for (idx, slot) in inputs.iter_mut().enumerate() {
-                if !caches.iter().any(|(i, _)| *i == idx) {
-                    slot.host = Some(new_tensor(pin, &slot.sig)?);
-                }
-            }
-            for (idx, slot) in outputs.iter_mut().enumerate() {
-                if !caches.iter().any(|(_, o)| *o == idx) {
-                    slot.host = Some(new_tensor(pin, &slot.sig)?);
+                None => {
+                    let bound = new_tensor(alloc_for(p.memory), &sig)?;
+                    let host = match (&pinned, p.host_mirror) {
+                        (Some(pin), true) => Some(new_tensor(pin, &sig)?),
+                        _ => None,
+                    };
+                    outputs.push(Slot { sig, bound, spare: None, host, dirty: false });
                 }
             }
         }
@@ -553,21 +1062,21 @@ impl GraphRunner {
                 .bind_output(&s.sig.name, target_tensor)
                 .map_err(|e| ort_error(format!("binding `{}`", s.sig.name), e))?;
         }
-        let cache_mode = match (caches.is_empty(), ping_pong) {
-            (true, _) => CacheMode::None,
-            (false, false) => CacheMode::InPlace,
-            (false, true) => CacheMode::PingPong,
+        let cache_mode = plan.cache_mode;
+        let capture = match plan.capture {
+            Capture::Graph { .. } => Capture::Graph { gpu_graph_id },
+            Capture::No => Capture::No,
         };
-        if cache_mode == CacheMode::PingPong && target.cuda_graph() {
-            // A captured CUDA graph replays fixed device addresses: swapping the cache bindings between runs
-            // would make it read and write stale buffers.
-            return Err(session_err(
-                "this graph's caches cannot be updated in place (the cache input feeds more than the \
-                 TensorScatter/ScatterND that writes it), and CUDA graphs need fixed buffers; build the engine \
-                 without CUDA graphs"
-                    .into(),
-            ));
-        }
+        let run_options = match capture {
+            Capture::Graph { gpu_graph_id } if gpu_graph_id != 0 => {
+                let mut o =
+                    ort::session::RunOptions::new().map_err(|e| ort_error("creating run options", e))?;
+                o.set(GPU_GRAPH_ID, gpu_graph_id.to_string())
+                    .map_err(|e| ort_error("setting gpu_graph_id", e))?;
+                Some(o)
+            }
+            _ => None,
+        };
         Ok(GraphRunner {
             name: name.to_string(),
             target: target.clone(),
@@ -577,11 +1086,13 @@ impl GraphRunner {
             outputs,
             caches,
             cache_mode,
+            capture,
+            run_options,
             providers,
             copies_logged,
             pinned,
             scratch: HashMap::new(),
-            _weights: held,
+            _weights: shared.held.clone(),
         })
     }
 
@@ -596,11 +1107,12 @@ impl GraphRunner {
         cfg: &SessionConfig,
         weights: Option<&SharedWeights>,
     ) -> Result<GraphCheck> {
-        let (session, _, _held) = open_session(rt, model, name, target, cfg, weights, Arc::default())?;
+        let shared = SharedSession::open(rt, model, name, target, cfg, weights)?;
+        let session = &shared.session;
         Ok(GraphCheck {
             inputs: session.inputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
             outputs: session.outputs().iter().map(|o| signature_of(o, name)).collect::<Result<_>>()?,
-            providers: ep_assignment(&session),
+            providers: shared.providers.clone(),
         })
     }
 
@@ -624,6 +1136,11 @@ impl GraphRunner {
 
     pub fn cache_mode(&self) -> CacheMode {
         self.cache_mode
+    }
+
+    /// Whether (and under which key) this runner's session captures it as a CUDA graph.
+    pub fn capture(&self) -> Capture {
+        self.capture
     }
 
     /// Nodes per execution provider, as ONNX Runtime assigned them (`session.record_ep_graph_assignment_info`).
@@ -678,6 +1195,57 @@ impl GraphRunner {
             name: name.to_string(),
             message: format!("cannot view as {}: {e}", std::any::type_name::<T>()),
         })
+    }
+
+    /// Whether the graph has an input `name` (shape-polymorphic graphs take the time mask as one).
+    pub fn has_input(&self, name: &str) -> bool {
+        Self::slot_index(&self.inputs, name).is_some()
+    }
+
+    /// The element type of input `name`.
+    pub fn input_dtype(&self, name: &str) -> Result<DType> {
+        Self::slot_index(&self.inputs, name)
+            .map(|i| self.inputs[i].sig.dtype)
+            .ok_or_else(|| self.tensor_error(name, format!("no such input (inputs: {})", self.input_names())))
+    }
+
+    /// Writes f32 `values` into float input `name` from element `offset`, rounding to nearest f16 when the graph
+    /// takes f16 (fp16 graphs take f16 patches, rotary tables and caches; the host computes in f32/f64).
+    pub fn write_f32(&mut self, name: &str, offset: usize, values: &[f32]) -> Result<()> {
+        let dtype = self.input_dtype(name)?;
+        let out_of_range =
+            |len: usize| format!("writing {} values at {offset} into {len} elements", values.len());
+        match dtype {
+            DType::F32 => {
+                let dst = self.input_mut::<f32>(name)?;
+                let len = dst.len();
+                let d = dst.get_mut(offset..offset + values.len()).ok_or_else(|| out_of_range(len));
+                match d {
+                    Ok(d) => d.copy_from_slice(values),
+                    Err(m) => return Err(self.tensor_error(name, m)),
+                }
+            }
+            DType::F16 => {
+                let dst = self.input_mut::<half::f16>(name)?;
+                let len = dst.len();
+                match dst.get_mut(offset..offset + values.len()) {
+                    Some(d) => d.iter_mut().zip(values).for_each(|(d, v)| *d = half::f16::from_f32(*v)),
+                    None => return Err(self.tensor_error(name, out_of_range(len))),
+                }
+            }
+            DType::I64 => return Err(self.tensor_error(name, "is an integer input, not a float one")),
+        }
+        Ok(())
+    }
+
+    /// Sets every element of float input `name` to `v` (f32 or f16).
+    pub fn fill_f32(&mut self, name: &str, v: f32) -> Result<()> {
+        match self.input_dtype(name)? {
+            DType::F32 => self.input_mut::<f32>(name)?.fill(v),
+            DType::F16 => self.input_mut::<half::f16>(name)?.fill(half::f16::from_f32(v)),
+            DType::I64 => return Err(self.tensor_error(name, "is an integer input, not a float one")),
+        }
+        Ok(())
     }
 
     /// The current contents of input `name` (host view; on GPU the pinned mirror, if any).
@@ -736,9 +1304,9 @@ impl GraphRunner {
         }
         let api = ort::api();
         // SAFETY: session and binding are alive and belong together; all bound values are owned by `self`.
-        let status = unsafe {
-            (api.RunWithBinding)(self.session.ptr().cast_mut(), std::ptr::null(), self.binding.ptr())
-        };
+        let options = self.run_options.as_ref().map_or(std::ptr::null(), |o| o.ptr());
+        let status =
+            unsafe { (api.RunWithBinding)(self.session.ptr().cast_mut(), options, self.binding.ptr()) };
         unsafe { ort::Error::result_from_status(status) }
             .map_err(|e| Error::Session { graph: self.name.clone(), message: format!("run failed: {e}") })?;
         if self.pinned.is_some() {
@@ -1030,6 +1598,129 @@ mod tests {
         fn send<T: Send>() {}
         send::<GraphRunner>();
         send::<SharedWeights>();
+    }
+
+    fn sig(name: &str, dtype: DType, shape: &[usize]) -> TensorSig {
+        TensorSig { name: name.into(), dtype, shape: shape.to_vec() }
+    }
+
+    /// A decode graph's I/O: patches, write_pos, one cache pair, one mixture output.
+    fn decode_io(dtype: DType) -> (Vec<TensorSig>, Vec<TensorSig>) {
+        let cache = [2, 4, 8, 16];
+        (
+            vec![
+                sig("patches", dtype, &[2, 16]),
+                sig("write_pos", DType::I64, &[2]),
+                sig("k_cache.0", dtype, &cache),
+            ],
+            vec![sig("loc", DType::F32, &[2, 16, 4]), sig("k_cache_out.0", dtype, &cache)],
+        )
+    }
+
+    fn in_place() -> Vec<(String, String)> {
+        vec![("k_cache.0".into(), "k_cache_out.0".into())]
+    }
+
+    #[test]
+    fn cpu_binding_is_host_memory_with_caches_in_place() {
+        let (i, o) = decode_io(DType::F32);
+        let p = binding_plan(&Target::cpu(Some(1)), &i, &o, &in_place()).unwrap();
+        assert_eq!(p.cache_mode, CacheMode::InPlace);
+        assert_eq!(p.capture, Capture::No);
+        assert!(p.inputs.iter().chain(&p.outputs).all(|s| s.memory == Memory::Host && !s.host_mirror));
+        assert_eq!(p.outputs[1].cache_of.as_deref(), Some("k_cache.0"));
+        assert_eq!(p.outputs[0].cache_of, None);
+        // a graph that reads the old cache elsewhere cannot update in place
+        assert_eq!(binding_plan(&Target::cpu(None), &i, &o, &[]).unwrap().cache_mode, CacheMode::PingPong);
+        // a prefill has no cache inputs
+        let prefill = binding_plan(&Target::cpu(None), &i[..2], &o, &[]).unwrap();
+        assert_eq!(prefill.cache_mode, CacheMode::None);
+        assert!(prefill.outputs.iter().all(|s| s.cache_of.is_none()));
+    }
+
+    #[test]
+    fn gpu_binding_keeps_caches_on_the_device_and_mirrors_the_rest() {
+        let (i, o) = decode_io(DType::F16);
+        let p = binding_plan(&Target::cuda(2, true), &i, &o, &in_place()).unwrap();
+        assert!(p.inputs.iter().chain(&p.outputs).all(|s| s.memory == Memory::Device(2)));
+        let mirrored: Vec<(&str, bool)> =
+            p.inputs.iter().chain(&p.outputs).map(|s| (s.name.as_str(), s.host_mirror)).collect();
+        assert_eq!(
+            mirrored,
+            [
+                ("patches", true),
+                ("write_pos", true),
+                ("k_cache.0", false),
+                ("loc", true),
+                ("k_cache_out.0", false)
+            ]
+        );
+        // one captured graph per bucket session, under the default annotation id
+        assert_eq!(p.capture, Capture::Graph { gpu_graph_id: 0 });
+        let trt = binding_plan(&Target::tensorrt(0, true), &i, &o, &in_place()).unwrap();
+        assert_eq!((trt.capture, trt.cache_mode), (Capture::Graph { gpu_graph_id: 0 }, CacheMode::InPlace));
+        let no_graph = binding_plan(&Target::cuda(0, false), &i, &o, &in_place()).unwrap();
+        assert_eq!(no_graph.capture, Capture::No);
+    }
+
+    #[test]
+    fn cuda_graphs_refuse_ping_pong_caches() {
+        let (i, o) = decode_io(DType::F16);
+        let e = binding_plan(&Target::cuda(0, true), &i, &o, &[]).unwrap_err();
+        assert!(e.contains("cannot be updated in place") && e.contains("without --cuda-graph"), "{e}");
+        // without CUDA graphs the swap is fine
+        let p = binding_plan(&Target::cuda(0, false), &i, &o, &[]).unwrap();
+        assert_eq!((p.cache_mode, p.capture), (CacheMode::PingPong, Capture::No));
+    }
+
+    #[test]
+    fn a_cache_output_must_match_its_input() {
+        let (i, mut o) = decode_io(DType::F16);
+        o[1].dtype = DType::F32;
+        let p = binding_plan(&Target::cpu(None), &i, &o, &in_place()).unwrap();
+        assert_eq!(p.outputs[1].cache_of, None);
+        assert_eq!(p.cache_mode, CacheMode::None);
+    }
+
+    #[test]
+    fn captured_graph_keys_per_session() {
+        let (p1, p2, d1) = (Bucket::prefill(1, 8), Bucket::prefill(4, 8), Bucket::decode(8, 13));
+        let own = |b: Bucket| (b, format!("{b:?}.onnx"));
+        // one session per bucket: each its own graph under id 0
+        let keys = capture_keys(&Target::cuda(0, true), &[own(p1), own(p2), own(d1)]).unwrap();
+        assert_eq!(keys, vec![Capture::Graph { gpu_graph_id: 0 }; 3]);
+        // CUDA, shared sessions: one id per bucket of each session
+        let shared = [
+            (p1, "dynamic.prefill.onnx".to_string()),
+            (p2, "dynamic.prefill.onnx".into()),
+            (d1, "dynamic.decode.onnx".into()),
+        ];
+        let keys = capture_keys(&Target::cuda(0, true), &shared).unwrap();
+        let ids: Vec<i64> = keys
+            .iter()
+            .map(|k| match k {
+                Capture::Graph { gpu_graph_id } => *gpu_graph_id,
+                Capture::No => -1,
+            })
+            .collect();
+        assert_eq!(ids, [0, 1, 0]);
+        // TensorRT keeps one captured graph per engine: sharing is refused with the way out
+        let e = capture_keys(&Target::tensorrt(0, true), &shared).unwrap_err();
+        assert!(e.contains("2 buckets share") && e.contains("--graphs per-bucket"), "{e}");
+        assert!(capture_keys(&Target::tensorrt(0, true), &shared[2..]).is_ok());
+        // no CUDA graphs: nothing captured
+        assert_eq!(capture_keys(&Target::tensorrt(0, false), &shared).unwrap(), vec![Capture::No; 3]);
+        // the same bucket in two profiles is one graph: one key, and no sharing on its own
+        let twice = [(p1, "dynamic.prefill.onnx".to_string()), (p1, "dynamic.prefill.onnx".to_string())];
+        let keys = capture_keys(&Target::tensorrt(0, true), &twice).unwrap();
+        assert_eq!(keys, vec![Capture::Graph { gpu_graph_id: 0 }; 2]);
+    }
+
+    #[test]
+    fn weights_live_where_the_target_runs() {
+        assert_eq!(weight_placement(&Target::cpu(None)), WeightPlacement::Host);
+        assert_eq!(weight_placement(&Target::cuda(3, true)), WeightPlacement::Device(3));
+        assert_eq!(weight_placement(&Target::tensorrt(0, true)), WeightPlacement::InEngine);
     }
 
     #[test]

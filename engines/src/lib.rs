@@ -7,7 +7,10 @@
 //!   options, as pure, unit-tested configuration;
 //! * [`graph`]: [`graph::GraphRunner`], one graph with preallocated, fixed-address I/O bound once, KV caches
 //!   updated in place, weights shared across sessions;
-//! * [`engine_bundle`]: `build-engine` and loading a hash-verified engine bundle.
+//! * [`engine_bundle`]: `build-engine` (fp32 or fp16; fp16 on CPU as an emulation that shows fp16 error) and
+//!   loading a hash-verified engine bundle;
+//! * [`tensorrt`]: TensorRT engine checks (every node on TensorRT, engine stamp vs this machine) and profiles;
+//! * [`doctor`]: which providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which targets work.
 //!
 //! The host does in Rust what the static graphs leave out (f64 where toto-ts uses it):
 //! * [`request`]: the forecast request/response format shared with the Python reference harness, its
@@ -32,6 +35,7 @@
 
 pub mod backend;
 pub mod compare;
+pub mod doctor;
 pub mod engine;
 pub mod engine_bundle;
 pub mod error;
@@ -45,6 +49,7 @@ pub mod rope;
 pub mod runtime;
 pub mod scaler;
 pub mod session;
+pub mod tensorrt;
 pub mod toto2;
 
 pub use error::{Error, Result};

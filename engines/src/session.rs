@@ -12,6 +12,10 @@
 //!   that row's scaler (carried step by step, never recomputed), one decode step runs for all rows, and each row
 //!   turns its mixture into its next patch.
 //!
+//! Shape-polymorphic graphs (one session per graph kind, e.g. a TensorRT engine serving every bucket) take the
+//! time-wise attention mask as an input instead of building it from constants; the session fills it
+//! ([`causal_mask`], [`key_mask`]) whenever the bucket's graph has it.
+//!
 //! A horizon of one patch or less needs no decode at all: every path draws from the prefill mixture. A request
 //! whose paths run in several passes draws each path from its own seeded stream, so it gets the same paths as when
 //! they all run together. A failing graph run fails the requests of that call or pass, not the whole group.
@@ -182,8 +186,7 @@ fn run_prefill(
     let mut first_row = HashMap::new();
     let mut row_slots = Vec::with_capacity(n);
     {
-        let patches = runner.input_mut::<f32>(signature::PATCHES)?;
-        patches.fill(0.0);
+        let mut patches = vec![0f32; n * sc * p];
         for &i in &call.requests {
             first_row.insert(i, row_slots.len());
             for scaled in &series[i].scaled {
@@ -192,6 +195,7 @@ fn run_prefill(
                 row_slots.push(series[i].slots);
             }
         }
+        runner.write_f32(signature::PATCHES, 0, &patches)?;
     }
     let used = row_slots.len();
     {
@@ -222,12 +226,35 @@ fn run_prefill(
         rope::fill_prefill(sc, s_r, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span]);
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
-        runner.input_mut::<f32>(name)?.copy_from_slice(t);
+        runner.write_f32(name, 0, t)?;
+    }
+    if runner.has_input(signature::TIME_MASK) {
+        runner.write_f32(signature::TIME_MASK, 0, &causal_mask(sc))?;
     }
     let t0 = Instant::now();
     runner.run()?;
     graphs.record(RunRecord { bucket: call.bucket, rows_used: used, seconds: t0.elapsed().as_secs_f64() });
     Ok(first_row)
+}
+
+/// The prefill's additive causal mask `[S, S]` (what the static graphs hold as a constant; shape-polymorphic
+/// graphs take it as the `time_mask` input).
+pub fn causal_mask(slots: usize) -> Vec<f32> {
+    let mut m = vec![0f32; slots * slots];
+    for i in 0..slots {
+        m[i * slots + i + 1..(i + 1) * slots].fill(f32::NEG_INFINITY);
+    }
+    m
+}
+
+/// The decode's additive key mask `[N, T]`: row `r` sees slots `≤ pos[r]` (the static graphs compute it from
+/// `write_pos`).
+pub fn key_mask(pos: &[usize], slots: usize) -> Vec<f32> {
+    let mut m = vec![f32::NEG_INFINITY; pos.len() * slots];
+    for (r, &p) in pos.iter().enumerate() {
+        m[r * slots..r * slots + (p + 1).min(slots)].fill(0.0);
+    }
+    m
 }
 
 /// Fresh group ids for the rows of one graph run: rows of the same series (or path) `key` and `id_mask` group
@@ -384,7 +411,7 @@ fn decode_pass_on(
         }
     }
     // Inputs that stay for the whole pass: zeros for padding patches, group ids per (series, path, id group).
-    decode.input_mut::<f32>(signature::PATCHES)?.fill(0.0);
+    decode.fill_f32(signature::PATCHES, 0.0)?;
     {
         let mut ids = GroupIds::new();
         let gid = decode.input_mut::<i64>(signature::GROUP_ID)?;
@@ -411,7 +438,7 @@ fn decode_pass_on(
                 }
                 series[i].buckets.push(call.bucket);
             }
-            let patches = decode.input_mut::<f32>(signature::PATCHES)?;
+            let mut scaled = vec![0f32; p];
             for (r, row) in rows.iter_mut().enumerate().filter(|(_, row)| call.requests.contains(&row.series))
             {
                 let s = &mut series[row.series];
@@ -425,7 +452,8 @@ fn decode_pass_on(
                     &mut patch,
                 );
                 s.push(row.path, row.variate, &patch);
-                row.scaler.push_patch(&patch, &mut patches[r * p..(r + 1) * p]);
+                row.scaler.push_patch(&patch, &mut scaled);
+                decode.write_f32(signature::PATCHES, r * p, &scaled)?;
                 moves.push(CacheMove { dst: r, src, slots: s.slots });
             }
             decode.copy_cache(&pre, &moves)
@@ -450,7 +478,11 @@ fn decode_pass_on(
         }
         for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables)
         {
-            decode.input_mut::<f32>(name)?.copy_from_slice(t);
+            decode.write_f32(name, 0, t)?;
+        }
+        if decode.has_input(signature::TIME_MASK) {
+            let pos: Vec<usize> = (0..n).map(|r| rows.get(r).map_or(0, |row| row.pos)).collect();
+            decode.write_f32(signature::TIME_MASK, 0, &key_mask(&pos, pass.bucket.slots))?;
         }
         let t0 = Instant::now();
         decode.run()?;
@@ -487,9 +519,10 @@ fn decode_pass_on(
             }
             r += v_count;
         }
-        let patches = decode.input_mut::<f32>(signature::PATCHES)?;
+        let mut scaled = vec![0f32; p];
         for (r, values) in fed {
-            rows[r].scaler.push_patch(&values, &mut patches[r * p..(r + 1) * p]);
+            rows[r].scaler.push_patch(&values, &mut scaled);
+            decode.write_f32(signature::PATCHES, r * p, &scaled)?;
             rows[r].pos += 1;
         }
     }
@@ -536,4 +569,16 @@ fn finish(s: Series, cfg: &HostConfig, graphs: &dyn Graphs) -> Result<Forecast> 
         response.samples = Some(s.out);
     }
     Ok(Forecast { response, steps: s.records })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_masks_match_the_static_graphs() {
+        let ninf = f32::NEG_INFINITY;
+        assert_eq!(causal_mask(3), [0.0, ninf, ninf, 0.0, 0.0, ninf, 0.0, 0.0, 0.0]);
+        assert_eq!(key_mask(&[0, 2], 3), [0.0, ninf, ninf, 0.0, 0.0, 0.0]);
+    }
 }

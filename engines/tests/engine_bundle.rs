@@ -7,10 +7,11 @@ use std::path::Path;
 
 use engines::backend::Target;
 use engines::engine_bundle::{
-    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, ENGINE_FORMAT,
+    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, GraphForm, ENGINE_FORMAT,
 };
 use engines::graph::{CacheMode, CacheMove};
 use exporter::fsutil::sha256_file;
+use exporter::signature::Precision;
 
 use common::*;
 
@@ -19,7 +20,13 @@ fn build_cpu(src: &Path, out: &Path) -> EngineManifest {
     let mut events = Vec::new();
     let m = build_engine(src, &Target::cpu(Some(1)), out, &BuildOptions::default(), &mut |e| events.push(e))
         .unwrap();
-    assert!(matches!(events.first(), Some(BuildEvent::Start { graphs: 2 })), "{events:?}");
+    assert!(
+        matches!(
+            events.first(),
+            Some(BuildEvent::Start { graphs: 2, precision: Precision::Fp32, emulation: false })
+        ),
+        "{events:?}"
+    );
     assert_eq!(
         events.iter().filter(|e| matches!(e, BuildEvent::Graph { total: 2, .. })).count(),
         2,
@@ -191,9 +198,7 @@ fn gpu_targets_without_their_provider_fail_clearly() {
         eprintln!("skipping: this ONNX Runtime has the CUDA provider");
         return;
     }
-    for (target, provider) in
-        [(Target::cuda(0, true), "CUDA"), (Target::tensorrt(0, false, true), "TensorRT")]
-    {
+    for (target, provider) in [(Target::cuda(0, true), "CUDA"), (Target::tensorrt(0, true), "TensorRT")] {
         let out = dir.path().join(target.name());
         let e =
             build_engine(&src, &target, &out, &BuildOptions::default(), &mut |_| {}).unwrap_err().to_string();
@@ -203,17 +208,13 @@ fn gpu_targets_without_their_provider_fail_clearly() {
         assert!(e.contains("onnxruntime-gpu 1.31.1 (CUDA 13)"), "{e}");
         assert!(!out.exists(), "nothing is left behind");
     }
-    // TensorRT fp16 needs an fp16 export: said before any provider is touched
-    let e = build_engine(
-        &src,
-        &Target::tensorrt(0, true, false),
-        &dir.path().join("x"),
-        &BuildOptions::default(),
-        &mut |_| {},
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("fp16_graph") && e.contains("F32"), "{e}");
+    // an fp16 engine needs fp16 graphs in the bundle: said before any provider is touched
+    let opts = BuildOptions { precision: Some(Precision::Fp16), ..BuildOptions::default() };
+    let e = build_engine(&src, &Target::tensorrt(0, false), &dir.path().join("x"), &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holds fp32 graphs, not fp16") && e.contains("--precision fp16"), "{e}");
+    assert!(!dir.path().join("x").exists());
 }
 
 #[test]
@@ -227,6 +228,16 @@ fn unknown_profile_and_not_an_engine_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope") && e.contains("tiny"), "{e}");
+    // shared (shape-polymorphic) sessions need the bundle's dynamic graphs, which this synthetic bundle lacks
+    let opts = BuildOptions { graphs: Some(GraphForm::Shared), ..Default::default() };
+    let e = build_engine(&src, &Target::cpu(None), &dir.path().join("s"), &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no shape-polymorphic fp32 prefill graph") && e.contains("--graphs per-bucket"),
+        "{e}"
+    );
+    assert!(!dir.path().join("s").exists());
     let e = EngineBundle::load(&src, None).unwrap_err().to_string();
     assert!(e.contains("is an export bundle, not an engine") && e.contains("totoc build-engine"), "{e}");
     std::fs::write(dir.path().join("manifest.json"), "{\"format\": 1}").unwrap();

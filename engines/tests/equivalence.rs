@@ -5,13 +5,16 @@
 mod support;
 
 use engines::engine::{Engine, RunOptions};
+use engines::engine_bundle::GraphForm;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use engines::plan::Pins;
 use engines::request::ForecastRequest;
 use exporter::bucket::Bucket;
-use exporter::graph::CacheUpdate;
+use exporter::graph::Fp16Plan;
 use exporter::signature::GraphKind;
-use support::{cpu_engine, root};
+use exporter::signature::Precision;
+use exporter::variant::OpsetVariant;
+use support::{cpu_engine, cpu_engine_form, root};
 
 /// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets
 /// holding its rows and cache (none when its horizon fits one patch).
@@ -29,16 +32,19 @@ fn fitting(engine: &Engine, req: &ForecastRequest) -> (Vec<Bucket>, Vec<Bucket>)
     (prefill, decode)
 }
 
-fn check_config(config: &str, cache_update: CacheUpdate) {
+fn check_config(config: &str, variant: OpsetVariant) {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine(config, tmp.path(), cache_update);
+    check_engine(config, &cpu_engine(config, tmp.path(), variant));
+}
+
+fn check_engine(config: &str, f: &Engine) {
     let cases = find_cases(&root().join("tests/fixtures").join(config).join("cases")).unwrap();
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for path in cases {
         let case = GoldenCase::read(&path).unwrap();
         let req = case.mean_request();
-        let (prefill, decode) = fitting(&f, &req);
+        let (prefill, decode) = fitting(f, &req);
         assert!(!prefill.is_empty(), "{}: no bucket", case.name);
         let pins = prefill
             .iter()
@@ -66,7 +72,7 @@ fn check_config(config: &str, cache_update: CacheUpdate) {
 #[test]
 fn smallest_and_largest_buckets_agree() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let case = GoldenCase::read(&root().join("tests/fixtures/tiny/cases/mean_4v_groups.json")).unwrap();
     let req = case.mean_request();
     let (prefill, decode) = fitting(&f, &req);
@@ -90,27 +96,47 @@ fn smallest_and_largest_buckets_agree() {
 
 #[test]
 fn tiny_matches_toto() {
-    check_config("tiny", CacheUpdate::TensorScatter);
+    check_config("tiny", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny_spacefirst_matches_toto() {
-    check_config("tiny_spacefirst", CacheUpdate::TensorScatter);
+    check_config("tiny_spacefirst", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny_alltime_matches_toto() {
-    check_config("tiny_alltime", CacheUpdate::TensorScatter);
+    check_config("tiny_alltime", OpsetVariant::Opset24);
 }
 
 #[test]
 fn tiny64_matches_toto() {
-    check_config("tiny64", CacheUpdate::TensorScatter);
+    check_config("tiny64", OpsetVariant::Opset24);
+}
+
+/// The shape-polymorphic graphs (what TensorRT engines are built from: one session per graph kind serving every
+/// bucket, the time mask given by the host) on every bucket, fp32, against toto-ts.
+#[test]
+fn shared_dynamic_graphs_match_toto() {
+    for config in ["tiny", "tiny64"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = cpu_engine_form(
+            config,
+            tmp.path(),
+            OpsetVariant::Opset24,
+            Precision::Fp32,
+            Fp16Plan::DEFAULT,
+            GraphForm::Shared,
+        );
+        assert_eq!(f.manifest().graphs, GraphForm::Shared);
+        assert!(f.manifest().graphs().all(|(_, g)| g.shared && g.file.starts_with("dynamic.")));
+        check_engine(config, &f);
+    }
 }
 
 #[test]
 fn scatter_nd_variant_matches_toto() {
-    check_config("tiny", CacheUpdate::ScatterNd);
+    check_config("tiny", OpsetVariant::Opset18);
 }
 
 /// Several requests packed into one call (different contexts, variate counts, horizons) give the same forecasts
@@ -118,7 +144,7 @@ fn scatter_nd_variant_matches_toto() {
 #[test]
 fn batching_matches_single_requests() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let dir = root().join("tests/fixtures/tiny/cases");
     let reqs: Vec<_> = ["mean_4v_groups", "mean_short", "mean_1v"]
         .iter()

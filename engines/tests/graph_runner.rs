@@ -4,14 +4,18 @@ mod common;
 
 use engines::backend::{session_config, Stage, Target};
 use engines::graph::{CacheMode, CacheMove, GraphRunner, SharedWeights};
-use exporter::signature::DType;
+use exporter::signature::{DType, Precision};
 
 use common::*;
 
 fn load(path: &std::path::Path, name: &str) -> GraphRunner {
     let rt = init_ort();
     let target = Target::cpu(Some(1));
-    let cfg = session_config(&target, &Stage::Load { bundle_dir: path.parent().unwrap().to_path_buf() });
+    let cfg = session_config(
+        &target,
+        &Stage::Load { bundle_dir: path.parent().unwrap().to_path_buf() },
+        Precision::Fp32,
+    );
     GraphRunner::load(rt, path, name, &target, &cfg, None).unwrap()
 }
 
@@ -149,7 +153,7 @@ fn copy_cache_moves_prefill_slots_into_longer_decode_caches() {
     let graphs = &manifest.profiles[0].graphs;
     let rt = init_ort();
     let target = Target::cpu(Some(1));
-    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
+    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() }, Precision::Fp32);
     let weights = SharedWeights::new(rt);
     let load =
         |f: &str| GraphRunner::load(rt, &dir.path().join(f), f, &target, &cfg, Some(&weights)).unwrap();

@@ -65,7 +65,11 @@ fn initializers_past_4_gib_load_shared_and_through_onnx_runtime() {
     };
     let rt = init_ort();
     let target = Target::cpu(Some(1));
-    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
+    let cfg = session_config(
+        &target,
+        &Stage::Load { bundle_dir: dir.path().to_path_buf() },
+        exporter::signature::Precision::Fp32,
+    );
     let shared = SharedWeights::new(rt);
     for weights in [Some(&shared), None] {
         let mut g = GraphRunner::load(rt, &path, "large", &target, &cfg, weights).unwrap();

@@ -7,8 +7,8 @@ mod support;
 use engines::engine::{Engine, LoadOptions};
 use engines::golden::GoldenCase;
 use engines::request::ForecastRequest;
-use exporter::graph::CacheUpdate;
 use exporter::signature::GraphKind;
+use exporter::variant::OpsetVariant;
 use support::{cpu_engine, root};
 
 fn sampled_request() -> ForecastRequest {
@@ -19,7 +19,7 @@ fn sampled_request() -> ForecastRequest {
 #[test]
 fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
     let tmp = tempfile::tempdir().unwrap();
-    let full = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let full = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let req = sampled_request();
     let want = full.forecast(vec![req.clone()]).remove(0).unwrap();
     let passes = |e: &Engine| e.last_call().iter().filter(|r| r.bucket.kind == GraphKind::Prefill).count();
@@ -81,7 +81,7 @@ fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
 #[test]
 fn work_that_fits_no_bucket_within_the_budget_is_refused_clearly() {
     let tmp = tempfile::tempdir().unwrap();
-    let full = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let full = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let m = full.manifest();
     // Room for the prefill buckets only: no decode bucket fits beside the largest prefill.
     let prefill = m

@@ -422,7 +422,11 @@ fn rss_graph_runner_weight_sharing() {
     let dir = tempdir();
     shared_weight_models(dir.path(), n);
     let target = Target::cpu(Some(1));
-    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() });
+    let cfg = session_config(
+        &target,
+        &Stage::Load { bundle_dir: dir.path().to_path_buf() },
+        exporter::signature::Precision::Fp32,
+    );
     let shared = SharedWeights::new(rt);
     let base = mem();
     println!("[{variant}] W = {} MiB; baseline rss {:.0} MiB", n * n * 4 / 1048576, base.0);

@@ -5,89 +5,23 @@
 mod support;
 
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
-use exporter::graph::CacheUpdate;
+use exporter::variant::OpsetVariant;
 
 use support::cpu_engine;
-
-/// Two-sample KS statistic D = sup |F_a − F_b|.
-fn ks_statistic(a: &[f32], b: &[f32]) -> f64 {
-    let (mut a, mut b) = (a.to_vec(), b.to_vec());
-    a.sort_by(f32::total_cmp);
-    b.sort_by(f32::total_cmp);
-    let (mut i, mut j, mut d) = (0, 0, 0f64);
-    while i < a.len() && j < b.len() {
-        let x = a[i].min(b[j]);
-        while i < a.len() && a[i] <= x {
-            i += 1;
-        }
-        while j < b.len() && b[j] <= x {
-            j += 1;
-        }
-        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
-    }
-    d
-}
-
-/// Critical D of the two-sample KS test at level `alpha` (asymptotic, c(α) = sqrt(−ln(α/2)/2); 1.628 at 0.01).
-fn ks_critical_at(n: usize, m: usize, alpha: f64) -> f64 {
-    let c = (-(alpha / 2.0).ln() / 2.0).sqrt();
-    c * ((n + m) as f64 / (n * m) as f64).sqrt()
-}
-
-fn ks_critical(n: usize, m: usize) -> f64 {
-    ks_critical_at(n, m, 0.01)
-}
-
-fn mean_var(x: &[f32]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let m = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-    (m, x.iter().map(|&v| (f64::from(v) - m).powi(2)).sum::<f64>() / (n - 1.0))
-}
+use support::ks::{check_samples, ks_critical, ks_statistic};
 
 #[test]
 fn ks_test_per_horizon_step_against_toto_samples() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     for name in ["sampled_256", "sampled_2v"] {
         let case = GoldenCase::read(&root.join(format!("{name}.json"))).unwrap();
-        let theirs = case.reference.samples.clone().expect("sampled fixture has samples");
-        let ours = f.forecast(vec![case.request.clone()]).remove(0).unwrap();
-        let ours = ours.samples.expect("samples returned");
-        assert_eq!(ours.len(), theirs.len());
-        let (v, h) = (case.request.variates(), case.request.horizon);
-        // Each step is tested at α = 0.01. Over V·H correlated steps some per-step rejections are expected by
-        // chance (0.48 on average for 48 steps; seeds 0–7 gave 0–2), so the test asks that (a) every step passes
-        // at a family-wise α = 0.01 (Bonferroni: 0.01/(V·H) per step) and (b) at most 3 steps reject at the
-        // per-step 0.01 (P ≈ 0.002 under the null for 48 steps); a biased sampler fails both at once.
-        let steps = v * h;
-        let (mut worst, mut worst_z, mut rejections) = (0f64, 0f64, 0usize);
-        for vi in 0..v {
-            for t in 0..h {
-                let a: Vec<f32> = ours.iter().map(|p| p[vi][t]).collect();
-                let b: Vec<f32> = theirs.iter().map(|p| p[vi][t]).collect();
-                let d = ks_statistic(&a, &b);
-                let crit = ks_critical(a.len(), b.len());
-                let family = ks_critical_at(a.len(), b.len(), 0.01 / steps as f64);
-                assert!(
-                    d <= family,
-                    "{name}: variate {vi}, t={t}: KS D={d:.3} > {family:.3} (family-wise α=0.01)"
-                );
-                rejections += usize::from(d > crit);
-                worst = worst.max(d / crit);
-                let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
-                let z = (ma - mb).abs() / ((va + vb) / a.len() as f64).sqrt().max(1e-12);
-                worst_z = worst_z.max(z);
-            }
-        }
-        assert!(rejections <= 3.max(steps / 16), "{name}: {rejections} of {steps} steps reject at α=0.01");
-        // The sample means converge to toto-ts's: every step within 4.5 standard errors of the difference.
-        assert!(worst_z < 4.5, "{name}: sample means differ by {worst_z:.2} standard errors");
+        let s = check_samples(&f, &case).unwrap_or_else(|e| panic!("{e}"));
         eprintln!(
-            "{name}: {} paths, {v}×{h} steps: {rejections} per-step rejections at α=0.01, worst KS D/crit {worst:.2}, \
-             worst mean z {worst_z:.2}",
-            ours.len()
+            "{name}: {} paths, {} steps: {} per-step rejections at α=0.01, worst KS D/crit {:.2}, worst mean z {:.2}",
+            s.paths, s.steps, s.rejections, s.worst, s.worst_z
         );
     }
 }
@@ -96,7 +30,7 @@ fn ks_test_per_horizon_step_against_toto_samples() {
 #[ignore = "diagnostic: KS ratios over many seeds"]
 fn ks_diagnostic_many_seeds() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let case = GoldenCase::read(&root.join("sampled_256.json")).unwrap();
@@ -124,7 +58,7 @@ fn ks_diagnostic_many_seeds() {
 #[test]
 fn same_seed_same_paths_other_seed_other_paths() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let case = GoldenCase::read(&root.join("sampled_2v.json")).unwrap();
@@ -140,7 +74,7 @@ fn same_seed_same_paths_other_seed_other_paths() {
 #[test]
 fn a_perturbed_engine_output_fails_naming_output_step_and_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = cpu_engine("tiny", tmp.path(), CacheUpdate::TensorScatter);
+    let f = cpu_engine("tiny", tmp.path(), OpsetVariant::Opset24);
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("tests/fixtures/tiny/cases");
     let path = find_cases(&root).unwrap().into_iter().find(|p| p.ends_with("mean_4v_groups.json")).unwrap();

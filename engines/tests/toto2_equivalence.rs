@@ -16,9 +16,10 @@ use engines::graph::{GraphRunner, SharedWeights};
 use engines::request::{parse_request, ForecastRequest, Limits, Overrides};
 use engines::toto2::rope::RopeTables;
 use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings};
-use exporter::graph::{CacheUpdate, WeightStore};
+use exporter::graph::WeightStore;
 use exporter::toto2::export::write_graph_set;
 use exporter::toto2::{synth, Toto2Checkpoint, Toto2Config, Toto2Dims};
+use exporter::variant::OpsetVariant;
 use serde::Deserialize;
 
 use common::init_ort;
@@ -112,7 +113,7 @@ fn load_graphs(
     dims: &Toto2Dims,
     dir: &Path,
     set: &str,
-    update: CacheUpdate,
+    update: OpsetVariant,
 ) -> Vec<GraphRunner> {
     std::fs::create_dir_all(dir).unwrap();
     let wfile = format!("{set}.weights.bin");
@@ -121,7 +122,11 @@ fn load_graphs(
     weights.finish().unwrap();
     let rt = init_ort();
     let target = Target::cpu(Some(1));
-    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.to_path_buf() });
+    let cfg = session_config(
+        &target,
+        &Stage::Load { bundle_dir: dir.to_path_buf() },
+        exporter::signature::Precision::Fp32,
+    );
     let shared = SharedWeights::new(rt);
     files
         .iter()
@@ -205,7 +210,7 @@ fn check(case: &Case, f: &Toto2Forecast) -> Vec<Report> {
 
 /// Runs every case of `config` alone (padded shape) and checks it; returns the worst |Δ|/tolerance of the
 /// median and quantiles.
-fn check_config(config: &str, update: CacheUpdate) -> f64 {
+fn check_config(config: &str, update: OpsetVariant) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let ck = checkpoint(config, &tmp.path().join("checkpoint"));
     let cases = read_cases(config);
@@ -240,23 +245,23 @@ fn check_config(config: &str, update: CacheUpdate) -> f64 {
 
 #[test]
 fn toto2_4m_matches_toto2() {
-    check_config("4m", CacheUpdate::TensorScatter);
+    check_config("4m", OpsetVariant::Opset24);
 }
 
 #[test]
 fn toto2_22m_matches_toto2() {
-    check_config("22m", CacheUpdate::TensorScatter);
+    check_config("22m", OpsetVariant::Opset24);
 }
 
 #[test]
 fn toto2_small_sharded_gqa_matches_toto2() {
-    check_config("small", CacheUpdate::TensorScatter);
+    check_config("small", OpsetVariant::Opset24);
 }
 
 /// The portable `ScatterND` cache write gives the same forecasts (the block-decoding cases exercise it).
 #[test]
 fn scatter_nd_variant_matches_toto2() {
-    check_config("small", CacheUpdate::ScatterNd);
+    check_config("small", OpsetVariant::Opset18);
 }
 
 /// Several requests packed into one chunk (different contexts, variate counts, horizons, a padded row) give the
@@ -271,7 +276,7 @@ fn packed_requests_equal_single_ones() {
         let dims = padded_dims(&ck.config, &reqs, block);
         assert_eq!(dims.graphs().len(), if block.is_some() { 2 } else { 1 });
         let dir = tmp.path().join(format!("packed{}", block.unwrap_or(0)));
-        let mut graphs = load_graphs(&ck, &dims, &dir, "packed", CacheUpdate::TensorScatter);
+        let mut graphs = load_graphs(&ck, &dims, &dir, "packed", OpsetVariant::Opset24);
         let together = run(&mut graphs, &ck, &dims, &reqs);
         for (i, r) in reqs.iter().enumerate() {
             let alone = run(&mut graphs, &ck, &dims, &[r]).remove(0);

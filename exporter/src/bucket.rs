@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
 use crate::profile::Profile;
-use crate::signature::{GraphDims, GraphKind};
+use crate::signature::{GraphDims, GraphKind, Precision};
 
 /// Largest prefill rows of the default ladder.
 pub const PREFILL_ROWS_CAP: usize = 16;
@@ -83,10 +83,11 @@ impl Bucket {
     /// Estimated bytes of the bucket's buffers when loaded and run: its inputs and outputs (the KV caches are
     /// most of it) plus a conservative bound on ONNX Runtime's planned intermediates (the widest MLP, attention
     /// score and unembedding tensors, each counted with its producer and consumer alive). Weights are shared by
-    /// every bucket and not counted.
-    pub fn memory_bytes(&self, model: &ModelConfig) -> u64 {
+    /// every bucket and not counted. Caches and activations take `precision`'s bytes; attention scores count as
+    /// f32 (an fp16 graph's softmax is an fp32 region).
+    pub fn memory_bytes(&self, model: &ModelConfig, precision: Precision) -> u64 {
         let d = self.dims(model);
-        let f = 4u64; // f32
+        let f = precision.bytes();
         let (n, s, dh, h) = (d.rows as u64, d.slots as u64, d.head_dim as u64, d.heads as u64);
         let (dm, mlp, p, k) =
             (model.embed_dim as u64, model.mlp_hidden_dim as u64, d.patch as u64, d.components as u64);
@@ -95,8 +96,8 @@ impl Bucket {
         let tokens = n * step;
         let io = tokens * (p + 3 * dh) * f + 4 * n * p * k * f + 2 * n * 8;
         let mlp_act = tokens * 4 * mlp * f;
-        let time_scores = 2 * n * h * step * s * f;
-        let space_scores = 2 * step * h * n * n * f;
+        let time_scores = 2 * n * h * step * s * 4;
+        let space_scores = 2 * step * h * n * n * 4;
         let unembed = 2 * n * p * dm * f;
         let residual = 6 * tokens * dm * f;
         cache + io + residual + mlp_act.max(time_scores).max(space_scores).max(unembed)
@@ -214,14 +215,18 @@ mod tests {
     #[test]
     fn memory_is_mostly_the_cache_and_grows_with_rows_and_slots() {
         let base = base_config();
-        let small = Bucket::decode(64, 13).memory_bytes(&base);
-        let long = Bucket::decode(64, 69).memory_bytes(&base);
+        let small = Bucket::decode(64, 13).memory_bytes(&base, Precision::Fp32);
+        let long = Bucket::decode(64, 69).memory_bytes(&base, Precision::Fp32);
         // 11 time-wise layers × K and V × 12 heads × 64 dims × 4 bytes = 67.6 kB per row and slot
         let cache = |rows: u64, slots: u64| rows * slots * 2 * 11 * 12 * 64 * 4;
         assert!(small >= cache(64, 13) && small < cache(64, 13) * 3, "{small}");
         assert!(long > small && long >= cache(64, 69));
-        assert!(Bucket::decode(256, 69).memory_bytes(&base) > long);
-        assert!(Bucket::prefill(16, 64).memory_bytes(&base) > Bucket::prefill(1, 8).memory_bytes(&base));
+        assert!(Bucket::decode(256, 69).memory_bytes(&base, Precision::Fp32) > long);
+        let prefill = |rows, slots| Bucket::prefill(rows, slots).memory_bytes(&base, Precision::Fp32);
+        assert!(prefill(16, 64) > prefill(1, 8));
+        // fp16 caches take half the bytes
+        let half = Bucket::decode(64, 69).memory_bytes(&base, Precision::Fp16);
+        assert!(half < long && half >= cache(64, 69) / 2, "{half} vs {long}");
     }
 
     #[test]

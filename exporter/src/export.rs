@@ -3,13 +3,18 @@
 //! Bundle layout (flat, because ONNX external-data paths may not leave the model's directory):
 //! ```text
 //! manifest.json              what was exported from what, every file's sha256 and every graph's I/O
-//! weights.fp32.bin           all weights once, shared by every graph (ONNX external data)
-//! <profile>.prefill.n<N>.s<S>.onnx   per prefill bucket: N rows, S context slots
-//! <profile>.decode.n<N>.t<T>.onnx    per decode bucket: N rows, T cache slots
+//! weights.fp32.bin           fp32: all weights once, shared by every fp32 graph (ONNX external data)
+//! weights.fp16.bin           fp16: the same in f16 (f32 for the weights of its fp32 regions)
+//! <profile>.prefill.n<N>.s<S>.onnx   per prefill bucket: N rows, S context slots (fp32)
+//! <profile>.decode.n<N>.t<T>.onnx    per decode bucket: N rows, T cache slots (fp32)
+//! <stem>.fp16.onnx                   the same buckets' fp16 graphs
+//! dynamic.{prefill,decode}[.fp16].onnx   opset 24: each kind once with rows and slots symbolic, for TensorRT
+//!                                        (one engine, and one GPU copy of the weights, for all its buckets)
 //! golden/*.json              with --golden: reference cases for `totoc verify`
 //! ```
 //! Graph files are small (shapes and ops; ~100 KB for the base model): however many buckets a profile has, the
-//! weights exist once on disk.
+//! weights exist once on disk per precision. `--opset` picks the runtimes the graphs are written for
+//! ([`crate::variant`]).
 //! Re-exporting the same checkpoint with the same profiles gives byte-identical files: nothing time- or
 //! machine-dependent is written.
 
@@ -20,15 +25,31 @@ use prost::Message;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::graph::{toto_graph, CacheUpdate, GraphBuilder, WeightStore, OPSET};
+use crate::graph::precision::FloatTypes;
+use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
-    file_entries, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
+    file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
+    BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
 };
 use crate::profile::Profile;
-use crate::signature::{self, DType};
+use crate::signature::{self, GraphKind, Precision};
+use crate::variant::OpsetVariant;
 
-/// Name of the fp32 weight file inside a bundle.
-pub const WEIGHTS_FP32: &str = "weights.fp32.bin";
+/// File prefix of the shape-polymorphic graphs (`dynamic.decode.fp16.onnx`).
+pub const DYNAMIC_PREFIX: &str = "dynamic";
+
+/// Name of the weight file of `precision` inside a bundle (`weights.fp16.bin`).
+pub fn weights_file(precision: Precision) -> String {
+    format!("weights.{}.bin", precision.as_str())
+}
+
+/// Name of the graph file of a bucket `stem` in `precision`: fp32 graphs keep the plain `<stem>.onnx`.
+pub fn graph_file(stem: &str, precision: Precision) -> String {
+    match precision {
+        Precision::Fp32 => format!("{stem}.onnx"),
+        p => format!("{stem}.{}.onnx", p.as_str()),
+    }
+}
 
 /// What to export.
 #[derive(Debug, Clone)]
@@ -37,7 +58,12 @@ pub struct ExportOptions {
     /// Profiles to export (already selected and validated against their YAML).
     pub profiles: Vec<Profile>,
     pub out: PathBuf,
-    pub cache_update: CacheUpdate,
+    /// Precisions to write graphs of (each over its own weight file).
+    pub precisions: Vec<Precision>,
+    /// The opset / KV-cache write op, for the target runtimes.
+    pub variant: OpsetVariant,
+    /// fp32 regions of the fp16 graphs ([`Fp16Plan::DEFAULT`] unless measuring alternatives).
+    pub fp16_plan: Fp16Plan,
     /// Replace a non-empty output directory.
     pub force: bool,
     /// Golden toto-ts cases for this checkpoint (`tests/reference/run_reference.py` output) to carry in the
@@ -97,56 +123,127 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
     for p in &opts.profiles {
         p.check_against(&ckpt.config)?;
     }
+    let mut precisions = opts.precisions.clone();
+    precisions.sort();
+    precisions.dedup();
+    if precisions.is_empty() {
+        return Err(Error::Config { message: "no precision selected (--precision fp32 and/or fp16)".into() });
+    }
     let stage = StagingDir::new(&opts.out, opts.force)?;
-    let mut weights = WeightStore::create(&stage.path().join(WEIGHTS_FP32), WEIGHTS_FP32)?;
+    let mut stores = Vec::new();
+    let mut files = Vec::new();
+    for &p in &precisions {
+        let file = weights_file(p);
+        stores.push(WeightStore::create(&stage.path().join(&file), &file)?);
+        files.push(file);
+    }
     let ladders: Vec<_> = opts.profiles.iter().map(|p| p.buckets(&ckpt.config)).collect();
-    let total = ladders.iter().map(Vec::len).sum();
+    // The shape-polymorphic graphs (TensorRT) need TensorScatter: opset 24 only.
+    let mut dynamic_kinds = Vec::new();
+    if opts.variant == OpsetVariant::Opset24 {
+        for kind in GraphKind::ALL {
+            if ladders.iter().flatten().any(|b| b.kind == kind) {
+                dynamic_kinds.push(kind);
+            }
+        }
+    }
+    let total = (ladders.iter().map(Vec::len).sum::<usize>() + dynamic_kinds.len()) * precisions.len();
     progress(ExportEvent::Start { graphs: total });
 
-    let mut files = vec![WEIGHTS_FP32.to_string()];
     let mut profiles = Vec::new();
+    let mut index = 0;
     for (profile, ladder) in opts.profiles.iter().zip(ladders) {
         let mut graphs = Vec::new();
         for bucket in ladder {
-            let dims = bucket.dims(&ckpt.config);
-            let stem = bucket.stem(&profile.name);
-            let file = format!("{stem}.onnx");
-            let graph_name = format!("toto_{}", stem.replace('.', "_"));
-            let mut g = GraphBuilder::new(&graph_name, &mut weights);
-            toto_graph(&mut g, &ckpt, &dims, opts.cache_update)
+            for (&precision, weights) in precisions.iter().zip(stores.iter_mut()) {
+                let dims = bucket.dims(&ckpt.config);
+                let stem = bucket.stem(&profile.name);
+                let file = graph_file(&stem, precision);
+                let graph_name = format!("toto_{}_{precision}", stem.replace('.', "_"));
+                let gopts = GraphOptions {
+                    precision,
+                    plan: opts.fp16_plan,
+                    cache_update: opts.variant.cache_update(),
+                    symbolic: false,
+                };
+                let mut g = GraphBuilder::new(&graph_name, weights, opts.variant);
+                toto_graph(&mut g, &ckpt, &dims, &gopts)
+                    .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
+                let doc = format!(
+                    "Toto {} graph of profile {:?}, {} rows × {} slots, {precision} (totoc {}): static shapes, \
+                     explicit KV cache state",
+                    bucket.kind.as_str(),
+                    profile.name,
+                    bucket.rows,
+                    bucket.slots,
+                    env!("CARGO_PKG_VERSION")
+                );
+                let meta = [
+                    ("totoc.profile", profile.name.clone()),
+                    ("totoc.graph", bucket.kind.as_str().to_string()),
+                    ("totoc.rows", bucket.rows.to_string()),
+                    ("totoc.slots", bucket.slots.to_string()),
+                    ("totoc.precision", precision.as_str().to_string()),
+                    ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256.clone()),
+                ];
+                let model = g.finish(&doc, &meta)?;
+                let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
+                write_atomic(&stage.path().join(&file), &model.encode_to_vec())?;
+                index += 1;
+                progress(ExportEvent::Graph { file: file.clone(), nodes, index, total });
+                graphs.push(GraphEntry {
+                    bucket,
+                    dims,
+                    precision,
+                    file: file.clone(),
+                    memory_bytes: bucket.memory_bytes(&ckpt.config, precision),
+                    inputs: signature::inputs(&dims, gopts.io()),
+                    outputs: signature::outputs(&dims, gopts.io()),
+                });
+                files.push(file);
+            }
+        }
+        profiles.push(ProfileEntry { profile: profile.clone(), graphs });
+    }
+    let mut dynamic_graphs = Vec::new();
+    for &kind in &dynamic_kinds {
+        for (&precision, weights) in precisions.iter().zip(stores.iter_mut()) {
+            let file = graph_file(&format!("{DYNAMIC_PREFIX}.{}", kind.as_str()), precision);
+            let graph_name = format!("toto_dynamic_{}_{precision}", kind.as_str());
+            let gopts = GraphOptions {
+                precision,
+                plan: opts.fp16_plan,
+                cache_update: opts.variant.cache_update(),
+                symbolic: true,
+            };
+            let mut g = GraphBuilder::new(&graph_name, weights, opts.variant);
+            dynamic_graph(&mut g, &ckpt, kind, &gopts)
                 .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
             let doc = format!(
-                "Toto {} graph of profile {:?}, {} rows × {} slots (totoc {}): static shapes, explicit KV cache state",
-                bucket.kind.as_str(),
-                profile.name,
-                bucket.rows,
-                bucket.slots,
+                "Toto {} graph, rows and slots symbolic, {precision} (totoc {}): one TensorRT engine for every \
+                 bucket of this kind",
+                kind.as_str(),
                 env!("CARGO_PKG_VERSION")
             );
             let meta = [
-                ("totoc.profile", profile.name.clone()),
-                ("totoc.graph", bucket.kind.as_str().to_string()),
-                ("totoc.rows", bucket.rows.to_string()),
-                ("totoc.slots", bucket.slots.to_string()),
+                ("totoc.graph", kind.as_str().to_string()),
+                ("totoc.precision", precision.as_str().to_string()),
                 ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256.clone()),
             ];
             let model = g.finish(&doc, &meta)?;
             let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
             write_atomic(&stage.path().join(&file), &model.encode_to_vec())?;
-            progress(ExportEvent::Graph { file: file.clone(), nodes, index: files.len(), total });
-            graphs.push(GraphEntry {
-                bucket,
-                dims,
-                file: file.clone(),
-                memory_bytes: bucket.memory_bytes(&ckpt.config),
-                inputs: signature::inputs(&dims, DType::F32),
-                outputs: signature::outputs(&dims, DType::F32),
-            });
+            index += 1;
+            progress(ExportEvent::Graph { file: file.clone(), nodes, index, total });
+            let ft = FloatTypes::new(precision, &opts.fp16_plan);
+            let (inputs, outputs) = signature::dynamic_signature(&ckpt.config, kind, ft.io(), ft.softmax);
+            dynamic_graphs.push(DynamicGraphEntry { kind, precision, file: file.clone(), inputs, outputs });
             files.push(file);
         }
-        profiles.push(ProfileEntry { profile: profile.clone(), graphs });
     }
-    weights.finish()?;
+    for w in stores {
+        w.finish()?;
+    }
     if let Some(dir) = &opts.golden {
         files.extend(copy_golden(dir, stage.path())?);
     }
@@ -157,10 +254,18 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         totoc_version: env!("CARGO_PKG_VERSION").into(),
         checkpoint: ckpt.info(),
         model: ckpt.config.clone(),
-        precision: DType::F32,
-        opset: OPSET,
-        cache_update: opts.cache_update.as_str().into(),
+        variant: opts.variant,
+        opset: opts.variant.opset(),
+        cache_update: opts.variant.cache_update().as_str().into(),
+        fp32_regions: if precisions.contains(&Precision::Fp16) {
+            opts.fp16_plan.regions().iter().map(|r| r.as_str().to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
+        precisions,
         profiles,
+        dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");

@@ -1,5 +1,7 @@
 //! totoc's exporter: loads a Toto HF checkpoint strictly and writes static-shape ONNX graphs whose decode
-//! state (KV caches, write positions) is explicit I/O, one graph per shape bucket of each profile ([`bucket`]).
+//! state (KV caches, write positions) is explicit I/O, one graph per shape bucket of each profile ([`bucket`]) and
+//! precision (fp32, and strongly typed fp16: [`graph::precision`]), in the opset its target runtimes support
+//! ([`variant`]).
 //!
 //! Toto 1.0 (toto-ts 0.2.0): [`config`], [`checkpoint`], [`signature`], [`graph::toto`]. Toto 2.0 (toto-2 2.0.0):
 //! [`toto2`] (config, checkpoint, I/O contract, synthetic checkpoints) and [`graph::toto2`]. [`generation`] tells
@@ -17,5 +19,6 @@ pub mod pb;
 pub mod profile;
 pub mod signature;
 pub mod toto2;
+pub mod variant;
 
 pub use error::{Error, Result};

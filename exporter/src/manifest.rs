@@ -12,18 +12,20 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
 use crate::profile::Profile;
-use crate::signature::{DType, GraphDims, TensorSig};
+use crate::signature::{DynSig, GraphDims, GraphKind, Precision, TensorSig};
+use crate::variant::OpsetVariant;
 
 /// Format tag of export bundles.
-pub const BUNDLE_FORMAT: &str = "totoc-export/2";
+pub const BUNDLE_FORMAT: &str = "totoc-export/3";
 /// Version number of [`BUNDLE_FORMAT`] (`format_version` in the manifest).
-pub const BUNDLE_FORMAT_VERSION: u32 = 2;
+pub const BUNDLE_FORMAT_VERSION: u32 = 3;
 pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// The message for a bundle of another format: which totoc made it and what to run.
 pub fn format_mismatch(kind: &str, found: &str, want: &str, rebuild: &str) -> String {
     let made_by = match found.rsplit_once('/') {
         Some((_, "1")) => " (written by totoc 0.1, before shape buckets)".to_string(),
+        Some((_, "2")) => " (written before precisions and opset variants)".to_string(),
         _ => String::new(),
     };
     format!(
@@ -41,11 +43,12 @@ pub struct CheckpointInfo {
     pub config_sha256: String,
 }
 
-/// One bucket's graph file and its I/O signature.
+/// One bucket's graph file of one precision and its I/O signature.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphEntry {
     pub bucket: Bucket,
     pub dims: GraphDims,
+    pub precision: Precision,
     /// Path relative to the bundle root.
     pub file: String,
     /// Estimated bytes of the bucket's buffers when loaded ([`Bucket::memory_bytes`]).
@@ -54,7 +57,26 @@ pub struct GraphEntry {
     pub outputs: Vec<TensorSig>,
 }
 
-/// One exported profile: its bounds and the graph of each of its buckets (prefill first, ascending).
+/// A shape-polymorphic graph of one kind and precision (rows and slots symbolic; for TensorRT).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicGraphEntry {
+    pub kind: GraphKind,
+    pub precision: Precision,
+    pub file: String,
+    pub inputs: Vec<DynSig>,
+    pub outputs: Vec<DynSig>,
+}
+
+/// The weight file of one precision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightsEntry {
+    pub precision: Precision,
+    /// Path relative to the bundle root (`weights.fp16.bin`).
+    pub file: String,
+}
+
+/// One exported profile: its bounds and the graph of each of its buckets (prefill first, ascending; each bucket
+/// once per precision).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileEntry {
     pub profile: Profile,
@@ -77,13 +99,21 @@ pub struct Manifest {
     pub totoc_version: String,
     pub checkpoint: CheckpointInfo,
     pub model: ModelConfig,
-    /// Float type of graph inputs, caches and weights.
-    pub precision: DType,
+    /// Which runtimes the graphs are written for (`opset24`, `opset18`; see [`crate::variant`]).
+    pub variant: OpsetVariant,
     /// ONNX opset of the default domain.
     pub opset: i64,
     /// How the KV cache slot is written: `tensor_scatter` (opset 24) or `scatter_nd`.
     pub cache_update: String,
+    /// The precisions the bundle holds graphs of.
+    pub precisions: Vec<Precision>,
+    /// The fp32 regions of its fp16 graphs (`rms_norm`, `softmax`, ...; empty without fp16).
+    pub fp32_regions: Vec<String>,
+    /// One weight file per precision.
+    pub weights: Vec<WeightsEntry>,
     pub profiles: Vec<ProfileEntry>,
+    /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
+    pub dynamic_graphs: Vec<DynamicGraphEntry>,
     pub files: Vec<FileEntry>,
 }
 
@@ -113,6 +143,11 @@ impl Manifest {
 
     pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {
         self.profiles.iter().find(|p| p.profile.name == name)
+    }
+
+    /// The weight file of `precision`, if the bundle holds that precision.
+    pub fn weights_file(&self, precision: Precision) -> Option<&str> {
+        self.weights.iter().find(|w| w.precision == precision).map(|w| w.file.as_str())
     }
 }
 

@@ -37,6 +37,78 @@ pub enum DType {
     I64,
 }
 
+/// Float precision of a graph: the type of its weights, activations and KV caches (with the fp32 islands an fp16
+/// graph keeps where precision needs them, see `crate::graph::precision`). A bundle may hold graphs of several
+/// precisions, each over its own weight file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Fp16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 2] = [Precision::Fp32, Precision::Fp16];
+
+    /// `fp32`, `fp16`: as in file names (`weights.fp16.bin`) and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+        }
+    }
+
+    /// The element type of the graph's float activations.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::Fp32 => DType::F32,
+            Precision::Fp16 => DType::F16,
+        }
+    }
+
+    /// Bytes of one float activation or cache element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Fp16 => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fp32" => Ok(Precision::Fp32),
+            "fp16" => Ok(Precision::Fp16),
+            other => Err(format!("unknown precision {other:?} (fp32 or fp16)")),
+        }
+    }
+}
+
+/// The float element types of a graph's inputs and outputs: the activations' type for patches and caches, and
+/// the rotary tables' own (an fp16 graph may keep its rotary math, and so its tables, in fp32). The mixture
+/// outputs are always f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoTypes {
+    /// Patches and KV caches.
+    pub float: DType,
+    /// `rope_cos`, `rope_sin`, `xpos_scale`.
+    pub rope: DType,
+}
+
+impl IoTypes {
+    /// Every float input and output f32.
+    pub const F32: IoTypes = IoTypes { float: DType::F32, rope: DType::F32 };
+}
+
 /// Name, element type and static shape of one graph input or output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSig {
@@ -109,6 +181,105 @@ pub fn v_cache(i: usize, out: bool) -> String {
     }
 }
 
+/// Input of a shape-polymorphic graph (the TensorRT variant): the additive time-wise attention mask the static
+/// graphs build from constants — `[S, S]` causal at prefill, `[N, T]` (`0` for slots `≤ write_pos`, `-inf`
+/// after) at decode — given by the host, so the graph needs no `Range`/`Shape` to make it.
+pub const TIME_MASK: &str = "time_mask";
+/// Symbolic dimension names of the shape-polymorphic graphs.
+pub const ROWS: &str = "rows";
+pub const SLOTS: &str = "slots";
+
+/// One dimension of a shape-polymorphic graph's input or output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Dim {
+    Fixed(usize),
+    /// A symbolic dimension ([`ROWS`], [`SLOTS`]).
+    Named(String),
+}
+
+/// Name, element type and shape (some dimensions symbolic) of a shape-polymorphic graph's input or output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynSig {
+    pub name: String,
+    pub dtype: DType,
+    pub dims: Vec<Dim>,
+}
+
+impl DynSig {
+    /// Whether any dimension is symbolic.
+    pub fn is_dynamic(&self) -> bool {
+        self.dims.iter().any(|d| matches!(d, Dim::Named(_)))
+    }
+
+    /// The static signature at `rows` and `slots`.
+    pub fn at(&self, rows: usize, slots: usize) -> TensorSig {
+        let shape = self
+            .dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => *n,
+                Dim::Named(s) if s == ROWS => rows,
+                Dim::Named(_) => slots,
+            })
+            .collect();
+        TensorSig { name: self.name.clone(), dtype: self.dtype, shape }
+    }
+}
+
+/// Placeholder sizes for the symbolic dimensions while deriving [`DynSig`]s from the static signatures (no model
+/// dimension is anywhere near them).
+const ROWS_MARK: usize = 1_000_003;
+const SLOTS_MARK: usize = 1_000_033;
+
+/// A graph's dims with symbolic rows and slots (placeholder values; see [`dynamic_inputs`]).
+pub fn symbolic_dims(model: &ModelConfig, kind: GraphKind) -> GraphDims {
+    GraphDims::new(model, kind, ROWS_MARK, SLOTS_MARK)
+}
+
+fn to_dyn(s: TensorSig) -> DynSig {
+    let dims = s
+        .shape
+        .iter()
+        .map(|&d| match d {
+            ROWS_MARK => Dim::Named(ROWS.into()),
+            SLOTS_MARK => Dim::Named(SLOTS.into()),
+            n => Dim::Fixed(n),
+        })
+        .collect();
+    DynSig { name: s.name, dtype: s.dtype, dims }
+}
+
+/// The time mask's signature for dims `d` (mask type `mask`): `[S, S]` at prefill, `[N, T]` at decode.
+pub fn time_mask(d: &GraphDims, mask: DType) -> TensorSig {
+    let shape = match d.kind {
+        GraphKind::Prefill => vec![d.slots, d.slots],
+        GraphKind::Decode => vec![d.rows, d.slots],
+    };
+    TensorSig::new(TIME_MASK, mask, &shape)
+}
+
+/// The inputs of the shape-polymorphic graph of `kind` (those of [`inputs`] with rows and slots symbolic, then
+/// [`TIME_MASK`]), and its outputs.
+pub fn dynamic_signature(
+    model: &ModelConfig,
+    kind: GraphKind,
+    io: IoTypes,
+    mask: DType,
+) -> (Vec<DynSig>, Vec<DynSig>) {
+    let d = symbolic_dims(model, kind);
+    let mut ins: Vec<DynSig> = inputs(&d, io).into_iter().map(to_dyn).collect();
+    ins.push(to_dyn(time_mask(&d, mask)));
+    (ins, outputs(&d, io).into_iter().map(to_dyn).collect())
+}
+
+/// The static inputs one bucket `d` binds on the shape-polymorphic graph: [`inputs`] plus the time mask.
+pub fn dynamic_bucket_inputs(d: &GraphDims, io: IoTypes, mask: DType) -> Vec<TensorSig> {
+    let mut v = inputs(d, io);
+    v.push(time_mask(d, mask));
+    v
+}
+
 /// Static dimensions of one graph (one bucket), derived from its kind, rows and slots and the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphDims {
@@ -158,8 +329,9 @@ impl GraphDims {
 }
 
 /// The inputs of a graph, in order.
-pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
+pub fn inputs(d: &GraphDims, io: IoTypes) -> Vec<TensorSig> {
     let n = d.rows;
+    let float = io.float;
     let mut v = Vec::new();
     match d.kind {
         GraphKind::Prefill => {
@@ -167,7 +339,7 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
             v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
             v.push(TensorSig::new(LAST_INDEX, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[n, d.slots, d.head_dim]));
+                v.push(TensorSig::new(name, io.rope, &[n, d.slots, d.head_dim]));
             }
         }
         GraphKind::Decode => {
@@ -175,7 +347,7 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
             v.push(TensorSig::new(GROUP_ID, DType::I64, &[n]));
             v.push(TensorSig::new(WRITE_POS, DType::I64, &[n]));
             for name in [ROPE_COS, ROPE_SIN, XPOS_SCALE] {
-                v.push(TensorSig::new(name, float, &[n, d.head_dim]));
+                v.push(TensorSig::new(name, io.rope, &[n, d.head_dim]));
             }
             for i in 0..d.time_layers {
                 v.push(TensorSig::new(k_cache(i, false), float, &d.cache_shape()));
@@ -187,7 +359,8 @@ pub fn inputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
 }
 
 /// The outputs of a graph, in order. The mixture outputs are always f32 (the host samples in f64).
-pub fn outputs(d: &GraphDims, float: DType) -> Vec<TensorSig> {
+pub fn outputs(d: &GraphDims, io: IoTypes) -> Vec<TensorSig> {
+    let float = io.float;
     let mut v: Vec<TensorSig> =
         MIXTURE_OUTPUTS.iter().map(|n| TensorSig::new(*n, DType::F32, &d.mixture_shape())).collect();
     for i in 0..d.time_layers {

@@ -4,10 +4,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use exporter::graph::{CacheUpdate, WeightStore};
+use exporter::graph::WeightStore;
 use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
 use exporter::toto2::export::{write_graph_set, Toto2GraphFile};
 use exporter::toto2::{synth, Toto2Checkpoint, Toto2Dims, Toto2GraphKind};
+use exporter::variant::OpsetVariant;
 use prost::Message;
 
 fn root() -> PathBuf {
@@ -23,7 +24,7 @@ fn small_checkpoint(dir: &Path) -> Toto2Checkpoint {
 }
 
 /// Writes a single-pass set and a block-decoding set into `out`, sharing one weight file.
-fn export_sets(ck: &Toto2Checkpoint, out: &Path, update: CacheUpdate) -> Vec<Toto2GraphFile> {
+fn export_sets(ck: &Toto2Checkpoint, out: &Path, update: OpsetVariant) -> Vec<Toto2GraphFile> {
     fs::create_dir_all(out).unwrap();
     let mut weights = WeightStore::create(&out.join("weights.fp32.bin"), "weights.fp32.bin").unwrap();
     let pass = Toto2Dims::new(&ck.config, 3, 512, 336, None).unwrap();
@@ -39,7 +40,7 @@ fn graphs_are_static_control_flow_free_and_share_one_weight_file() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = small_checkpoint(&tmp.path().join("ck"));
     let out = tmp.path().join("bundle");
-    let files = export_sets(&ck, &out, CacheUpdate::TensorScatter);
+    let files = export_sets(&ck, &out, OpsetVariant::Opset24);
     let kinds: Vec<Toto2GraphKind> = files.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [Toto2GraphKind::Pass, Toto2GraphKind::Prefill, Toto2GraphKind::Decode]);
     let forbidden = ["If", "Loop", "Scan", "NonZero", "Shape", "Size", "Range", "Unique", "TopK", "Compress"];
@@ -93,8 +94,8 @@ fn reexport_is_byte_identical() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = small_checkpoint(&tmp.path().join("ck"));
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    export_sets(&ck, &a, CacheUpdate::TensorScatter);
-    export_sets(&ck, &b, CacheUpdate::TensorScatter);
+    export_sets(&ck, &a, OpsetVariant::Opset24);
+    export_sets(&ck, &b, OpsetVariant::Opset24);
     for e in fs::read_dir(&a).unwrap() {
         let name = e.unwrap().file_name();
         assert_eq!(fs::read(a.join(&name)).unwrap(), fs::read(b.join(&name)).unwrap(), "{name:?} differs");
@@ -118,11 +119,11 @@ fn onnx_python() -> String {
 fn every_graph_passes_onnx_full_check() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = small_checkpoint(&tmp.path().join("ck"));
-    for (name, update) in [("scatter", CacheUpdate::TensorScatter), ("scatter_nd", CacheUpdate::ScatterNd)] {
+    for (name, update) in [("scatter", OpsetVariant::Opset24), ("scatter_nd", OpsetVariant::Opset18)] {
         let out = tmp.path().join(name);
         let files = export_sets(&ck, &out, update);
         let decode = ModelProto::decode(fs::read(out.join(&files[2].file)).unwrap().as_slice()).unwrap();
-        let op = if update == CacheUpdate::ScatterNd { "ScatterND" } else { "TensorScatter" };
+        let op = if update == OpsetVariant::Opset18 { "ScatterND" } else { "TensorScatter" };
         let writes = decode.graph.unwrap().node.iter().filter(|n| n.op_type == op).count();
         assert_eq!(writes, 2 * ck.config.time_layer_count(), "{name}");
         let res =

@@ -4,10 +4,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use engines::backend::Target;
-use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions};
+use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions, GraphForm};
 use engines::memory::{human, parse_size};
 
-use crate::cli::{BuildEngineArgs, TargetArg};
+use crate::cli::{BuildEngineArgs, GraphsArg, PrecisionArg, TargetArg};
 use crate::progress::Progress;
 
 pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
@@ -15,18 +15,32 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
     let target = match a.target {
         TargetArg::Cpu => Target::cpu(a.threads),
         TargetArg::Cuda => Target::cuda(a.device, a.cuda_graph),
-        TargetArg::Tensorrt => Target::tensorrt(a.device, false, a.cuda_graph),
+        TargetArg::Tensorrt => Target::tensorrt(a.device, a.cuda_graph),
     };
+    let precision = if a.fp16 { Some(PrecisionArg::Fp16) } else { a.precision };
     let memory_budget = a.memory_budget.as_deref().map(parse_size).transpose()?;
     let opts = BuildOptions {
         ort_lib: a.ort.ort_lib.clone(),
         profiles: a.profiles.clone(),
         force: a.force,
         memory_budget,
+        precision: precision.map(Into::into),
+        graphs: a.graphs.map(|g| match g {
+            GraphsArg::PerBucket => GraphForm::PerBucket,
+            GraphsArg::Shared => GraphForm::Shared,
+        }),
     };
     let progress = Progress::new();
     let m = build_engine(&a.artifacts, &target, &a.out, &opts, &mut |ev| match ev {
-        BuildEvent::Start { graphs } => progress.set_total(graphs as u64),
+        BuildEvent::Start { graphs, precision, emulation } => {
+            if emulation {
+                progress.note(&format!(
+                    "note: building the {precision} emulation engine: the CPU runs the fp16 graphs with every op's \
+                     result rounded to fp16 — it checks fp16 accuracy (`totoc verify`), it is not faster than fp32"
+                ));
+            }
+            progress.set_total(graphs as u64)
+        }
         BuildEvent::Graph { file, seconds, index, total } => {
             progress.step(&format!("[{index}/{total}] built and checked {file} in {seconds:.2} s"))
         }
@@ -40,8 +54,13 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
     progress.finish();
     let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(
-        "built {} engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
+        "built {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
         m.target.name(),
+        match (m.precision, m.fp16_emulation) {
+            (exporter::signature::Precision::Fp32, _) => String::new(),
+            (_, true) => "fp16-emulation ".to_string(),
+            (p, false) => format!("{p} "),
+        },
         m.profiles.len(),
         a.out.display(),
         start.elapsed().as_secs_f64()

@@ -4,10 +4,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use exporter::export::{export, ExportEvent, ExportOptions};
-use exporter::graph::CacheUpdate;
+use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
+use exporter::variant::OpsetVariant;
 
-use crate::cli::{CacheUpdateArg, ExportArgs};
+use crate::cli::ExportArgs;
 use crate::progress::Progress;
 
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -18,10 +19,9 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         checkpoint: a.checkpoint.clone(),
         profiles,
         out: a.out.clone(),
-        cache_update: match a.cache_update {
-            CacheUpdateArg::TensorScatter => CacheUpdate::TensorScatter,
-            CacheUpdateArg::ScatterNd => CacheUpdate::ScatterNd,
-        },
+        precisions: a.precisions.iter().map(|&p| p.into()).collect(),
+        variant: OpsetVariant::from_opset(a.opset).expect("clap allows 24 and 18"),
+        fp16_plan: Fp16Plan::DEFAULT,
         force: a.force,
         golden: a.golden.clone(),
     };

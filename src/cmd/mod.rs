@@ -2,6 +2,7 @@
 mod bench;
 mod bench_serve;
 mod build_engine;
+mod doctor;
 mod export;
 mod forecast;
 mod plot;
@@ -24,5 +25,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             None => bench::run(a),
         },
         Command::Serve(a) => serve::run(a),
+        Command::Doctor(a) => doctor::run(a),
     }
 }

@@ -23,7 +23,7 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), ..LoadOptions::default() };
     let engine =
         Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
-    let tol = Tolerances::default();
+    let tol = Tolerances::for_precision(engine.manifest().precision);
     println!(
         "{:<28} {:<12} {:>6} {:>10} {:>10} {:>9}  verdict",
         "case", "output", "steps", "max |Δ|", "median", "worst/tol"
@@ -66,9 +66,11 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "{} of {checked} output checks passed ({} cases, tolerance 1e-4·σ + 1e-6·|ref|)",
+        "{} of {checked} output checks passed ({} cases on {}, mean tolerance {})",
         checked - failed,
-        cases.len()
+        cases.len(),
+        engine.info().label,
+        tol.describe()
     );
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

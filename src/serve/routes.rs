@@ -306,9 +306,11 @@ fn write_samples(uri: &axum::http::Uri) -> Result<bool, ServeError> {
                     "query parameter write_samples={v:?}: give true or false"
                 )))
             }
-            (k, _) => return Err(ServeError::bad_request(format!(
+            (k, _) => {
+                return Err(ServeError::bad_request(format!(
                 "unknown query parameter `{k}` of /v1/forecast; the one it takes is write_samples=true|false"
-            ))),
+            )))
+            }
         }
     }
     Ok(write)

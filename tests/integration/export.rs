@@ -30,8 +30,17 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     for rows in [1, 8, 16, 32, 64, 128, 256] {
         want.push(format!("sampled.decode.n{rows}.t11.onnx"));
     }
+    // opset 24: each graph kind once more with rows and slots symbolic (what TensorRT engines are built from)
+    want.extend(["dynamic.prefill.onnx".into(), "dynamic.decode.onnx".into()]);
     assert_eq!(files, want);
-    assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/2"), Some(2)));
+    let dynamic = m["dynamic_graphs"].as_array().unwrap();
+    assert_eq!(dynamic.len(), 2);
+    assert_eq!(dynamic[1]["inputs"][0]["dims"], serde_json::json!(["rows", 16]));
+    assert!(dynamic[1]["inputs"].as_array().unwrap().iter().any(|i| i["name"] == "time_mask"));
+    assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/3"), Some(3)));
+    assert_eq!(m["precisions"], serde_json::json!(["fp32"]));
+    assert_eq!(m["weights"], serde_json::json!([{"precision": "fp32", "file": "weights.fp32.bin"}]));
+    assert_eq!(m["variant"], "opset24");
     for g in m["profiles"].as_array().unwrap().iter().flat_map(|p| p["graphs"].as_array().unwrap()) {
         let (kind, rows, slots) = (
             g["bucket"]["kind"].as_str().unwrap(),
@@ -64,15 +73,17 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     assert_eq!(left.len(), 1, "{left:?}");
 }
 
-/// Every graph must be capturable as one static computation (a CUDA graph, a TensorRT engine): no control flow,
-/// no data-dependent shapes, no shape arithmetic at run time, fully static I/O.
+/// Every graph of both precisions must be capturable as one static computation (a CUDA graph, a TensorRT engine):
+/// no control flow, no data-dependent shapes, no shape arithmetic at run time, fully static I/O — and the
+/// shape-polymorphic graphs the same, except for their symbolic rows and slots.
 #[test]
 fn graphs_are_static_and_control_flow_free() {
     use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
     use prost::Message;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bundle");
-    export_fixture("tiny", &out);
+    export_fixture_with("tiny", &out, &["--precision", "fp32", "--precision", "fp16"]);
+    assert!(out.join("weights.fp16.bin").exists() && out.join("small.decode.n8.t25.fp16.onnx").exists());
     let forbidden = ["If", "Loop", "Scan", "NonZero", "Shape", "Size", "Range", "Unique", "TopK", "Compress"];
     for e in fs::read_dir(&out).unwrap() {
         let path = e.unwrap().path();
@@ -84,14 +95,18 @@ fn graphs_are_static_and_control_flow_free() {
         for n in &g.node {
             assert!(!forbidden.contains(&n.op_type.as_str()), "{path:?}: {} is a {}", n.name, n.op_type);
         }
+        // The shape-polymorphic graphs (TensorRT) have symbolic rows and slots and nothing else dynamic; every
+        // bucket's graph is fully static.
+        let dynamic = path.file_name().unwrap().to_string_lossy().starts_with("dynamic.");
         for vi in g.input.iter().chain(&g.output) {
             let Some(Ty::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.clone()) else { panic!() };
             for d in t.shape.unwrap().dim {
-                assert!(
-                    matches!(d.value, Some(Dim::DimValue(v)) if v > 0),
-                    "{path:?}: {} is not static",
-                    vi.name
-                );
+                let ok = match d.value {
+                    Some(Dim::DimValue(v)) => v > 0,
+                    Some(Dim::DimParam(p)) => dynamic && (p == "rows" || p == "slots"),
+                    None => false,
+                };
+                assert!(ok, "{path:?}: {} is not static", vi.name);
             }
         }
         // Every KV cache output has a cache input of the same name stem (the in-place contract).
@@ -132,13 +147,16 @@ fn onnx_python() -> String {
     p
 }
 
+/// Every variant the exporter writes: each fixture config at opset 24 (TensorScatter) in fp32 and fp16, and
+/// the opset-18 (ScatterND) variant in both precisions.
 #[test]
 fn every_graph_passes_onnx_full_check() {
     let py = onnx_python();
     let tmp = tempfile::tempdir().unwrap();
+    let both = ["--precision", "fp32", "--precision", "fp16"];
     for config in ["tiny", "tiny_spacefirst", "tiny_alltime", "tiny64"] {
         let out = tmp.path().join(config);
-        export_fixture(config, &out);
+        export_fixture_with(config, &out, &both);
         let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
         assert!(res.status.success(), "{config}: {}", String::from_utf8_lossy(&res.stderr));
         let graphs = fs::read_dir(&out)
@@ -148,11 +166,16 @@ fn every_graph_passes_onnx_full_check() {
         assert!(graphs > 4);
         assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), graphs);
     }
-    // The portable ScatterND variant too.
-    let out = tmp.path().join("scatternd");
-    export_fixture_with("tiny", &out, &["--cache-update", "scatter-nd"]);
+    // The opset-18 ScatterND variant for older runtimes, both precisions.
+    let out = tmp.path().join("opset18");
+    export_fixture_with("tiny", &out, &["--opset", "18", "--precision", "fp32", "--precision", "fp16"]);
     let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
-    assert!(res.status.success(), "scatter-nd: {}", String::from_utf8_lossy(&res.stderr));
+    assert!(res.status.success(), "opset 18: {}", String::from_utf8_lossy(&res.stderr));
+    let m = manifest(&out);
+    assert_eq!((m["variant"].as_str(), m["opset"].as_i64()), (Some("opset18"), Some(18)));
+    assert_eq!(m["cache_update"], "scatter_nd");
+    let err = totoc_err(&["export", "--checkpoint", "x", "--config", "y", "--out", "z", "--opset", "17"]);
+    assert!(err.contains("17 is not a supported opset: 24 (TensorScatter) or 18 (ScatterND)"), "{err}");
 }
 
 /// Exports a modified copy of the tiny checkpoint and expects a failure mentioning `needle`, with nothing written.
@@ -307,10 +330,11 @@ fn listed_buckets_replace_the_default_ladder_and_are_checked() {
     let mut names: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".onnx"))
+        .filter(|n| n.ends_with(".onnx") && !n.starts_with("dynamic."))
         .collect();
     names.sort();
     assert_eq!(names, ["own.decode.n1.t7.onnx", "own.decode.n8.t11.onnx", "own.prefill.n2.s8.onnx"]);
+    assert!(out.join("dynamic.prefill.onnx").exists() && out.join("dynamic.decode.onnx").exists());
     for (bad, needle) in [
         (
             good.replace("{rows: 2, context: 128}", "{rows: 2, context: 64}"),
@@ -340,7 +364,7 @@ fn listed_buckets_replace_the_default_ladder_and_are_checked() {
     }
 }
 
-/// A bundle from totoc 0.1 says which totoc made it and what to run.
+/// A bundle from an older totoc says which totoc made it and what to run.
 #[test]
 fn an_older_bundle_says_to_rebuild_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -360,6 +384,15 @@ fn an_older_bundle_says_to_rebuild_it() {
             && err.contains("rebuild it with `totoc export`"),
         "{err}"
     );
+    fs::write(dir.join("manifest.json"), r#"{"format": "totoc-export/2", "profiles": []}"#).unwrap();
+    let err = totoc_err(&[
+        "build-engine",
+        "--artifacts",
+        dir.to_str().unwrap(),
+        "--out",
+        tmp.path().join("e").to_str().unwrap(),
+    ]);
+    assert!(err.contains("totoc-export/2") && err.contains("before precisions"), "{err}");
     fs::write(dir.join("manifest.json"), r#"{"format": "totoc-engine/1"}"#).unwrap();
     let req = tmp.path().join("r.json");
     fs::write(&req, r#"{"target": [[1.0, 2.0]], "horizon": 4}"#).unwrap();

@@ -7,4 +7,5 @@ mod data;
 mod export;
 mod forecast;
 mod plot;
+mod precision;
 mod serve;

@@ -8,14 +8,16 @@ use exporter::bucket::Bucket;
 use exporter::config::ModelConfig;
 use exporter::graph::builder::{attribute, value_info, Attr};
 use exporter::manifest::{
-    file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION,
+    file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
+    BUNDLE_FORMAT_VERSION,
 };
 use exporter::pb::{
     tensor_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     ValueInfoProto,
 };
 use exporter::profile::Profile;
-use exporter::signature::{self, DType, GraphKind, TensorSig};
+use exporter::signature::{self, DType, GraphKind, IoTypes, Precision, TensorSig};
+use exporter::variant::OpsetVariant;
 use prost::Message;
 
 /// The ORT library for tests: the same search as `engines::runtime`; a missing library fails the test with the
@@ -243,8 +245,8 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
     let mut paths = vec!["weights.fp32.bin".to_string()];
     for bucket in synthetic_buckets() {
         let dims = bucket.dims(&cfg);
-        let ins = signature::inputs(&dims, DType::F32);
-        let outs = signature::outputs(&dims, DType::F32);
+        let ins = signature::inputs(&dims, IoTypes::F32);
+        let outs = signature::outputs(&dims, IoTypes::F32);
         let (n, k, h, s, dh) = (dims.rows, dims.components, dims.heads, dims.slots, dims.head_dim);
         let mut nodes = Vec::new();
         let mut inits = weights();
@@ -328,8 +330,9 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         graphs.push(GraphEntry {
             bucket,
             dims,
+            precision: Precision::Fp32,
             file,
-            memory_bytes: bucket.memory_bytes(&cfg),
+            memory_bytes: bucket.memory_bytes(&cfg, Precision::Fp32),
             inputs: ins,
             outputs: outs,
         });
@@ -341,10 +344,14 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         totoc_version: "0.0.0-test".into(),
         checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
         model: cfg,
-        precision: DType::F32,
+        variant: OpsetVariant::Opset24,
         opset: 24,
         cache_update: "tensor_scatter".into(),
+        precisions: vec![Precision::Fp32],
+        fp32_regions: Vec::new(),
+        weights: vec![WeightsEntry { precision: Precision::Fp32, file: "weights.fp32.bin".into() }],
         profiles: vec![ProfileEntry { profile, graphs }],
+        dynamic_graphs: Vec::new(),
         files: file_entries(dir, &paths).unwrap(),
     };
     std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();

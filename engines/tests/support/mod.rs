@@ -1,31 +1,88 @@
-//! Shared by the equivalence and sampling tests: export + build a fixture checkpoint for ONNX Runtime CPU.
+//! Shared by the equivalence, sampling and fp16 tests: export + build a fixture checkpoint for ONNX Runtime CPU.
+#![allow(dead_code)]
+
+pub mod ks;
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
 use engines::engine::{Engine, LoadOptions};
-use engines::engine_bundle::{build_engine, BuildOptions};
+use engines::engine_bundle::{build_engine, BuildOptions, GraphForm};
 use exporter::export::{export, ExportOptions};
-use exporter::graph::CacheUpdate;
+use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
+use exporter::signature::Precision;
+use exporter::variant::OpsetVariant;
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Exports and builds `config`'s fixture checkpoint; returns the loaded CPU engine.
-pub fn cpu_engine(config: &str, dir: &Path, cache_update: CacheUpdate) -> Engine {
+pub fn cpu_engine(config: &str, dir: &Path, variant: OpsetVariant) -> Engine {
+    cpu_engine_with(config, dir, variant, Precision::Fp32, Fp16Plan::DEFAULT)
+}
+
+/// [`cpu_engine`] of `precision` (fp16: the fp16 emulation engine, with `plan`'s fp32 regions).
+pub fn cpu_engine_with(
+    config: &str,
+    dir: &Path,
+    variant: OpsetVariant,
+    precision: Precision,
+    plan: Fp16Plan,
+) -> Engine {
+    cpu_engine_form(config, dir, variant, precision, plan, GraphForm::PerBucket)
+}
+
+/// [`cpu_engine_with`] with the buckets' sessions laid out as `form` (shared: the shape-polymorphic graphs a
+/// TensorRT engine is built from, one session per graph kind).
+pub fn cpu_engine_form(
+    config: &str,
+    dir: &Path,
+    variant: OpsetVariant,
+    precision: Precision,
+    plan: Fp16Plan,
+    form: GraphForm,
+) -> Engine {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
         profiles,
         out: bundle.clone(),
-        cache_update,
+        precisions: vec![precision],
+        variant,
+        fp16_plan: plan,
         force: false,
         golden: None,
     };
     export(&opts, &mut |_| {}).unwrap();
     let engine = dir.join("engine");
-    build_engine(&bundle, &Target::cpu(Some(1)), &engine, &BuildOptions::default(), &mut |_| {}).unwrap();
+    let opts = BuildOptions { precision: Some(precision), graphs: Some(form), ..BuildOptions::default() };
+    build_engine(&bundle, &Target::cpu(Some(1)), &engine, &opts, &mut |_| {}).unwrap();
     Engine::load(&engine, &LoadOptions::default()).unwrap()
+}
+
+/// Exports `config`'s fixture checkpoint once with fp32 and fp16 graphs (`plan`'s fp32 regions) and builds both
+/// CPU engines from it: the fp32 engine and the fp16 emulation engine.
+pub fn fp32_and_fp16_engines(config: &str, dir: &Path, plan: Fp16Plan) -> (Engine, Engine) {
+    let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
+    let bundle = dir.join("bundle");
+    let opts = ExportOptions {
+        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
+        profiles,
+        out: bundle.clone(),
+        precisions: vec![Precision::Fp32, Precision::Fp16],
+        variant: OpsetVariant::Opset24,
+        fp16_plan: plan,
+        force: false,
+        golden: None,
+    };
+    export(&opts, &mut |_| {}).unwrap();
+    let engine = |precision: Precision, name: &str| {
+        let out = dir.join(name);
+        let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
+        build_engine(&bundle, &Target::cpu(Some(1)), &out, &opts, &mut |_| {}).unwrap();
+        Engine::load(&out, &LoadOptions::default()).unwrap()
+    };
+    (engine(Precision::Fp32, "engine32"), engine(Precision::Fp16, "engine16"))
 }

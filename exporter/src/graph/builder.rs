@@ -2,24 +2,24 @@
 //!
 //! Names are scoped like checkpoint paths (`layers.3.attention.wQKV.MatMul`) so ONNX Runtime profiles and errors
 //! point at the Toto block and weight involved. Shape constants are deduplicated; weights go to a shared
-//! [`WeightStore`] (external data) so every graph of a bundle references one copy.
+//! [`WeightStore`] (external data) so every graph of a bundle references one copy per precision.
+//!
+//! Every value is typed as it is created ([`crate::graph::types`]): a node whose data inputs mix float types is an
+//! error at [`GraphBuilder::finish`], so an fp16 graph's fp32 regions begin and end only at explicit casts.
 
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
+use crate::graph::types::{output_type, same_type_inputs, ElemType};
 use crate::graph::weights::WeightStore;
 use crate::pb::{
     attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto,
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use crate::signature::{DType, TensorSig};
+use crate::signature::{DType, Dim, DynSig, TensorSig};
 
-/// ONNX opset of the default domain. 24 is the first with `TensorScatter` (the KV-cache write that TensorRT maps
-/// to its KV-cache update layer).
-pub const OPSET: i64 = 24;
-/// IR version that goes with opset 24 (onnx 1.19+).
-pub const IR_VERSION: i64 = 11;
+use crate::variant::OpsetVariant;
 
 /// An ONNX attribute value.
 pub enum Attr {
@@ -84,6 +84,27 @@ pub fn value_info(sig: &TensorSig) -> ValueInfoProto {
     }
 }
 
+/// Value info of a shape-polymorphic graph's input/output (symbolic dims as `dim_param`).
+pub fn value_info_dyn(sig: &DynSig) -> ValueInfoProto {
+    use tensor_shape_proto::dimension::Value;
+    let dims = sig
+        .dims
+        .iter()
+        .map(|d| tensor_shape_proto::Dimension {
+            value: Some(match d {
+                Dim::Fixed(n) => Value::DimValue(*n as i64),
+                Dim::Named(s) => Value::DimParam(s.clone()),
+            }),
+            denotation: String::new(),
+        })
+        .collect();
+    let mut vi = value_info(&TensorSig { name: sig.name.clone(), dtype: sig.dtype, shape: Vec::new() });
+    if let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.shape = Some(TensorShapeProto { dim: dims });
+    }
+    vi
+}
+
 /// Builds one graph.
 pub struct GraphBuilder<'w> {
     name: String,
@@ -95,10 +116,15 @@ pub struct GraphBuilder<'w> {
     scope: Vec<String>,
     counters: HashMap<String, usize>,
     weights: &'w mut WeightStore,
+    variant: OpsetVariant,
+    /// The element type of every value created so far.
+    types: HashMap<String, ElemType>,
+    /// Typing errors, reported by `finish` (ops return names, not results, to keep block code readable).
+    type_errors: Vec<String>,
 }
 
 impl<'w> GraphBuilder<'w> {
-    pub fn new(name: &str, weights: &'w mut WeightStore) -> Self {
+    pub fn new(name: &str, weights: &'w mut WeightStore, variant: OpsetVariant) -> Self {
         Self {
             name: name.to_string(),
             nodes: Vec::new(),
@@ -109,6 +135,53 @@ impl<'w> GraphBuilder<'w> {
             scope: Vec::new(),
             counters: HashMap::new(),
             weights,
+            variant,
+            types: HashMap::new(),
+            type_errors: Vec::new(),
+        }
+    }
+
+    /// The element type of value `name` (`None` for a name this builder did not create).
+    pub fn type_of(&self, name: &str) -> Option<ElemType> {
+        self.types.get(name).copied()
+    }
+
+    /// Types a new node's outputs from its inputs; records an error if the inputs mix float types or the op or
+    /// an input is unknown.
+    fn type_node(
+        &mut self,
+        node: &str,
+        op_type: &str,
+        inputs: &[&str],
+        outputs: &[String],
+        cast_to: Option<i64>,
+    ) {
+        let mut types = Vec::with_capacity(inputs.len());
+        for i in inputs {
+            match self.types.get(*i) {
+                Some(t) => types.push(*t),
+                None => {
+                    self.type_errors.push(format!("node {node} ({op_type}) reads `{i}`, which has no type"));
+                    return;
+                }
+            }
+        }
+        let same = same_type_inputs(op_type, inputs.len());
+        if let Some(first) = same.first().and_then(|&i| types.get(i)) {
+            if let Some(&k) = same.iter().find(|&&k| types.get(k).is_some_and(|t| t != first)) {
+                self.type_errors.push(format!(
+                    "node {node} ({op_type}) mixes {first:?} `{}` with {:?} `{}`: insert an explicit Cast",
+                    inputs[same[0]], types[k], inputs[k]
+                ));
+            }
+        }
+        match output_type(op_type, &types, cast_to) {
+            Some(t) => {
+                for o in outputs {
+                    self.types.insert(o.clone(), t);
+                }
+            }
+            None => self.type_errors.push(format!("node {node}: no typing rule for op {op_type}")),
         }
     }
 
@@ -138,11 +211,34 @@ impl<'w> GraphBuilder<'w> {
     /// Declares a graph input and returns its name.
     pub fn input(&mut self, sig: &TensorSig) -> String {
         self.inputs.push(value_info(sig));
+        self.types.insert(sig.name.clone(), sig.dtype.into());
         sig.name.clone()
+    }
+
+    /// Declares a shape-polymorphic graph input and returns its name.
+    pub fn input_dyn(&mut self, sig: &DynSig) -> String {
+        self.inputs.push(value_info_dyn(sig));
+        self.types.insert(sig.name.clone(), sig.dtype.into());
+        sig.name.clone()
+    }
+
+    /// Switches the declared outputs to `sigs`' symbolic shapes (same names, types checked as declared).
+    pub fn set_dynamic_outputs(&mut self, sigs: &[DynSig]) {
+        for (vi, sig) in self.outputs.iter_mut().zip(sigs) {
+            if vi.name == sig.name {
+                *vi = value_info_dyn(sig);
+            } else {
+                self.type_errors.push(format!("output {} declared where {} was expected", vi.name, sig.name));
+            }
+        }
     }
 
     /// Declares `value` as the graph output `sig.name` (renaming it through an Identity when needed).
     pub fn output(&mut self, value: &str, sig: &TensorSig) {
+        let want: ElemType = sig.dtype.into();
+        if let Some(t) = self.type_of(value).filter(|t| *t != want) {
+            self.type_errors.push(format!("output {} is declared {want:?} but computed as {t:?}", sig.name));
+        }
         if value != sig.name {
             self.nodes.push(NodeProto {
                 input: vec![value.to_string()],
@@ -166,6 +262,8 @@ impl<'w> GraphBuilder<'w> {
         let path = self.path();
         let base = if path.is_empty() { op_type.to_string() } else { format!("{path}.{op_type}") };
         let name = self.unique(base);
+        let cast_to = cast_target(&attrs);
+        self.type_node(&name, op_type, inputs, &[out.to_string()], cast_to);
         self.nodes.push(NodeProto {
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: vec![out.to_string()],
@@ -190,6 +288,8 @@ impl<'w> GraphBuilder<'w> {
         let name = self.unique(base);
         let outputs: Vec<String> =
             if n == 1 { vec![name.clone()] } else { (0..n).map(|i| format!("{name}:{i}")).collect() };
+        let cast_to = cast_target(&attrs);
+        self.type_node(&name, op_type, inputs, &outputs, cast_to);
         self.nodes.push(NodeProto {
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: outputs.clone(),
@@ -201,16 +301,17 @@ impl<'w> GraphBuilder<'w> {
         outputs
     }
 
-    fn constant(&mut self, dtype: DataType, dims: &[usize], raw: Vec<u8>) -> String {
+    fn constant(&mut self, dtype: ElemType, dims: &[usize], raw: Vec<u8>) -> String {
         let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-        let key = (dtype as i32, dims.clone(), raw);
+        let key = (dtype.onnx(), dims.clone(), raw);
         if let Some(name) = self.constant_ids.get(&key) {
             return name.clone();
         }
         let name = format!("const.{}", self.constants.len());
+        self.types.insert(name.clone(), dtype);
         self.constants.push(TensorProto {
             dims,
-            data_type: dtype as i32,
+            data_type: dtype.onnx(),
             name: name.clone(),
             raw_data: key.2.clone(),
             ..Default::default()
@@ -222,7 +323,7 @@ impl<'w> GraphBuilder<'w> {
     /// An int64 constant (shapes, axes, indices).
     pub fn const_i64(&mut self, dims: &[usize], values: &[i64]) -> String {
         debug_assert_eq!(dims.iter().product::<usize>(), values.len());
-        self.constant(DataType::Int64, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        self.constant(ElemType::I64, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
     /// A 1-D int64 constant, e.g. a Reshape target.
@@ -231,26 +332,52 @@ impl<'w> GraphBuilder<'w> {
         self.const_i64(&[v.len()], &v)
     }
 
-    /// A float constant in the graph's float type (f32 here; f16 graphs convert at write time).
-    pub fn const_f32(&mut self, dims: &[usize], values: &[f32]) -> String {
+    /// A float constant of type `dtype` (f16 values are rounded to nearest, ties to even).
+    pub fn const_float(&mut self, dtype: DType, dims: &[usize], values: &[f32]) -> String {
         debug_assert_eq!(dims.iter().product::<usize>(), values.len());
-        self.constant(DataType::Float, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        let raw = match dtype {
+            DType::F16 => values.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
+            _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        self.constant(dtype.into(), dims, raw)
+    }
+
+    /// An f32 constant.
+    pub fn const_f32(&mut self, dims: &[usize], values: &[f32]) -> String {
+        self.const_float(DType::F32, dims, values)
+    }
+
+    /// A scalar constant of type `dtype`.
+    pub fn scalar_of(&mut self, dtype: DType, v: f32) -> String {
+        self.const_float(dtype, &[], &[v])
     }
 
     /// A scalar f32 constant.
     pub fn scalar(&mut self, v: f32) -> String {
-        self.const_f32(&[], &[v])
+        self.scalar_of(DType::F32, v)
     }
 
-    /// A weight tensor (external data, stored once per bundle). `make` runs only the first time `name` is seen.
+    /// A weight tensor stored as `dtype` (external data, stored once per weight file). `make` computes its f32
+    /// values and runs only the first time `name` is seen.
     pub fn weight(
         &mut self,
         name: &str,
         dims: &[usize],
+        dtype: DType,
         make: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<String> {
-        self.weights.add(name, dims, make)?;
+        self.weights.add(name, dims, dtype, make)?;
+        self.types.insert(name.to_string(), dtype.into());
         Ok(name.to_string())
+    }
+
+    /// `x` converted to `to` (nothing when it already has that type).
+    pub fn cast(&mut self, x: &str, to: DType) -> String {
+        if self.type_of(x) == Some(to.into()) {
+            return x.to_string();
+        }
+        let to: ElemType = to.into();
+        self.op("Cast", &[x], vec![("to", Attr::Int(to.onnx() as i64))])
     }
 
     // --- shorthands for the ops the Toto graph uses
@@ -289,16 +416,23 @@ impl<'w> GraphBuilder<'w> {
         self.op("Add", &[&y, bias], vec![])
     }
 
-    /// Finishes the graph into a model.
+    /// Finishes the graph into a model; fails on the first typing error.
     pub fn finish(self, doc: &str, metadata: &[(&str, String)]) -> Result<ModelProto> {
         if self.outputs.is_empty() {
             return Err(Error::Graph { graph: self.name, message: "graph has no outputs".into() });
         }
+        if let Some(e) = self.type_errors.first() {
+            let more = match self.type_errors.len() {
+                1 => String::new(),
+                n => format!(" (and {} more typing errors)", n - 1),
+            };
+            return Err(Error::Graph { graph: self.name, message: format!("{e}{more}") });
+        }
         let mut initializer = self.constants;
         initializer.extend(self.weights.references(&used_inputs(&self.nodes)));
         Ok(ModelProto {
-            ir_version: IR_VERSION,
-            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: OPSET }],
+            ir_version: self.variant.ir_version(),
+            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: self.variant.opset() }],
             producer_name: "totoc".into(),
             producer_version: env!("CARGO_PKG_VERSION").into(),
             doc_string: doc.into(),
@@ -319,6 +453,48 @@ impl<'w> GraphBuilder<'w> {
     }
 }
 
+/// A `Cast` node's `to` attribute.
+fn cast_target(attrs: &[(&str, Attr)]) -> Option<i64> {
+    attrs.iter().find_map(|(k, v)| match (k, v) {
+        (&"to", Attr::Int(t)) => Some(*t),
+        _ => None,
+    })
+}
+
 fn used_inputs(nodes: &[NodeProto]) -> std::collections::BTreeSet<String> {
     nodes.iter().flat_map(|n| n.input.iter().cloned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::DType;
+
+    fn sig(name: &str, dtype: DType) -> TensorSig {
+        TensorSig { name: name.into(), dtype, shape: vec![2] }
+    }
+
+    #[test]
+    fn mixed_float_types_are_refused_and_casts_type_their_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = WeightStore::create(&dir.path().join("w.bin"), "w.bin").unwrap();
+        let mut g = GraphBuilder::new("t", &mut w, OpsetVariant::Opset24);
+        let a = g.input(&sig("a", DType::F16));
+        let b = g.weight("b", &[2], DType::F32, || Ok(vec![1.0, 2.0])).unwrap();
+        let bad = g.binary("Add", &a, &b);
+        g.output(&bad, &sig("y", DType::F16));
+        let e = g.finish("", &[]).unwrap_err().to_string();
+        assert!(e.contains("mixes F16 `a` with F32 `b`") && e.contains("explicit Cast"), "{e}");
+
+        let mut g = GraphBuilder::new("t", &mut w, OpsetVariant::Opset24);
+        let a = g.input(&sig("a", DType::F16));
+        let a32 = g.cast(&a, DType::F32);
+        assert_eq!(g.type_of(&a32), Some(ElemType::F32));
+        assert_eq!(g.cast(&a32, DType::F32), a32, "a cast to the same type is no node");
+        let b = g.weight("b", &[2], DType::F32, || unreachable!("stored once")).unwrap();
+        let y = g.binary("Add", &a32, &b);
+        g.output(&y, &sig("y", DType::F16));
+        let e = g.finish("", &[]).unwrap_err().to_string();
+        assert!(e.contains("output y is declared F16 but computed as F32"), "{e}");
+    }
 }

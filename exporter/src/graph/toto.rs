@@ -7,12 +7,17 @@
 //! components, T = KV cache slots. toto-ts keeps series and variates as separate axes `[B, V, …]`; here they are
 //! one row axis, and the space-wise layers attend across rows of equal `group_id` instead of across the V axis —
 //! the same attention, with the grouping given by the host.
+//!
+//! Every block is written once for both precisions: each computes in the float type [`FloatTypes`] gives its
+//! part of the model (fp32 everywhere in an fp32 graph; fp16 with the fp32 regions of
+//! [`crate::graph::precision`] in an fp16 graph), entering and leaving a region through explicit casts.
 
 use crate::checkpoint::Checkpoint;
 use crate::config::LayerKind;
 use crate::error::Result;
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::signature::{self, DType, GraphDims, GraphKind};
+use crate::graph::precision::{FloatTypes, Fp16Plan};
+use crate::signature::{self, DType, GraphDims, GraphKind, Precision};
 
 /// RMSNorm epsilon, hard-coded in `toto/model/util.py`.
 const RMS_EPS: f32 = 1e-8;
@@ -23,8 +28,8 @@ const F32_EPS: f32 = f32::EPSILON;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheUpdate {
-    /// ONNX `TensorScatter` (opset 24): one op per cache with per-row write indices. TensorRT lowers it to its
-    /// KV-cache update layer, and ONNX Runtime updates in place when the output is bound to the input buffer.
+    /// ONNX `TensorScatter` (opset 24): one op per cache with per-row write indices. TensorRT (10.15+) lowers it
+    /// to its KV-cache update layer, and ONNX Runtime updates in place when the output is bound to the input.
     TensorScatter,
     /// ONNX `ScatterND` with computed `(row, head, slot)` indices: the portable form for runtimes without
     /// opset 24.
@@ -40,6 +45,25 @@ impl CacheUpdate {
     }
 }
 
+/// What kind of graph to build besides its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphOptions {
+    pub precision: Precision,
+    /// The fp32 regions of an fp16 graph (ignored for fp32).
+    pub plan: Fp16Plan,
+    pub cache_update: CacheUpdate,
+    /// Build the shape-polymorphic variant (rows and slots symbolic, the time mask an input; see
+    /// [`dynamic_graph`]) instead of one bucket's static graph.
+    pub symbolic: bool,
+}
+
+impl GraphOptions {
+    /// The graph's input and output signature types.
+    pub fn io(&self) -> signature::IoTypes {
+        FloatTypes::new(self.precision, &self.plan).io()
+    }
+}
+
 /// Per-call values shared by all layers.
 struct Ctx {
     kind: GraphKind,
@@ -50,6 +74,8 @@ struct Ctx {
     s: usize,
     embed: usize,
     mlp: usize,
+    /// Float type of each part of the model.
+    ft: FloatTypes,
     /// Rotary tables as `[N, 1, S, Dh]`: cos, sin, query scale, key scale.
     rope: [String; 4],
     /// Additive time-wise mask: `[S, S]` causal at prefill, `[N, 1, 1, T]` key mask at decode.
@@ -57,33 +83,55 @@ struct Ctx {
     /// Additive space-wise mask `[N, N]` from the row group ids.
     space_mask: String,
     cache_update: CacheUpdate,
+    /// Rows and slots are symbolic: reshapes copy those dims (`0`) instead of naming them.
+    symbolic: bool,
+}
+
+impl Ctx {
+    /// `x` reshaped to `dims`; in a shape-polymorphic graph the first `keep` dims (rows/slots, equal in `x` and
+    /// the result) are copied from `x` (`0`) rather than spelled out.
+    fn reshape(&self, g: &mut GraphBuilder, x: &str, dims: &[usize], keep: usize) -> String {
+        if !self.symbolic {
+            return g.reshape(x, dims);
+        }
+        let v: Vec<i64> =
+            dims.iter().enumerate().map(|(i, &d)| if i < keep { 0 } else { d as i64 }).collect();
+        let shape = g.const_i64(&[v.len()], &v);
+        g.op("Reshape", &[x, &shape], vec![])
+    }
 }
 
 /// Builds the graph of one bucket (prefill or decode, `d.rows` rows, `d.slots` slots).
-pub fn toto_graph(
-    g: &mut GraphBuilder,
-    ckpt: &Checkpoint,
-    d: &GraphDims,
-    cache_update: CacheUpdate,
-) -> Result<()> {
+pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: &GraphOptions) -> Result<()> {
     let cfg = &ckpt.config;
     let kind = d.kind;
     let (n, s) = (d.rows, d.step_slots());
-    let ins = signature::inputs(d, DType::F32);
-    let outs = signature::outputs(d, DType::F32);
-    for t in &ins {
-        g.input(t);
+    let ft = FloatTypes::new(opts.precision, &opts.plan);
+    let ins = signature::inputs(d, ft.io());
+    let outs = signature::outputs(d, ft.io());
+    let dynamic = opts.symbolic.then(|| signature::dynamic_signature(cfg, kind, ft.io(), ft.softmax));
+    match &dynamic {
+        Some((dyn_ins, _)) => dyn_ins.iter().for_each(|t| {
+            g.input_dyn(t);
+        }),
+        None => ins.iter().for_each(|t| {
+            g.input(t);
+        }),
     }
 
-    let patches = match kind {
-        GraphKind::Prefill => signature::PATCHES.to_string(),
-        GraphKind::Decode => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
+    let patches = match (kind, opts.symbolic) {
+        (GraphKind::Prefill, _) => signature::PATCHES.to_string(),
+        (GraphKind::Decode, false) => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
+        (GraphKind::Decode, true) => g.unsqueeze(signature::PATCHES, &[1]),
     };
-    let rope = rope_tables(g, d, s)?;
-    let space_mask = space_mask(g);
-    let time_mask = match kind {
-        GraphKind::Prefill => causal_mask(g, s),
-        GraphKind::Decode => decode_key_mask(g, d),
+    let rope = rope_tables(g, d, s, opts.symbolic)?;
+    let space_mask = space_mask(g, ft.softmax);
+    let time_mask = match (kind, opts.symbolic) {
+        (GraphKind::Prefill, false) => causal_mask(g, s, ft.softmax),
+        (GraphKind::Decode, false) => decode_key_mask(g, d, ft.softmax),
+        // the host's mask: `[S, S]` broadcasts over rows and heads as the constant does; `[N, T]` → `[N, 1, 1, T]`
+        (GraphKind::Prefill, true) => signature::TIME_MASK.to_string(),
+        (GraphKind::Decode, true) => g.unsqueeze(signature::TIME_MASK, &[1, 2]),
     };
     let ctx = Ctx {
         kind,
@@ -92,13 +140,16 @@ pub fn toto_graph(
         s,
         embed: cfg.embed_dim,
         mlp: cfg.mlp_hidden_dim,
+        ft,
         rope,
         time_mask,
         space_mask,
-        cache_update,
+        cache_update: opts.cache_update,
+        symbolic: opts.symbolic,
     };
 
-    let mut x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
+    let x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
+    let mut x = g.cast(&x, ft.residual);
     let mut time_index = 0;
     for (i, layer_kind) in cfg.layer_kinds().into_iter().enumerate() {
         x = g.scoped(format!("layers.{i}"), |g| layer(g, ckpt, &x, layer_kind, time_index, &ctx))?;
@@ -109,74 +160,104 @@ pub fn toto_graph(
     let last = last_patch(g, &x, &ctx);
     let mixture = output_head(g, ckpt, &last, &ctx)?;
     for (value, out) in mixture.iter().zip(&outs) {
-        g.output(value, out);
+        let value = g.cast(value, out.dtype);
+        g.output(&value, out);
     }
     for out in &outs[signature::MIXTURE_OUTPUTS.len()..] {
         // The cache tensors were produced under their output names by `attention_time`.
         g.output(&out.name, out);
     }
+    if let Some((_, dyn_outs)) = &dynamic {
+        g.set_dynamic_outputs(dyn_outs);
+    }
     Ok(())
 }
 
+/// The shape-polymorphic graph of `kind` (for TensorRT): the same computation as every bucket's static graph, with
+/// rows and slots symbolic (`rows`, `slots`) and the time-wise mask a host input ([`signature::TIME_MASK`]), so
+/// one TensorRT engine — and one copy of the weights on the GPU — serves every bucket of that kind. It uses no
+/// `Shape`, `Range`, `If` or `Loop`: reshapes copy the symbolic dims (`0`), the last context slot is a
+/// `GatherND` over `last_index`, and only `TensorScatter` writes the cache (`ScatterND` would need indices of
+/// the row count).
+pub fn dynamic_graph(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    kind: GraphKind,
+    opts: &GraphOptions,
+) -> Result<()> {
+    if opts.cache_update != CacheUpdate::TensorScatter {
+        return Err(crate::error::Error::Graph {
+            graph: "dynamic".into(),
+            message: "shape-polymorphic graphs write the cache with TensorScatter (opset 24) only".into(),
+        });
+    }
+    let d = signature::symbolic_dims(&ckpt.config, kind);
+    toto_graph(g, ckpt, &d, &GraphOptions { symbolic: true, ..*opts })
+}
+
 /// Host rotary tables `[N, S, Dh]` (decode: `[N, Dh]`) → `[N, 1, S, Dh]`, plus the key scale `1/xpos`
-/// (rotary-embedding-torch applies `scale ** -1` to keys).
-fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize) -> Result<[String; 4]> {
+/// (rotary-embedding-torch applies `scale ** -1` to keys); in the tables' own type.
+fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize, symbolic: bool) -> Result<[String; 4]> {
     let mut out = Vec::new();
     for name in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE] {
-        out.push(g.reshape(name, &[d.rows, 1, s, d.head_dim]));
+        out.push(match (symbolic, d.kind) {
+            (false, _) => g.reshape(name, &[d.rows, 1, s, d.head_dim]),
+            (true, GraphKind::Prefill) => g.unsqueeze(name, &[1]),
+            (true, GraphKind::Decode) => g.unsqueeze(name, &[1, 2]),
+        });
     }
     let k_scale = g.op("Reciprocal", &[&out[2]], vec![]);
     Ok([out[0].clone(), out[1].clone(), out[2].clone(), k_scale])
 }
 
-/// Space-wise attention mask `[N, N]`: rows attend to rows with the same group id (`make_batched_block_mask`
-/// within one series; the host makes ids of different series and sample paths differ).
-fn space_mask(g: &mut GraphBuilder) -> String {
+/// Space-wise attention mask `[N, N]` (additive, type `ft`): rows attend to rows with the same group id
+/// (`make_batched_block_mask` within one series; the host makes ids of different series and sample paths differ).
+fn space_mask(g: &mut GraphBuilder, ft: DType) -> String {
     g.scoped("space_mask", |g| {
         let a = g.unsqueeze(signature::GROUP_ID, &[1]);
         let c = g.unsqueeze(signature::GROUP_ID, &[0]);
         let same = g.binary("Equal", &a, &c);
-        let zero = g.scalar(0.0);
-        let ninf = g.scalar(f32::NEG_INFINITY);
+        let zero = g.scalar_of(ft, 0.0);
+        let ninf = g.scalar_of(ft, f32::NEG_INFINITY);
         g.op("Where", &[&same, &zero, &ninf], vec![])
     })
 }
 
 /// Prefill: plain causal mask over the context slots (toto-ts uses `is_causal=True` at offset 0). Padded slots
 /// past a row's context come after its real ones, so causality alone keeps them out of every real query.
-fn causal_mask(g: &mut GraphBuilder, s: usize) -> String {
+fn causal_mask(g: &mut GraphBuilder, s: usize, ft: DType) -> String {
     let mut m = vec![0f32; s * s];
     for i in 0..s {
         for j in i + 1..s {
             m[i * s + j] = f32::NEG_INFINITY;
         }
     }
-    g.const_f32(&[s, s], &m)
+    g.const_float(ft, &[s, s], &m)
 }
 
 /// Decode: keys at slots `≤ write_pos` are visible (cached context + decoded patches + the new one); returns the
 /// additive mask `[N, 1, 1, T]`.
-fn decode_key_mask(g: &mut GraphBuilder, d: &GraphDims) -> String {
+fn decode_key_mask(g: &mut GraphBuilder, d: &GraphDims, ft: DType) -> String {
     g.scoped("key_mask", |g| {
         let t = d.slots;
         let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
         let pos = g.unsqueeze(signature::WRITE_POS, &[1]);
         let visible = g.binary("LessOrEqual", &slots, &pos);
-        let zero = g.scalar(0.0);
-        let ninf = g.scalar(f32::NEG_INFINITY);
+        let zero = g.scalar_of(ft, 0.0);
+        let ninf = g.scalar_of(ft, f32::NEG_INFINITY);
         let m = g.op("Where", &[&visible, &zero, &ninf], vec![]);
         g.reshape(&m, &[d.rows, 1, 1, t])
     })
 }
 
 /// `PatchEmbedding` (`embedding.py`): `Linear(P → D)` over each patch. `[N, S, P]` → `[N, S, D]`.
-fn patch_embed(g: &mut GraphBuilder, ckpt: &Checkpoint, patches: &str, _ctx: &Ctx) -> Result<String> {
-    let (w, b) = linear_weights(g, ckpt, "model.patch_embed.projection", None)?;
+fn patch_embed(g: &mut GraphBuilder, ckpt: &Checkpoint, patches: &str, ctx: &Ctx) -> Result<String> {
+    let (w, b) = linear_weights(g, ckpt, "model.patch_embed.projection", None, ctx.ft.act)?;
     Ok(g.linear(patches, &w, &b))
 }
 
 /// One pre-norm transformer layer (`transformer.py` `TransformerLayer.forward`):
-/// `h = x + Attn(RMSNorm1(x)); out = h + MLP(RMSNorm2(h))`.
+/// `h = x + Attn(RMSNorm1(x)); out = h + MLP(RMSNorm2(h))`. `x` and the result are in the residual type.
 fn layer(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
@@ -186,29 +267,36 @@ fn layer(
     ctx: &Ctx,
 ) -> Result<String> {
     let prefix = format!("model.transformer.{}", g.path());
-    let h = g.scoped("norm1", |g| rms_norm(g, ckpt, &format!("{prefix}.norm1.scale"), x))?;
+    let res = ctx.ft.residual;
+    let h = g.scoped("norm1", |g| rms_norm(g, ckpt, &format!("{prefix}.norm1.scale"), x, ctx))?;
     let a = g.scoped("attention", |g| match kind {
         LayerKind::Time => attention_time(g, ckpt, &format!("{prefix}.attention"), &h, time_index, ctx),
         LayerKind::Space => attention_space(g, ckpt, &format!("{prefix}.attention"), &h, ctx),
     })?;
+    let a = g.cast(&a, res);
     let x = g.binary("Add", x, &a);
-    let h = g.scoped("norm2", |g| rms_norm(g, ckpt, &format!("{prefix}.norm2.scale"), &x))?;
+    let h = g.scoped("norm2", |g| rms_norm(g, ckpt, &format!("{prefix}.norm2.scale"), &x, ctx))?;
     let m = g.scoped("mlp", |g| swiglu_mlp(g, ckpt, &format!("{prefix}.mlp"), &h, ctx))?;
+    let m = g.cast(&m, res);
     Ok(g.binary("Add", &x, &m))
 }
 
-/// `RMSNorm` (`util.py`): `x / sqrt(mean(x², -1) + 1e-8) · scale`, op for op as the torch fallback.
-fn rms_norm(g: &mut GraphBuilder, ckpt: &Checkpoint, scale_name: &str, x: &str) -> Result<String> {
+/// `RMSNorm` (`util.py`): `x / sqrt(mean(x², -1) + 1e-8) · scale`, op for op as the torch fallback, computed in
+/// the norm's type (its scale stored in that type) and returned in the activations' type.
+fn rms_norm(g: &mut GraphBuilder, ckpt: &Checkpoint, scale_name: &str, x: &str, ctx: &Ctx) -> Result<String> {
+    let nt = ctx.ft.norm;
     let d = ckpt.tensor(scale_name)?.shape.to_vec();
-    let scale = g.weight(scale_name, &d, || Ok(ckpt.tensor(scale_name)?.to_f32_vec()))?;
-    let sq = g.binary("Mul", x, x);
+    let scale = g.weight(scale_name, &d, nt, || Ok(ckpt.tensor(scale_name)?.to_f32_vec()))?;
+    let x = g.cast(x, nt);
+    let sq = g.binary("Mul", &x, &x);
     let axes = g.const_i64(&[1], &[-1]);
     let mean = g.op("ReduceMean", &[&sq, &axes], vec![("keepdims", Attr::Int(1))]);
-    let eps = g.scalar(RMS_EPS);
+    let eps = g.scalar_of(nt, RMS_EPS);
     let var = g.binary("Add", &mean, &eps);
     let rms = g.op("Sqrt", &[&var], vec![]);
-    let normed = g.binary("Div", x, &rms);
-    Ok(g.binary("Mul", &normed, &scale))
+    let normed = g.binary("Div", &x, &rms);
+    let y = g.binary("Mul", &normed, &scale);
+    Ok(g.cast(&y, ctx.ft.act))
 }
 
 /// Query/key/value projections of `wQKV`, split into three `[…, D]` values. The checkpoint's output channels are
@@ -224,35 +312,42 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
             which * dm + dd * h + head
         })
         .collect();
-    let (w, b) = g.scoped("wQKV", |g| linear_weights(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm)))?;
+    let (w, b) =
+        g.scoped("wQKV", |g| linear_weights(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), ctx.ft.act))?;
     let y = g.scoped("wQKV", |g| g.linear(x, &w, &b));
     Ok(g.split(&y, -1, &[dm, dm, dm]))
 }
 
 /// Rotary + xPos on `[N, H, S, Dh]` exactly as rotary-embedding-torch 0.8.6 `apply_rotary_emb`:
-/// `(t·cos·scale) + (rotate_half(t)·sin·scale)` with adjacent pairs rotated.
+/// `(t·cos·scale) + (rotate_half(t)·sin·scale)` with adjacent pairs rotated; in the tables' type.
 fn apply_rope(g: &mut GraphBuilder, t: &str, scale: &str, ctx: &Ctx) -> String {
     let (n, h, s, dh) = (ctx.n, ctx.d.heads, ctx.s, ctx.d.head_dim);
-    let pairs = g.reshape(t, &[n, h, s, dh / 2, 2]);
+    let t = &g.cast(t, ctx.ft.rope);
+    let pairs = ctx.reshape(g, t, &[n, h, s, dh / 2, 2], 3);
     let halves = g.split(&pairs, -1, &[1, 1]);
     let neg = g.op("Neg", &[&halves[1]], vec![]);
     let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
-    let rot = g.reshape(&rot, &[n, h, s, dh]);
+    let rot = ctx.reshape(g, &rot, &[n, h, s, dh], 3);
     let (cos, sin) = (ctx.rope[0].clone(), ctx.rope[1].clone());
     let a = g.binary("Mul", t, &cos);
     let a = g.binary("Mul", &a, scale);
     let r = g.binary("Mul", &rot, &sin);
     let r = g.binary("Mul", &r, scale);
-    g.binary("Add", &a, &r)
+    let y = g.binary("Add", &a, &r);
+    g.cast(&y, ctx.ft.act)
 }
 
-/// Scaled dot-product attention over the last two axes with an additive mask (SDPA's default scale 1/√Dh).
-fn sdpa(g: &mut GraphBuilder, q: &str, k_t: &str, v: &str, mask: &str, head_dim: usize) -> String {
+/// Scaled dot-product attention over the last two axes with an additive mask (SDPA's default scale 1/√Dh). The
+/// two matmuls run in the activations' type, scale + mask + softmax in the softmax type.
+fn sdpa(g: &mut GraphBuilder, q: &str, k_t: &str, v: &str, mask: &str, ctx: &Ctx) -> String {
+    let st = ctx.ft.softmax;
     let scores = g.binary("MatMul", q, k_t);
-    let scale = g.scalar(1.0 / (head_dim as f32).sqrt());
+    let scores = g.cast(&scores, st);
+    let scale = g.scalar_of(st, 1.0 / (ctx.d.head_dim as f32).sqrt());
     let scores = g.binary("Mul", &scores, &scale);
     let scores = g.binary("Add", &scores, mask);
     let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+    let p = g.cast(&p, ctx.ft.act);
     g.binary("MatMul", &p, v)
 }
 
@@ -270,7 +365,7 @@ fn attention_time(
     let (n, s, h, dh) = (ctx.n, ctx.s, ctx.d.heads, ctx.d.head_dim);
     let qkv = qkv(g, ckpt, prefix, x, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[n, s, h, dh]);
+        let y = ctx.reshape(g, y, &[n, s, h, dh], 2);
         g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
@@ -297,10 +392,10 @@ fn attention_time(
         }
     };
     let k_t = g.transpose(&k_all, &[0, 1, 3, 2]);
-    let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), dh);
+    let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
-    let o = g.reshape(&o, &[n, s, h * dh]);
-    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
+    let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
+    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
 
@@ -342,29 +437,30 @@ fn attention_space(
     let xt = g.transpose(x, &[1, 0, 2]);
     let qkv = qkv(g, ckpt, prefix, &xt, ctx)?;
     let heads = |g: &mut GraphBuilder, y: &str| {
-        let y = g.reshape(y, &[s, n, h, dh]);
+        let y = ctx.reshape(g, y, &[s, n, h, dh], 2);
         g.transpose(&y, &[0, 2, 1, 3])
     };
     let q = heads(g, &qkv[0]);
     let k = heads(g, &qkv[1]);
     let val = heads(g, &qkv[2]);
     let k_t = g.transpose(&k, &[0, 1, 3, 2]);
-    let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), dh);
+    let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
-    let o = g.reshape(&o, &[n, s, h * dh]);
-    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None))?;
+    let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
+    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
     Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
 }
 
 /// SwiGLU MLP (`feed_forward.py`): `Linear(D → 2M)`, gate = first half, `silu(gate)·val`, `Linear(M → D)`.
 fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
-    let (w1, b1) = g.scoped("0", |g| linear_weights(g, ckpt, &format!("{prefix}.0"), None))?;
+    let act = ctx.ft.act;
+    let (w1, b1) = g.scoped("0", |g| linear_weights(g, ckpt, &format!("{prefix}.0"), None, act))?;
     let y = g.scoped("0", |g| g.linear(x, &w1, &b1));
     let parts = g.split(&y, -1, &[ctx.mlp, ctx.mlp]);
     let sig = g.op("Sigmoid", &[&parts[0]], vec![]);
     let silu = g.binary("Mul", &parts[0], &sig);
     let z = g.binary("Mul", &silu, &parts[1]);
-    let (w2, b2) = g.scoped("2", |g| linear_weights(g, ckpt, &format!("{prefix}.2"), None))?;
+    let (w2, b2) = g.scoped("2", |g| linear_weights(g, ckpt, &format!("{prefix}.2"), None, act))?;
     Ok(g.scoped("2", |g| g.linear(&z, &w2, &b2)))
 }
 
@@ -372,9 +468,14 @@ fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ct
 /// row), the only slot at decode. `[N, S, D]` → `[N, D]`.
 fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
     let (n, s, dm) = (ctx.n, ctx.s, ctx.embed);
-    match ctx.kind {
-        GraphKind::Decode => g.reshape(x, &[n, dm]),
-        GraphKind::Prefill => g.scoped("last_patch", |g| {
+    match (ctx.kind, ctx.symbolic) {
+        (GraphKind::Decode, _) => ctx.reshape(g, x, &[n, dm], 1),
+        // one gather per row at its own last slot, whatever the row count
+        (GraphKind::Prefill, true) => g.scoped("last_patch", |g| {
+            let idx = g.unsqueeze(signature::LAST_INDEX, &[1]);
+            g.op("GatherND", &[x, &idx], vec![("batch_dims", Attr::Int(1))])
+        }),
+        (GraphKind::Prefill, false) => g.scoped("last_patch", |g| {
             // A flat Gather keeps the selection exact (a one-hot MatMul would turn inf·0 into NaN).
             let flat = g.reshape(x, &[n * s, dm]);
             let base: Vec<i64> = (0..n as i64).map(|r| r * s as i64).collect();
@@ -386,26 +487,30 @@ fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
 }
 
 /// `unembed` + `MixtureOfStudentTsOutput` (`backbone.py`, `distribution.py`) for one patch: `[N, D]` →
-/// df, loc, scale, weights `[N, P, K]`. The four component heads run as one MatMul over their concatenated
-/// weights (each output column is computed exactly as by its own Linear).
+/// df, loc, scale, weights `[N, P, K]` (in the head's type; the caller casts the outputs to f32). The four
+/// component heads run as one MatMul over their concatenated weights (each output column is computed exactly as
+/// by its own Linear).
 fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> Result<[String; 4]> {
     let (n, p, k, dm) = (ctx.n, ctx.d.patch, ctx.d.components, ctx.embed);
-    let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None))?;
-    let u = g.scoped("unembed", |g| g.linear(h, &wu, &bu));
+    let (ut, ht) = (ctx.ft.unembed, ctx.ft.head);
+    let h = g.cast(h, ut);
+    let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None, ut))?;
+    let u = g.scoped("unembed", |g| g.linear(&h, &wu, &bu));
     // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
-    let u = g.reshape(&u, &[n, p, dm]);
+    let u = ctx.reshape(g, &u, &[n, p, dm], 1);
+    let u = g.cast(&u, ht);
     g.scoped("output_distribution", |g| {
         let heads = ["df", "loc_proj", "scale_proj", "mixture_weights"];
         let wname = "model.output_distribution.heads.weight_t";
         let bname = "model.output_distribution.heads.bias";
-        g.weight(wname, &[dm, 4 * k], || {
+        g.weight(wname, &[dm, 4 * k], ht, || {
             let mut rows = Vec::with_capacity(4 * k * dm);
             for hd in heads {
                 rows.extend(ckpt.tensor(&format!("model.output_distribution.{hd}.weight"))?.to_f32_vec());
             }
             Ok(transpose(&rows, 4 * k, dm))
         })?;
-        g.weight(bname, &[4 * k], || {
+        g.weight(bname, &[4 * k], ht, || {
             let mut all = Vec::with_capacity(4 * k);
             for hd in heads {
                 all.extend(ckpt.tensor(&format!("model.output_distribution.{hd}.bias"))?.to_f32_vec());
@@ -414,8 +519,8 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
         })?;
         let y = g.linear(&u, wname, bname);
         let parts = g.split(&y, -1, &[k, k, k, k]);
-        let eps = g.scalar(F32_EPS);
-        let two = g.scalar(2.0);
+        let eps = g.scalar_of(ht, F32_EPS);
+        let two = g.scalar_of(ht, 2.0);
         let sp = g.op("Softplus", &[&parts[0]], vec![]);
         let sp = g.binary("Max", &sp, &eps);
         let df = g.binary("Add", &two, &sp);
@@ -426,26 +531,27 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
     })
 }
 
-/// Stores `{prefix}.weight` transposed to `[in, out]` (rows permuted first if asked) and `{prefix}.bias`, and
-/// returns their initializer names.
+/// Stores `{prefix}.weight` transposed to `[in, out]` (rows permuted first if asked) and `{prefix}.bias` as
+/// `dtype`, and returns their initializer names.
 fn linear_weights(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
     prefix: &str,
     row_perm: Option<&[usize]>,
+    dtype: DType,
 ) -> Result<(String, String)> {
     let w = ckpt.tensor(&format!("{prefix}.weight"))?;
     let (out, inp) = (w.shape[0], w.shape[1]);
     let wname = format!("{prefix}.weight_t");
     let bname = format!("{prefix}.bias");
-    g.weight(&wname, &[inp, out], || {
+    g.weight(&wname, &[inp, out], dtype, || {
         let mut rows = w.to_f32_vec();
         if let Some(perm) = row_perm {
             rows = permute_rows(&rows, perm, inp);
         }
         Ok(transpose(&rows, out, inp))
     })?;
-    g.weight(&bname, &[out], || {
+    g.weight(&bname, &[out], dtype, || {
         let mut bias = ckpt.tensor(&bname)?.to_f32_vec();
         if let Some(perm) = row_perm {
             bias = permute_rows(&bias, perm, 1);

@@ -16,7 +16,7 @@
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
 use crate::graph::toto::CacheUpdate;
-use crate::signature::{k_cache, v_cache};
+use crate::signature::{k_cache, v_cache, DType};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
@@ -526,7 +526,9 @@ impl FoldedLinear {
     }
 
     fn store_weight(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint) -> Result<String> {
-        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], || self.weight(ckpt))
+        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], DType::F32, || {
+            self.weight(ckpt)
+        })
     }
 
     /// `x·Wᵀ + b`.
@@ -535,7 +537,7 @@ impl FoldedLinear {
         if !self.has_bias {
             return Ok(y);
         }
-        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], || {
+        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], DType::F32, || {
             Ok(self.bias(ckpt)?.iter().map(|&v| v as f32).collect())
         })?;
         Ok(g.binary("Add", &y, &b))
@@ -557,7 +559,7 @@ impl FoldedLinear {
     ) -> Result<String> {
         let y = self.wire_no_bias(g, ckpt, x)?;
         let name = format!("{}.bias.folded+{}.bias", self.prefix, other.prefix);
-        let b = g.weight(&name, &[self.out], || {
+        let b = g.weight(&name, &[self.out], DType::F32, || {
             let (a, b) = (self.bias(ckpt)?, other.bias(ckpt)?);
             Ok(a.iter().zip(&b).map(|(x, y)| (x + y) as f32).collect())
         })?;

@@ -3,6 +3,8 @@
 //! Every graph of a bundle references the same initializers by name, offset and length, so the 600 MB of the
 //! base model is written once per precision, not once per graph or profile. Tensors are streamed to disk as they
 //! are first requested (peak memory stays at one tensor) and aligned to 4 KiB so ONNX Runtime can map them.
+//! Each tensor has its own element type: an fp16 bundle's `weights.fp16.bin` stores the matmul weights as f16
+//! and the few weights of its fp32 regions (RMSNorm scales, the mixture heads) as f32.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -10,12 +12,15 @@ use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::graph::types::ElemType;
 use crate::pb::{tensor_proto, StringStringEntryProto, TensorProto};
+use crate::signature::DType;
 
 const ALIGN: u64 = 4096;
 
 struct Entry {
     dims: Vec<i64>,
+    dtype: DType,
     offset: u64,
     length: u64,
 }
@@ -45,14 +50,24 @@ impl WeightStore {
         })
     }
 
-    /// Stores `name` unless it is already there; `make` computes its f32 values (row-major `dims`).
-    pub fn add(&mut self, name: &str, dims: &[usize], make: impl FnOnce() -> Result<Vec<f32>>) -> Result<()> {
+    /// Stores `name` as `dtype` unless it is already there; `make` computes its f32 values (row-major `dims`),
+    /// rounded to nearest (ties to even) for f16.
+    pub fn add(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        dtype: DType,
+        make: impl FnOnce() -> Result<Vec<f32>>,
+    ) -> Result<()> {
         let want: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         if let Some(e) = self.entries.get(name) {
-            if e.dims != want {
+            if e.dims != want || e.dtype != dtype {
                 return Err(Error::Graph {
                     graph: "weights".into(),
-                    message: format!("weight {name} requested as {want:?} but stored as {:?}", e.dims),
+                    message: format!(
+                        "weight {name} requested as {dtype:?} {want:?} but stored as {:?} {:?}",
+                        e.dtype, e.dims
+                    ),
                 });
             }
             return Ok(());
@@ -68,14 +83,20 @@ impl WeightStore {
         let io = |e| Error::io(&self.path, e);
         self.file.write_all(&vec![0u8; pad as usize]).map_err(io)?;
         let offset = self.len + pad;
-        let mut bytes = Vec::with_capacity(values.len() * 4);
-        for v in &values {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
+        let bytes: Vec<u8> = match dtype {
+            DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            DType::F16 => values.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
+            DType::I64 => {
+                return Err(Error::Graph {
+                    graph: "weights".into(),
+                    message: format!("weight {name}: weights are float (f32 or f16), not i64"),
+                })
+            }
+        };
         self.file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
         let length = bytes.len() as u64;
         self.len = offset + length;
-        self.entries.insert(name.to_string(), Entry { dims: want, offset, length });
+        self.entries.insert(name.to_string(), Entry { dims: want, dtype, offset, length });
         self.order.push(name.to_string());
         Ok(())
     }
@@ -90,7 +111,7 @@ impl WeightStore {
                 let e = &self.entries[n];
                 TensorProto {
                     dims: e.dims.clone(),
-                    data_type: tensor_proto::DataType::Float as i32,
+                    data_type: ElemType::from(e.dtype).onnx(),
                     name: n.clone(),
                     data_location: tensor_proto::DataLocation::External as i32,
                     external_data: vec![
@@ -137,9 +158,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.bin");
         let mut store = WeightStore::create(&path, "w.bin").unwrap();
-        store.add("low", &[2], || Ok(vec![1.0, 2.0])).unwrap();
+        store.add("low", &[2], DType::F32, || Ok(vec![1.0, 2.0])).unwrap();
         store.skip(9 << 29); // 4.5 GiB
-        store.add("high", &[3], || Ok(vec![-1.0, 0.5, 7.0])).unwrap();
+        store.add("high", &[3], DType::F32, || Ok(vec![-1.0, 0.5, 7.0])).unwrap();
         let used: BTreeSet<String> = ["low", "high"].iter().map(|s| s.to_string()).collect();
         let refs = store.references(&used);
         store.finish().unwrap();

@@ -8,10 +8,11 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::fsutil::write_atomic;
 use crate::graph::toto2::toto2_graph;
-use crate::graph::{CacheUpdate, GraphBuilder, WeightStore};
+use crate::graph::{GraphBuilder, WeightStore};
 use crate::signature::TensorSig;
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::signature::{Toto2Dims, Toto2GraphKind};
+use crate::variant::OpsetVariant;
 
 /// One written graph file and its I/O.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,22 +27,22 @@ pub struct Toto2GraphFile {
 }
 
 /// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx`
-/// (atomically), referencing `weights` (whose file must live in `dir`); `cache_update` is how the decode graph
-/// writes its KV caches. Nothing depends on time or machine, so re-exports are byte-identical.
+/// (atomically), referencing `weights` (whose file must live in `dir`); `variant` is the opset, and so how the
+/// decode graph writes its KV caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
     dir: &Path,
     set: &str,
     dims: &Toto2Dims,
-    cache_update: CacheUpdate,
+    variant: OpsetVariant,
 ) -> Result<Vec<Toto2GraphFile>> {
     let mut out = Vec::new();
     for kind in dims.graphs() {
         let file = format!("{set}.{}.onnx", kind.as_str());
         let graph_name = format!("toto2_{set}_{}", kind.as_str());
-        let mut g = GraphBuilder::new(&graph_name, weights);
-        toto2_graph(&mut g, ckpt, kind, dims, cache_update)
+        let mut g = GraphBuilder::new(&graph_name, weights, variant);
+        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update())
             .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
         let doc = format!(
             "Toto 2.0 {} graph of {set:?} (totoc {}): static shapes, u-μP folded into the weights",

@@ -1,0 +1,176 @@
+//! Where an fp16 graph keeps fp32: its *fp32 regions*.
+//!
+//! An fp16 graph stores its weights, activations and KV caches in fp16 (half the memory and bandwidth; tensor-core
+//! matmuls accumulate in fp32 and round their outputs), and computes in fp32 only where fp16 breaks the result.
+//! Each region is entered and left through explicit `Cast` nodes, and the weights it reads are stored as f32
+//! (the builder refuses mixed-type nodes, so nothing crosses a region boundary implicitly).
+//!
+//! Regions ([`Fp32Region`]):
+//! * `rms_norm` — the mean of squares, its `+ 1e-8` and the division. Squares overflow fp16 above |x| = 256 and
+//!   `1e-8` is 0 in fp16 (its smallest subnormal is 6e-8), so an fp16 RMSNorm returns inf/NaN on large
+//!   activations and divides by 0 on a zero row. The scale multiply stays inside, the result is cast back.
+//! * `softmax` — attention scores after `Q·Kᵀ`: the `1/√Dh` scale, the additive mask (−inf) and the softmax.
+//! * `head` — the mixture head: the four `Linear(D → K)` projections, softplus (df, scale), the `max(·, eps)`
+//!   floors (`f32::EPSILON` is below fp16's normal range) and the weights' softmax; the outputs are f32 anyway.
+//! * `residual` — the residual stream `x + Attn(·)`, `x + MLP(·)` between layers.
+//! * `rope` — rotary/xPos application, with f32 rotary tables as inputs: xPos scales reach `0.29^±(pos/512)`.
+//! * `unembed` — the `Linear(D → P·D)` unembedding (its weights then stay f32: the largest matrix of the model).
+//!
+//! The default ([`Fp16Plan::DEFAULT`]: `rms_norm`, `softmax`, `head`, `residual`) is what the measured error
+//! analysis supports (README, "fp16 and GPU targets"; `engines/tests/fp16.rs` `fp16_region_ablation` measures every
+//! region on the fixtures): without the RMSNorm region the worst error grows 6×; the residual region halves it
+//! (it costs two casts and an fp32 add per block, no weights); the head region helps a little and softmax guards
+//! large scores (no change on random weights); rope buys nothing measurable; the unembedding in fp32 halves the
+//! error again but keeps its 38M weights in fp32 (a quarter more bytes per decode step), not needed for the goal.
+//! `exporter/tests/fp16_graph.rs` asserts the plan.
+
+use crate::signature::{DType, IoTypes, Precision};
+
+/// One fp32 region of an fp16 graph (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fp32Region {
+    RmsNorm,
+    Softmax,
+    Head,
+    Residual,
+    Rope,
+    Unembed,
+}
+
+impl Fp32Region {
+    pub const ALL: [Fp32Region; 6] = [
+        Fp32Region::RmsNorm,
+        Fp32Region::Softmax,
+        Fp32Region::Head,
+        Fp32Region::Residual,
+        Fp32Region::Rope,
+        Fp32Region::Unembed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fp32Region::RmsNorm => "rms_norm",
+            Fp32Region::Softmax => "softmax",
+            Fp32Region::Head => "head",
+            Fp32Region::Residual => "residual",
+            Fp32Region::Rope => "rope",
+            Fp32Region::Unembed => "unembed",
+        }
+    }
+}
+
+/// The fp32 regions an fp16 graph keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fp16Plan {
+    pub rms_norm: bool,
+    pub softmax: bool,
+    pub head: bool,
+    pub residual: bool,
+    pub rope: bool,
+    pub unembed: bool,
+}
+
+impl Fp16Plan {
+    /// The regions totoc's fp16 graphs keep in fp32 (see the module docs and the README's error table).
+    pub const DEFAULT: Fp16Plan =
+        Fp16Plan { rms_norm: true, softmax: true, head: true, residual: true, rope: false, unembed: false };
+    /// fp16 everywhere (only the outputs cast to f32): the baseline of the error analysis.
+    pub const NONE: Fp16Plan = Fp16Plan {
+        rms_norm: false,
+        softmax: false,
+        head: false,
+        residual: false,
+        rope: false,
+        unembed: false,
+    };
+
+    pub fn has(&self, r: Fp32Region) -> bool {
+        match r {
+            Fp32Region::RmsNorm => self.rms_norm,
+            Fp32Region::Softmax => self.softmax,
+            Fp32Region::Head => self.head,
+            Fp32Region::Residual => self.residual,
+            Fp32Region::Rope => self.rope,
+            Fp32Region::Unembed => self.unembed,
+        }
+    }
+
+    /// This plan with region `r` turned on or off.
+    pub fn with(mut self, r: Fp32Region, on: bool) -> Self {
+        match r {
+            Fp32Region::RmsNorm => self.rms_norm = on,
+            Fp32Region::Softmax => self.softmax = on,
+            Fp32Region::Head => self.head = on,
+            Fp32Region::Residual => self.residual = on,
+            Fp32Region::Rope => self.rope = on,
+            Fp32Region::Unembed => self.unembed = on,
+        }
+        self
+    }
+
+    /// The regions it keeps, in [`Fp32Region::ALL`] order.
+    pub fn regions(&self) -> Vec<Fp32Region> {
+        Fp32Region::ALL.into_iter().filter(|r| self.has(*r)).collect()
+    }
+}
+
+impl Default for Fp16Plan {
+    fn default() -> Self {
+        Fp16Plan::DEFAULT
+    }
+}
+
+/// The float types a graph of `precision` computes each part in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloatTypes {
+    /// Weights and activations outside the fp32 regions; the KV caches.
+    pub act: DType,
+    pub norm: DType,
+    pub softmax: DType,
+    pub head: DType,
+    pub residual: DType,
+    pub rope: DType,
+    pub unembed: DType,
+}
+
+impl FloatTypes {
+    pub fn new(precision: Precision, plan: &Fp16Plan) -> Self {
+        let act = precision.dtype();
+        let pick = |r: Fp32Region| if precision == Precision::Fp16 && plan.has(r) { DType::F32 } else { act };
+        FloatTypes {
+            act,
+            norm: pick(Fp32Region::RmsNorm),
+            softmax: pick(Fp32Region::Softmax),
+            head: pick(Fp32Region::Head),
+            residual: pick(Fp32Region::Residual),
+            rope: pick(Fp32Region::Rope),
+            unembed: pick(Fp32Region::Unembed),
+        }
+    }
+
+    /// The graph's input/output float types.
+    pub fn io(&self) -> IoTypes {
+        IoTypes { float: self.act, rope: self.rope }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fp32_graphs_have_no_regions_and_fp16_graphs_the_plans() {
+        let t = FloatTypes::new(Precision::Fp32, &Fp16Plan::DEFAULT);
+        assert!([t.act, t.norm, t.softmax, t.head, t.residual, t.rope, t.unembed]
+            .iter()
+            .all(|d| *d == DType::F32));
+        let t = FloatTypes::new(Precision::Fp16, &Fp16Plan::DEFAULT);
+        assert_eq!((t.act, t.norm, t.softmax, t.head), (DType::F16, DType::F32, DType::F32, DType::F32));
+        assert_eq!(t.io(), IoTypes { float: DType::F16, rope: t.rope });
+        let none = FloatTypes::new(Precision::Fp16, &Fp16Plan::NONE);
+        assert_eq!(none.norm, DType::F16);
+        let with_rope = Fp16Plan::NONE.with(Fp32Region::Rope, true);
+        assert_eq!(FloatTypes::new(Precision::Fp16, &with_rope).io().rope, DType::F32);
+        assert_eq!(with_rope.regions(), vec![Fp32Region::Rope]);
+    }
+}
