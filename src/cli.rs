@@ -117,6 +117,11 @@ pub struct ServeArgs {
     /// CPU intra-op threads (default: the engine's recorded count, else physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Memory the engine may hold (weights + loaded shape buckets), e.g. 2GiB: the server's resident memory
+    /// stays near it, the buckets that fit stay warm and the others are loaded when a call needs them. Set it
+    /// to the container's memory request. Default: 80% of this container's (or machine's) memory.
+    #[arg(long)]
+    pub memory_budget: Option<String>,
     /// Log lines as JSON objects (default: text). `RUST_LOG` sets the level (default info).
     #[arg(long)]
     pub log_json: bool,
@@ -452,6 +457,9 @@ pub struct BenchServeArgs {
     /// CPU intra-op threads (server and engine timing).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The server's (and the engine timing's) --memory-budget.
+    #[arg(long)]
+    pub memory_budget: Option<String>,
     /// Write the results as JSON too.
     #[arg(long)]
     pub json: Option<PathBuf>,

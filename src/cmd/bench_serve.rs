@@ -234,7 +234,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
 /// Median wall time of `Engine::forecast` on the request, in ms (after the warm-up), calls `--engine-gap-ms`
 /// apart.
 fn engine_alone(a: &BenchServeArgs, req: &ForecastRequest) -> anyhow::Result<f64> {
-    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, ..LoadOptions::default() };
+    let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget };
     let engine =
         Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
     engine.warm_up()?;
@@ -282,6 +283,9 @@ impl Server {
         ]);
         if let Some(t) = a.threads {
             cmd.args(["--threads", &t.to_string()]);
+        }
+        if let Some(m) = &a.memory_budget {
+            cmd.args(["--memory-budget", m]);
         }
         if let Some(l) = &a.ort.ort_lib {
             cmd.arg("--ort-lib").arg(l);

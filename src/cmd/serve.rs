@@ -36,9 +36,10 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
     if !(0.0..=1.0).contains(&shadow_rate) {
         bail!("--shadow-rate {shadow_rate} must be a fraction in 0..=1");
     }
+    let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
     Ok(Options {
         engine: a.engine,
-        load: LoadOptions { ort_lib: a.ort.ort_lib, threads: a.threads, ..LoadOptions::default() },
+        load: LoadOptions { ort_lib: a.ort.ort_lib, threads: a.threads, memory_budget },
         addr: a.addr,
         grpc_addr,
         model_name: a.model_name,

@@ -217,6 +217,24 @@ fn v1_forecast_gives_the_clis_numbers() {
 }
 
 #[test]
+fn a_memory_budget_below_the_weights_is_refused_at_startup() {
+    let out = Command::new(env!("CARGO_BIN_EXE_totoc"))
+        .args(["serve", "--engine", engine().to_str().unwrap(), "--addr", "127.0.0.1:0", "--grpc-addr", "off"])
+        .args(["--memory-budget", "4K"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 4 KiB budget must not serve: {err}");
+    assert!(err.contains("exceed the memory budget") && err.contains("--memory-budget"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_totoc"))
+        .args(["serve", "--engine", engine().to_str().unwrap(), "--memory-budget", "lots"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("\"lots\""), "{err}");
+}
+
+#[test]
 fn long_contexts_follow_the_clis_policy() {
     let s = Server::ready(engine(), &[]);
     // 300 points > the engine's 256: the last 256 are kept and the cut reported, as the CLI does.
