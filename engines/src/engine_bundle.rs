@@ -36,8 +36,8 @@ use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
-    file_entries, format_mismatch, verify_files, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag,
-    GraphEntry, Manifest, MANIFEST_FILE,
+    file_entries, format_mismatch, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag, GraphEntry,
+    Manifest, MANIFEST_FILE,
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
@@ -634,7 +634,7 @@ pub fn build_engine(
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
-    write_atomic(&stage.path().join(MANIFEST_FILE), &json)?;
+    exporter::integrity::write_manifest(stage.path(), &json)?;
     stage.commit()?;
     Ok(manifest)
 }
@@ -764,7 +764,7 @@ fn bundle_files(dir: &Path) -> Result<Vec<String>> {
                 let rel = p.strip_prefix(root).expect("under root");
                 let rel =
                     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-                if rel != MANIFEST_FILE {
+                if rel != MANIFEST_FILE && rel != exporter::integrity::MANIFEST_HASH_FILE {
                     out.push(rel);
                 }
             }
@@ -830,10 +830,7 @@ impl EngineBundle {
     /// No graph is loaded yet.
     pub fn load(dir: &Path, ort_lib: Option<&Path>) -> Result<Self> {
         let manifest = EngineManifest::read(dir)?;
-        verify_files(dir, &manifest.files).map_err(|e| Error::Engine {
-            path: dir.to_path_buf(),
-            message: format!("{e} (rebuild it with `totoc build-engine`)"),
-        })?;
+        exporter::integrity::require_intact(dir, "totoc build-engine")?;
         // CPU threads are one process-wide pool (see `runtime`): a count recorded at build time is its default,
         // unless the caller already chose one (`runtime::set_intra_threads`) or the runtime is already running.
         if let Target::Cpu { threads: Some(n) } = manifest.target {

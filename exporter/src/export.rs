@@ -29,7 +29,7 @@ use crate::graph::precision::FloatTypes;
 use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
     file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
+    BUNDLE_FORMAT_VERSION,
 };
 use crate::profile::Profile;
 use crate::signature::{self, GraphKind, Precision};
@@ -269,7 +269,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
-    write_atomic(&stage.path().join(MANIFEST_FILE), &json)?;
+    crate::integrity::write_manifest(stage.path(), &json)?;
     stage.commit()?;
     Ok(manifest)
 }

@@ -14,6 +14,7 @@ pub mod export;
 pub mod fsutil;
 pub mod generation;
 pub mod graph;
+pub mod integrity;
 pub mod manifest;
 pub mod pb;
 pub mod profile;

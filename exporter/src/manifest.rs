@@ -136,9 +136,10 @@ impl Manifest {
         })
     }
 
-    /// Checks every listed file's size and sha256.
+    /// The bundle's integrity check ([`crate::integrity::require_intact`]): the manifest's own hash, every
+    /// listed file's size and sha256, no unlisted files.
     pub fn verify_files(&self, dir: &Path) -> Result<()> {
-        verify_files(dir, &self.files)
+        crate::integrity::require_intact(dir, "totoc export")
     }
 
     pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {
@@ -167,23 +168,4 @@ pub fn file_entries(dir: &Path, paths: &[String]) -> Result<Vec<FileEntry>> {
             Ok(FileEntry { path: p.clone(), sha256: sha256_file(&full)?, bytes })
         })
         .collect()
-}
-
-/// Checks each entry's size and sha256 under `dir`; the error names the first file that differs.
-pub fn verify_files(dir: &Path, files: &[FileEntry]) -> Result<()> {
-    for f in files {
-        let full = dir.join(&f.path);
-        let bytes = std::fs::metadata(&full).map_err(|e| Error::io(&full, e))?.len();
-        let ok = bytes == f.bytes && sha256_file(&full)? == f.sha256;
-        if !ok {
-            return Err(Error::Config {
-                message: format!(
-                    "file {} does not match its manifest sha256 (modified or truncated); re-create the bundle",
-                    f.path
-                ),
-            }
-            .in_file(&full));
-        }
-    }
-    Ok(())
 }

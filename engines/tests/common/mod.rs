@@ -354,7 +354,8 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         dynamic_graphs: Vec::new(),
         files: file_entries(dir, &paths).unwrap(),
     };
-    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+    exporter::integrity::write_manifest(dir, serde_json::to_string_pretty(&manifest).unwrap().as_bytes())
+        .unwrap();
     manifest
 }
 
