@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use exporter::bucket::Bucket;
+use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::config::ModelConfig;
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
@@ -149,6 +150,11 @@ pub struct EngineManifest {
     pub dropped: Vec<DroppedBucket>,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
+    /// What the engine was built from (source manifest hash, totoc and ONNX Runtime versions, target, options;
+    /// GPU targets also the GPU architecture and TensorRT version): `build-engine` skips the work when they are
+    /// unchanged ([`exporter::build_cache`]). Absent in older manifests.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: BuildInputs,
 }
 
 impl EngineManifest {
@@ -250,6 +256,10 @@ pub enum BuildEvent {
     Dropped { file: String, memory_bytes: u64, budget: u64 },
     /// One graph built and checked (`index` of `total`, from 1).
     Graph { file: String, seconds: f64, index: usize, total: usize },
+    /// The engine at `out` was built from the same inputs and is intact: nothing is written.
+    UpToDate,
+    /// The engine at `out` came from other inputs (`name: old → new` each) and is being replaced.
+    Rebuilding { changed: Vec<String> },
 }
 
 /// The precision to build: the one asked for (it must be in the bundle), else fp32 if present, else the only one.
@@ -427,8 +437,38 @@ pub fn build_engine(
         _ => 1,
     };
 
+    let mut inputs = BuildInputs::from([
+        ("source.manifest.json".to_string(), source_sha.clone()),
+        ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ("onnxruntime".to_string(), rt.version().to_string()),
+        ("target".to_string(), serde_json::to_string(target).expect("target serialises")),
+        ("precision".to_string(), precision.as_str().to_string()),
+        ("graphs".to_string(), format!("{form:?}")),
+        (
+            "profiles".to_string(),
+            if options.profiles.is_empty() { "all".into() } else { options.profiles.join(",") },
+        ),
+        ("memory_budget".to_string(), budget.to_string()),
+    ]);
+    if let Some(v) = tensorrt {
+        inputs.insert("tensorrt".into(), v.to_string());
+    }
+    if let Target::Cuda { device, .. } | Target::TensorRt { device, .. } = target {
+        let arch = crate::doctor::gpu_architecture(*device as usize);
+        inputs.insert("gpu_architecture".into(), arch.unwrap_or_else(|| "unknown".into()));
+    }
+    let cache = if options.force { CacheCheck::Absent } else { build_cache::check(out, &inputs) };
+    match &cache {
+        CacheCheck::Hit => {
+            progress(BuildEvent::UpToDate);
+            return EngineManifest::read(out);
+        }
+        CacheCheck::Changed(changed) => progress(BuildEvent::Rebuilding { changed: changed.clone() }),
+        CacheCheck::Absent => {}
+    }
+
     progress(BuildEvent::Start { graphs: total, precision, emulation });
-    let stage = StagingDir::new(out, options.force)?;
+    let stage = StagingDir::new(out, options.force || cache.replaces())?;
     let load_cfg = session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     let (weights_file, emulated) = match &emulated_tensors {
         Some(tensors) => {
@@ -632,6 +672,7 @@ pub fn build_engine(
         profiles,
         dropped,
         files: file_entries(stage.path(), &files)?,
+        inputs,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
     exporter::integrity::write_manifest(stage.path(), &json)?;

@@ -115,6 +115,10 @@ pub struct Manifest {
     /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
     pub dynamic_graphs: Vec<DynamicGraphEntry>,
     pub files: Vec<FileEntry>,
+    /// What the export was made from (checkpoint and profile hashes, totoc version, options): `totoc export`
+    /// skips the work when they are unchanged ([`crate::build_cache`]). Absent in older manifests.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: crate::build_cache::BuildInputs,
 }
 
 impl Manifest {

@@ -26,7 +26,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         golden: a.golden.clone(),
     };
     let progress = Progress::new();
+    let mut up_to_date = false;
     let manifest = export(&opts, &mut |ev| match ev {
+        ExportEvent::UpToDate => up_to_date = true,
+        ExportEvent::Rebuilding { changed } => progress.note(&format!(
+            "re-exporting {}: its inputs changed: {}",
+            a.out.display(),
+            changed.join("; ")
+        )),
         ExportEvent::Start { graphs } => progress.set_total(graphs as u64),
         ExportEvent::Graph { file, nodes, index, total } => {
             progress.step(&format!("[{index}/{total}] wrote {file} ({nodes} nodes)"))
@@ -34,6 +41,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     })
     .with_context(|| format!("exporting {} to {}", a.checkpoint.display(), a.out.display()))?;
     progress.finish();
+    if up_to_date {
+        eprintln!(
+            "{} is up to date (exported from the same checkpoint, profiles and options; every file intact): \
+             skipped the export (--force re-exports)",
+            a.out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
     let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(

@@ -4,6 +4,7 @@
 //! the venv made by `scripts/setup-serve-venv.sh`; without them those tests skip with a message (fail under
 //! `TOTOC_STRICT_TESTS=1`, see `tests/support/venv.rs`).
 mod bundle;
+mod cache;
 mod common;
 mod data;
 mod export;
