@@ -14,6 +14,9 @@ use crate::progress::Progress;
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let set = ProfileSet::from_file(&a.config)?;
+    if let Some(model) = &set.model {
+        model.check_checkpoint(&a.checkpoint, &a.config.display().to_string())?;
+    }
     let profiles = set.select(&a.profiles)?;
     let opts = ExportOptions {
         checkpoint: a.checkpoint.clone(),
