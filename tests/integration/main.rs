@@ -7,6 +7,7 @@ mod bundle;
 mod cache;
 mod common;
 mod data;
+mod deploy;
 mod export;
 mod forecast;
 mod plot;
