@@ -237,7 +237,7 @@ fn the_dockerfile_serves_on_the_exposed_ports_and_runs_existing_scripts() {
     assert_eq!(engine, Path::new("/models/engine"));
     // multi-stage, non-root, ORT inside
     assert_eq!(text.lines().filter(|l| l.starts_with("FROM ")).count(), 2);
-    let user = text.lines().filter_map(|l| l.strip_prefix("USER ")).last().expect("a USER line");
+    let user = text.lines().filter_map(|l| l.strip_prefix("USER ")).next_back().expect("a USER line");
     assert_ne!(user.trim(), "root");
     assert!(text.contains("ENV TOTOC_ORT_LIB="));
     let runs: String = text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
