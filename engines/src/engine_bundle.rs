@@ -793,29 +793,11 @@ fn relativize_ep_cache_paths(model: &mut ModelProto, roots: &[PathBuf]) -> std::
     Ok(changed)
 }
 
-/// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json`.
+/// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json` and its hash file.
 fn bundle_files(dir: &Path) -> Result<Vec<String>> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-        for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let e = e.map_err(|e| Error::io(dir, e))?;
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out)?;
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                let rel =
-                    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-                if rel != MANIFEST_FILE && rel != exporter::integrity::MANIFEST_HASH_FILE {
-                    out.push(rel);
-                }
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out)?;
-    out.sort();
-    Ok(out)
+    let mut files = exporter::integrity::files_under(dir)?;
+    files.retain(|f| f != MANIFEST_FILE && f != exporter::integrity::MANIFEST_HASH_FILE);
+    Ok(files)
 }
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.
