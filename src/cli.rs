@@ -59,6 +59,36 @@ pub enum Command {
     /// Report which ONNX Runtime providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which
     /// engine targets will work here.
     Doctor(DoctorArgs),
+    /// Check (`verify`) or describe (`info`) an export or engine bundle.
+    Bundle(BundleArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BundleArgs {
+    #[command(subcommand)]
+    pub command: BundleCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Check a bundle's integrity: manifest.json against manifest.sha256, every listed file's size and sha256,
+    /// no missing or unlisted files. Lists every problem by file name; exit status 1 if any.
+    Verify {
+        /// Export or engine bundle directory.
+        dir: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print what a bundle holds: model config, profiles and buckets with the memory each needs, precision,
+    /// target, file sizes and hashes.
+    Info {
+        /// Export or engine bundle directory.
+        dir: PathBuf,
+        /// Print it as JSON (format `totoc-bundle-info/1`, see docs/formats.md).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,6 +4,8 @@
 mod cli;
 mod cmd;
 mod data;
+#[cfg(test)]
+mod deploy_check;
 mod plot;
 mod progress;
 mod serve;

@@ -31,13 +31,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use exporter::bucket::Bucket;
+use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::config::ModelConfig;
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
-    file_entries, format_mismatch, verify_files, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag,
-    GraphEntry, Manifest, MANIFEST_FILE,
+    file_entries, format_mismatch, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag, GraphEntry,
+    Manifest, MANIFEST_FILE,
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
@@ -149,6 +150,11 @@ pub struct EngineManifest {
     pub dropped: Vec<DroppedBucket>,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
+    /// What the engine was built from (source manifest hash, totoc and ONNX Runtime versions, target, options;
+    /// GPU targets also the GPU architecture and TensorRT version): `build-engine` skips the work when they are
+    /// unchanged ([`exporter::build_cache`]). Absent in older manifests.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: BuildInputs,
 }
 
 impl EngineManifest {
@@ -250,6 +256,10 @@ pub enum BuildEvent {
     Dropped { file: String, memory_bytes: u64, budget: u64 },
     /// One graph built and checked (`index` of `total`, from 1).
     Graph { file: String, seconds: f64, index: usize, total: usize },
+    /// The engine at `out` was built from the same inputs and is intact: nothing is written.
+    UpToDate,
+    /// The engine at `out` came from other inputs (`name: old → new` each) and is being replaced.
+    Rebuilding { changed: Vec<String> },
 }
 
 /// The precision to build: the one asked for (it must be in the bundle), else fp32 if present, else the only one.
@@ -427,8 +437,38 @@ pub fn build_engine(
         _ => 1,
     };
 
+    let mut inputs = BuildInputs::from([
+        ("source.manifest.json".to_string(), source_sha.clone()),
+        ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ("onnxruntime".to_string(), rt.version().to_string()),
+        ("target".to_string(), serde_json::to_string(target).expect("target serialises")),
+        ("precision".to_string(), precision.as_str().to_string()),
+        ("graphs".to_string(), format!("{form:?}")),
+        (
+            "profiles".to_string(),
+            if options.profiles.is_empty() { "all".into() } else { options.profiles.join(",") },
+        ),
+        ("memory_budget".to_string(), budget.to_string()),
+    ]);
+    if let Some(v) = tensorrt {
+        inputs.insert("tensorrt".into(), v.to_string());
+    }
+    if let Target::Cuda { device, .. } | Target::TensorRt { device, .. } = target {
+        let arch = crate::doctor::gpu_architecture(*device as usize);
+        inputs.insert("gpu_architecture".into(), arch.unwrap_or_else(|| "unknown".into()));
+    }
+    let cache = if options.force { CacheCheck::Absent } else { build_cache::check(out, &inputs) };
+    match &cache {
+        CacheCheck::Hit => {
+            progress(BuildEvent::UpToDate);
+            return EngineManifest::read(out);
+        }
+        CacheCheck::Changed(changed) => progress(BuildEvent::Rebuilding { changed: changed.clone() }),
+        CacheCheck::Absent => {}
+    }
+
     progress(BuildEvent::Start { graphs: total, precision, emulation });
-    let stage = StagingDir::new(out, options.force)?;
+    let stage = StagingDir::new(out, options.force || cache.replaces())?;
     let load_cfg = session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     let (weights_file, emulated) = match &emulated_tensors {
         Some(tensors) => {
@@ -632,9 +672,10 @@ pub fn build_engine(
         profiles,
         dropped,
         files: file_entries(stage.path(), &files)?,
+        inputs,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
-    write_atomic(&stage.path().join(MANIFEST_FILE), &json)?;
+    exporter::integrity::write_manifest(stage.path(), &json)?;
     stage.commit()?;
     Ok(manifest)
 }
@@ -752,29 +793,11 @@ fn relativize_ep_cache_paths(model: &mut ModelProto, roots: &[PathBuf]) -> std::
     Ok(changed)
 }
 
-/// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json`.
+/// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json` and its hash file.
 fn bundle_files(dir: &Path) -> Result<Vec<String>> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-        for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let e = e.map_err(|e| Error::io(dir, e))?;
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out)?;
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                let rel =
-                    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-                if rel != MANIFEST_FILE {
-                    out.push(rel);
-                }
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out)?;
-    out.sort();
-    Ok(out)
+    let mut files = exporter::integrity::files_under(dir)?;
+    files.retain(|f| f != MANIFEST_FILE && f != exporter::integrity::MANIFEST_HASH_FILE);
+    Ok(files)
 }
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.
@@ -830,10 +853,7 @@ impl EngineBundle {
     /// No graph is loaded yet.
     pub fn load(dir: &Path, ort_lib: Option<&Path>) -> Result<Self> {
         let manifest = EngineManifest::read(dir)?;
-        verify_files(dir, &manifest.files).map_err(|e| Error::Engine {
-            path: dir.to_path_buf(),
-            message: format!("{e} (rebuild it with `totoc build-engine`)"),
-        })?;
+        exporter::integrity::require_intact(dir, "totoc build-engine")?;
         // CPU threads are one process-wide pool (see `runtime`): a count recorded at build time is its default,
         // unless the caller already chose one (`runtime::set_intra_threads`) or the runtime is already running.
         if let Target::Cpu { threads: Some(n) } = manifest.target {

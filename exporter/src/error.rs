@@ -15,6 +15,15 @@ pub enum Error {
     Io { path: PathBuf, err: std::io::Error },
     #[error("{}: {err}", path.display())]
     InFile { path: PathBuf, err: Box<Error> },
+    /// A bundle that fails [`crate::integrity::check_bundle`]: every problem, each naming its file.
+    #[error(
+        "bundle {} failed its integrity check ({} problem(s)): {}; re-create it with `{rebuild}` (check it with \
+         `totoc bundle verify`)",
+        dir.display(),
+        problems.len(),
+        problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ")
+    )]
+    Integrity { dir: PathBuf, problems: Vec<crate::integrity::Problem>, rebuild: String },
 
     // --- model config
     #[error("invalid model config: {message}")]

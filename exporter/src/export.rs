@@ -22,14 +22,15 @@ use std::path::PathBuf;
 
 use prost::Message;
 
+use crate::build_cache::{self, BuildInputs, CacheCheck};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::fsutil::{write_atomic, StagingDir};
+use crate::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
     file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION, MANIFEST_FILE,
+    BUNDLE_FORMAT_VERSION,
 };
 use crate::profile::Profile;
 use crate::signature::{self, GraphKind, Precision};
@@ -78,6 +79,10 @@ pub enum ExportEvent {
     Start { graphs: usize },
     /// One graph written (`index` of `total`, from 1).
     Graph { file: String, nodes: usize, index: usize, total: usize },
+    /// The bundle at `--out` was exported from the same inputs and is intact: nothing is written.
+    UpToDate,
+    /// The bundle at `--out` came from other inputs (`name: old → new` each) and is being replaced.
+    Rebuilding { changed: Vec<String> },
 }
 
 /// Directory of golden cases inside a bundle.
@@ -114,7 +119,43 @@ fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<St
     Ok(out)
 }
 
-/// Runs the export; on any error nothing is left at `opts.out`.
+/// Everything the bundle's bytes depend on ([`crate::build_cache`]): the checkpoint's files, the selected
+/// profiles, the golden cases, the options and this totoc's version.
+fn export_inputs(opts: &ExportOptions, ckpt: &Checkpoint, precisions: &[Precision]) -> Result<BuildInputs> {
+    let info = ckpt.info();
+    let profiles = serde_json::to_vec(&opts.profiles).expect("profiles serialise");
+    let golden = match &opts.golden {
+        None => "none".to_string(),
+        Some(dir) => {
+            let mut names: Vec<_> = std::fs::read_dir(dir)
+                .map_err(|e| Error::io(dir, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            names.sort();
+            let mut all = Vec::new();
+            for p in names {
+                all.extend(p.file_name().expect("file").as_encoded_bytes());
+                all.push(0);
+                all.extend(sha256_file(&p)?.into_bytes());
+            }
+            sha256_bytes(&all)
+        }
+    };
+    let precisions = precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(",");
+    Ok(BuildInputs::from([
+        ("checkpoint.model.safetensors".to_string(), info.safetensors_sha256),
+        ("checkpoint.config.json".to_string(), info.config_sha256),
+        ("profiles".to_string(), sha256_bytes(&profiles)),
+        ("golden".to_string(), golden),
+        ("precisions".to_string(), precisions),
+        ("opset".to_string(), opts.variant.as_str().to_string()),
+        ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
+        ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+    ]))
+}
+
+/// Runs the export (or skips it: [`crate::build_cache`]); on any error nothing is left at `opts.out`.
 pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
     let ckpt = Checkpoint::load(&opts.checkpoint)?;
     if opts.profiles.is_empty() {
@@ -129,7 +170,17 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
     if precisions.is_empty() {
         return Err(Error::Config { message: "no precision selected (--precision fp32 and/or fp16)".into() });
     }
-    let stage = StagingDir::new(&opts.out, opts.force)?;
+    let inputs = export_inputs(opts, &ckpt, &precisions)?;
+    let cache = if opts.force { CacheCheck::Absent } else { build_cache::check(&opts.out, &inputs) };
+    match &cache {
+        CacheCheck::Hit => {
+            progress(ExportEvent::UpToDate);
+            return Manifest::read(&opts.out);
+        }
+        CacheCheck::Changed(changed) => progress(ExportEvent::Rebuilding { changed: changed.clone() }),
+        CacheCheck::Absent => {}
+    }
+    let stage = StagingDir::new(&opts.out, opts.force || cache.replaces())?;
     let mut stores = Vec::new();
     let mut files = Vec::new();
     for &p in &precisions {
@@ -267,9 +318,10 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         profiles,
         dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
+        inputs,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
-    write_atomic(&stage.path().join(MANIFEST_FILE), &json)?;
+    crate::integrity::write_manifest(stage.path(), &json)?;
     stage.commit()?;
     Ok(manifest)
 }

@@ -85,13 +85,26 @@ impl StagingDir {
         &self.path
     }
 
-    /// Replaces `dest` with the staged directory.
+    /// Replaces `dest` with the staged directory. An old `dest` is first renamed aside and removed only after
+    /// the new one is in place, so `dest` is at every moment either the whole old bundle or the whole new one
+    /// (two renames on one filesystem; between them, for an instant, nothing).
     pub fn commit(mut self) -> Result<()> {
-        if self.dest.exists() {
-            fs::remove_dir_all(&self.dest).map_err(|e| Error::io(&self.dest, e))?;
+        let old = sibling(&self.dest, &format!(".old-{}", std::process::id()));
+        let had_old = self.dest.exists();
+        if had_old {
+            let _ = fs::remove_dir_all(&old);
+            fs::rename(&self.dest, &old).map_err(|e| Error::io(&self.dest, e))?;
         }
-        fs::rename(&self.path, &self.dest).map_err(|e| Error::io(&self.dest, e))?;
+        if let Err(e) = fs::rename(&self.path, &self.dest) {
+            if had_old {
+                let _ = fs::rename(&old, &self.dest);
+            }
+            return Err(Error::io(&self.dest, e));
+        }
         self.committed = true;
+        if had_old {
+            let _ = fs::remove_dir_all(&old);
+        }
         Ok(())
     }
 }

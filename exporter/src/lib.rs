@@ -7,6 +7,7 @@
 //! [`toto2`] (config, checkpoint, I/O contract, synthetic checkpoints) and [`graph::toto2`]. [`generation`] tells
 //! the two apart from a checkpoint's `config.json`.
 pub mod bucket;
+pub mod build_cache;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod export;
 pub mod fsutil;
 pub mod generation;
 pub mod graph;
+pub mod integrity;
 pub mod manifest;
 pub mod pb;
 pub mod profile;

@@ -115,6 +115,10 @@ pub struct Manifest {
     /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
     pub dynamic_graphs: Vec<DynamicGraphEntry>,
     pub files: Vec<FileEntry>,
+    /// What the export was made from (checkpoint and profile hashes, totoc version, options): `totoc export`
+    /// skips the work when they are unchanged ([`crate::build_cache`]). Absent in older manifests.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: crate::build_cache::BuildInputs,
 }
 
 impl Manifest {
@@ -136,9 +140,10 @@ impl Manifest {
         })
     }
 
-    /// Checks every listed file's size and sha256.
+    /// The bundle's integrity check ([`crate::integrity::require_intact`]): the manifest's own hash, every
+    /// listed file's size and sha256, no unlisted files.
     pub fn verify_files(&self, dir: &Path) -> Result<()> {
-        verify_files(dir, &self.files)
+        crate::integrity::require_intact(dir, "totoc export")
     }
 
     pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {
@@ -167,23 +172,4 @@ pub fn file_entries(dir: &Path, paths: &[String]) -> Result<Vec<FileEntry>> {
             Ok(FileEntry { path: p.clone(), sha256: sha256_file(&full)?, bytes })
         })
         .collect()
-}
-
-/// Checks each entry's size and sha256 under `dir`; the error names the first file that differs.
-pub fn verify_files(dir: &Path, files: &[FileEntry]) -> Result<()> {
-    for f in files {
-        let full = dir.join(&f.path);
-        let bytes = std::fs::metadata(&full).map_err(|e| Error::io(&full, e))?.len();
-        let ok = bytes == f.bytes && sha256_file(&full)? == f.sha256;
-        if !ok {
-            return Err(Error::Config {
-                message: format!(
-                    "file {} does not match its manifest sha256 (modified or truncated); re-create the bundle",
-                    f.path
-                ),
-            }
-            .in_file(&full));
-        }
-    }
-    Ok(())
 }

@@ -165,6 +165,45 @@ impl Profile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProfileSet {
     pub profiles: Vec<Profile>,
+    /// The model the profiles are for (optional `model:` block): what CI exports them from, checked against
+    /// the checkpoint by [`ConfigModel::check_checkpoint`].
+    pub model: Option<ConfigModel>,
+}
+
+/// A profile file's `model:` block: the model generation and the checkpoint the profiles are sized for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigModel {
+    /// `toto-1.0` or `toto-2.0`.
+    pub generation: crate::generation::ModelGeneration,
+    /// The checkpoint's name (e.g. `Datadog/Toto-Open-Base-1.0`): CI's key for where to find it.
+    pub checkpoint: String,
+    /// Golden toto-ts cases of that checkpoint (`tests/reference/run_reference.py` output), for CI's
+    /// `totoc verify`; a path like `checkpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub golden: Option<String>,
+}
+
+impl ConfigModel {
+    /// The checkpoint directory's `config.json` must be of this generation.
+    pub fn check_checkpoint(&self, checkpoint: &Path, config_file: &str) -> Result<()> {
+        let path = checkpoint.join(crate::checkpoint::CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let found = crate::generation::ModelGeneration::detect(&text).map_err(|e| e.in_file(&path))?;
+        if found != self.generation {
+            return Err(Error::Profile {
+                message: format!(
+                    "{config_file} is for {} ({}), but {} holds a {} checkpoint; export it with a config for {}",
+                    self.generation.as_str(),
+                    self.checkpoint,
+                    checkpoint.display(),
+                    found.as_str(),
+                    found.as_str()
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl ProfileSet {
@@ -276,7 +315,7 @@ impl ProfileSet {
             };
             profiles.push((profile, name_line));
         }
-        Ok(ProfileSet { profiles: profiles.into_iter().map(|(p, _)| p).collect() })
+        Ok(ProfileSet { profiles: profiles.into_iter().map(|(p, _)| p).collect(), model: raw.model })
     }
 
     /// Checks every profile against a model (see [`Profile::check_against`]).
@@ -312,6 +351,8 @@ impl ProfileSet {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSet {
+    #[serde(default)]
+    model: Option<ConfigModel>,
     profiles: Spanned<Vec<Spanned<RawProfile>>>,
 }
 

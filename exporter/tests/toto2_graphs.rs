@@ -102,21 +102,12 @@ fn reexport_is_byte_identical() {
     }
 }
 
-/// The venv with the official `onnx` package (scripts/setup-onnx-checker.sh; `TOTOC_ONNX_PYTHON` overrides).
-fn onnx_python() -> String {
-    if let Ok(p) = std::env::var("TOTOC_ONNX_PYTHON") {
-        return p;
-    }
-    let p = format!("{}/.cache/totoc/onnx-venv/bin/python", std::env::var("HOME").unwrap_or_default());
-    assert!(
-        Path::new(&p).exists(),
-        "the ONNX checker venv is missing: run scripts/setup-onnx-checker.sh (or set TOTOC_ONNX_PYTHON)"
-    );
-    p
-}
+#[path = "../../tests/support/venv.rs"]
+mod venv;
 
 #[test]
 fn every_graph_passes_onnx_full_check() {
+    let Some(py) = venv::python(&venv::ONNX) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ck = small_checkpoint(&tmp.path().join("ck"));
     for (name, update) in [("scatter", OpsetVariant::Opset24), ("scatter_nd", OpsetVariant::Opset18)] {
@@ -126,8 +117,7 @@ fn every_graph_passes_onnx_full_check() {
         let op = if update == OpsetVariant::Opset18 { "ScatterND" } else { "TensorScatter" };
         let writes = decode.graph.unwrap().node.iter().filter(|n| n.op_type == op).count();
         assert_eq!(writes, 2 * ck.config.time_layer_count(), "{name}");
-        let res =
-            Command::new(onnx_python()).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
+        let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
         assert!(res.status.success(), "{name}: {}", String::from_utf8_lossy(&res.stderr));
         assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), 3);
     }

@@ -31,7 +31,14 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         }),
     };
     let progress = Progress::new();
+    let mut up_to_date = false;
     let m = build_engine(&a.artifacts, &target, &a.out, &opts, &mut |ev| match ev {
+        BuildEvent::UpToDate => up_to_date = true,
+        BuildEvent::Rebuilding { changed } => progress.note(&format!(
+            "rebuilding {}: its inputs changed: {}",
+            a.out.display(),
+            changed.join("; ")
+        )),
         BuildEvent::Start { graphs, precision, emulation } => {
             if emulation {
                 progress.note(&format!(
@@ -52,6 +59,14 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
     })
     .with_context(|| format!("building a {} engine from {}", target.name(), a.artifacts.display()))?;
     progress.finish();
+    if up_to_date {
+        eprintln!(
+            "{} is up to date (built from the same export bundle, totoc, ONNX Runtime, target and options; every \
+             file intact): skipped the build (--force rebuilds)",
+            a.out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(
         "built {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",

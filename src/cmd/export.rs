@@ -14,6 +14,9 @@ use crate::progress::Progress;
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let set = ProfileSet::from_file(&a.config)?;
+    if let Some(model) = &set.model {
+        model.check_checkpoint(&a.checkpoint, &a.config.display().to_string())?;
+    }
     let profiles = set.select(&a.profiles)?;
     let opts = ExportOptions {
         checkpoint: a.checkpoint.clone(),
@@ -26,7 +29,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         golden: a.golden.clone(),
     };
     let progress = Progress::new();
+    let mut up_to_date = false;
     let manifest = export(&opts, &mut |ev| match ev {
+        ExportEvent::UpToDate => up_to_date = true,
+        ExportEvent::Rebuilding { changed } => progress.note(&format!(
+            "re-exporting {}: its inputs changed: {}",
+            a.out.display(),
+            changed.join("; ")
+        )),
         ExportEvent::Start { graphs } => progress.set_total(graphs as u64),
         ExportEvent::Graph { file, nodes, index, total } => {
             progress.step(&format!("[{index}/{total}] wrote {file} ({nodes} nodes)"))
@@ -34,6 +44,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     })
     .with_context(|| format!("exporting {} to {}", a.checkpoint.display(), a.out.display()))?;
     progress.finish();
+    if up_to_date {
+        eprintln!(
+            "{} is up to date (exported from the same checkpoint, profiles and options; every file intact): \
+             skipped the export (--force re-exports)",
+            a.out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
     let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum();
     eprintln!(

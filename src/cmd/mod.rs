@@ -2,6 +2,7 @@
 mod bench;
 mod bench_serve;
 mod build_engine;
+mod bundle;
 mod doctor;
 mod export;
 mod forecast;
@@ -26,5 +27,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
         Command::Serve(a) => serve::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Bundle(a) => bundle::run(a),
     }
 }

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
+use crate::venv;
 
 fn manifest(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap()
@@ -133,25 +134,11 @@ fn reexport_is_byte_identical() {
     }
 }
 
-/// The venv with the official `onnx` package (scripts/setup-onnx-checker.sh; `TOTOC_ONNX_PYTHON` overrides).
-fn onnx_python() -> String {
-    if let Ok(p) = std::env::var("TOTOC_ONNX_PYTHON") {
-        return p;
-    }
-    let home = std::env::var("HOME").unwrap_or_default();
-    let p = format!("{home}/.cache/totoc/onnx-venv/bin/python");
-    assert!(
-        Path::new(&p).exists(),
-        "the ONNX checker venv is missing: run scripts/setup-onnx-checker.sh (or set TOTOC_ONNX_PYTHON)"
-    );
-    p
-}
-
 /// Every variant the exporter writes: each fixture config at opset 24 (TensorScatter) in fp32 and fp16, and
 /// the opset-18 (ScatterND) variant in both precisions.
 #[test]
 fn every_graph_passes_onnx_full_check() {
-    let py = onnx_python();
+    let Some(py) = venv::python(&venv::ONNX) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let both = ["--precision", "fp32", "--precision", "fp16"];
     for config in ["tiny", "tiny_spacefirst", "tiny_alltime", "tiny64"] {

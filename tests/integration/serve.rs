@@ -826,26 +826,9 @@ fn sigterm_drains_in_flight_requests_then_exits() {
 
 // --- the real Python clients
 
-/// The venv with tritonclient[http,grpc] (scripts/setup-serve-venv.sh; `TOTOC_SERVE_PYTHON` overrides). `None`
-/// skips the test with a message, unless `TOTOC_STRICT_TESTS=1`, which makes a missing venv a failure.
-fn serve_python() -> Option<String> {
-    let p = std::env::var("TOTOC_SERVE_PYTHON").unwrap_or_else(|_| {
-        format!("{}/.cache/totoc/serve-venv/bin/python", std::env::var("HOME").unwrap_or_default())
-    });
-    if Path::new(&p).exists() {
-        return Some(p);
-    }
-    let msg = format!(
-        "the tritonclient venv is missing ({p}): run scripts/setup-serve-venv.sh (or set TOTOC_SERVE_PYTHON)"
-    );
-    assert!(std::env::var("TOTOC_STRICT_TESTS").as_deref() != Ok("1"), "{msg} (TOTOC_STRICT_TESTS=1)");
-    eprintln!("SKIPPED: {msg}");
-    None
-}
-
 #[test]
 fn tritonclient_http_and_grpc_with_their_defaults() {
-    let Some(py) = serve_python() else { return };
+    let Some(py) = crate::venv::python(&crate::venv::SERVE) else { return };
     let s = Server::ready(engine(), &[]);
     // What the CLI gives for each case, for the Python side to compare with.
     let tmp = tempfile::tempdir().unwrap();

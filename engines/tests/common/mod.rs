@@ -353,8 +353,10 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         profiles: vec![ProfileEntry { profile, graphs }],
         dynamic_graphs: Vec::new(),
         files: file_entries(dir, &paths).unwrap(),
+        inputs: Default::default(),
     };
-    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+    exporter::integrity::write_manifest(dir, serde_json::to_string_pretty(&manifest).unwrap().as_bytes())
+        .unwrap();
     manifest
 }
 
