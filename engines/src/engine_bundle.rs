@@ -31,13 +31,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use exporter::bucket::Bucket;
-use exporter::config::ModelConfig;
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
+use exporter::generation::AnyConfig;
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
     file_entries, format_mismatch, verify_files, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag,
-    GraphEntry, Manifest, MANIFEST_FILE,
+    GraphEntry, Manifest, Toto2ProfileEntry, MANIFEST_FILE,
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
@@ -53,9 +53,9 @@ use crate::memory::human;
 use crate::runtime::{self, Runtime};
 
 /// Format tag of engine bundles.
-pub const ENGINE_FORMAT: &str = "totoc-engine/3";
+pub const ENGINE_FORMAT: &str = "totoc-engine/4";
 /// Version number of [`ENGINE_FORMAT`] (`format_version` in the manifest).
-pub const ENGINE_FORMAT_VERSION: u32 = 3;
+pub const ENGINE_FORMAT_VERSION: u32 = 4;
 /// The f32 weight file of an fp16 emulation engine.
 pub const EMULATED_WEIGHTS: &str = "weights.fp16-emulated.bin";
 
@@ -119,6 +119,15 @@ pub struct DroppedBucket {
     pub reason: String,
 }
 
+/// A Toto 2.0 graph set `build-engine` left out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Toto2Dropped {
+    pub profile: String,
+    pub set: String,
+    pub memory_bytes: u64,
+    pub reason: String,
+}
+
 /// `manifest.json` of an engine bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineManifest {
@@ -135,7 +144,8 @@ pub struct EngineManifest {
     /// Sessions per bucket or per graph kind.
     pub graphs: GraphForm,
     pub source: SourceBundle,
-    pub model: ModelConfig,
+    /// The model generation and its config, as in the export manifest.
+    pub model: AnyConfig,
     /// The weight file every bucket shares.
     pub weights_file: String,
     /// Bytes of the weights every bucket shares.
@@ -145,8 +155,15 @@ pub struct EngineManifest {
     pub weight_copies: usize,
     /// The memory budget the engine was built for (buckets beyond it were dropped).
     pub memory_budget: u64,
+    /// Toto 1.0 profiles (empty in a Toto 2.0 engine).
     pub profiles: Vec<EngineProfile>,
     pub dropped: Vec<DroppedBucket>,
+    /// Toto 2.0 profiles: the graph sets kept (absent in a Toto 1.0 engine; see [`crate::toto2::engine`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_profiles: Vec<Toto2ProfileEntry>,
+    /// Toto 2.0 graph sets left out for the memory budget, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_dropped: Vec<Toto2Dropped>,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
 }
@@ -283,6 +300,14 @@ pub fn build_engine(
     let source = Manifest::read(artifacts)?;
     source.verify_files(artifacts)?;
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
+    let model = match &source.model {
+        AnyConfig::Toto1(m) => m.clone(),
+        AnyConfig::Toto2(_) => {
+            return crate::toto2::build::build_engine(
+                artifacts, &source, source_sha, target, out, options, progress,
+            )
+        }
+    };
     let precision = pick_precision(options.precision, &source.precisions, artifacts)?;
     let emulation = matches!(target, Target::Cpu { .. }) && precision == Precision::Fp16;
     let rt = runtime::init(options.ort_lib.as_deref())?;
@@ -356,11 +381,8 @@ pub fn build_engine(
         let mut graphs = Vec::new();
         for g in p.graphs.iter().filter(|g| g.precision == precision) {
             // the emulation's buffers are f32
-            let memory_bytes = if emulation {
-                g.bucket.memory_bytes(&source.model, Precision::Fp32)
-            } else {
-                g.memory_bytes
-            };
+            let memory_bytes =
+                if emulation { g.bucket.memory_bytes(&model, Precision::Fp32) } else { g.memory_bytes };
             if weights_bytes + memory_bytes > budget {
                 progress(BuildEvent::Dropped { file: g.file.clone(), memory_bytes, budget });
                 dropped.push(DroppedBucket {
@@ -543,7 +565,7 @@ pub fn build_engine(
                 (
                     inputs.iter().map(widened).collect(),
                     outputs.iter().map(widened).collect(),
-                    g.bucket.memory_bytes(&source.model, Precision::Fp32),
+                    g.bucket.memory_bytes(&model, Precision::Fp32),
                 )
             } else {
                 (inputs, outputs, g.memory_bytes)
@@ -624,13 +646,15 @@ pub fn build_engine(
             precisions: source.precisions.clone(),
             fp32_regions: source.fp32_regions.clone(),
         },
-        model: source.model.clone(),
+        model: AnyConfig::Toto1(model),
         weights_file,
         weights_bytes,
         weight_copies,
         memory_budget: budget,
         profiles,
         dropped,
+        toto2_profiles: Vec::new(),
+        toto2_dropped: Vec::new(),
         files: file_entries(stage.path(), &files)?,
     };
     let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
@@ -639,7 +663,7 @@ pub fn build_engine(
     Ok(manifest)
 }
 
-fn read_model(path: &Path) -> Result<ModelProto> {
+pub(crate) fn read_model(path: &Path) -> Result<ModelProto> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     ModelProto::decode(&*bytes).map_err(|e| Error::Engine {
         path: path.to_path_buf(),
@@ -673,7 +697,7 @@ fn write_emulation(model: &Path, weights: &EmulatedWeights, out: &Path, stem: &s
 }
 
 /// Whether `target`'s provider can be used here (always for CPU).
-fn provider_present(rt: &Runtime, target: &Target) -> bool {
+pub(crate) fn provider_present(rt: &Runtime, target: &Target) -> bool {
     match target {
         Target::Cpu { .. } => true,
         _ => rt.available_providers().iter().any(|p| p == target.provider_name()),
@@ -753,7 +777,7 @@ fn relativize_ep_cache_paths(model: &mut ModelProto, roots: &[PathBuf]) -> std::
 }
 
 /// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json`.
-fn bundle_files(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn bundle_files(dir: &Path) -> Result<Vec<String>> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
         for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
             let e = e.map_err(|e| Error::io(dir, e))?;
@@ -779,7 +803,18 @@ fn bundle_files(dir: &Path) -> Result<Vec<String>> {
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.
 fn check_signature(inputs: &[TensorSig], outputs: &[TensorSig], g: &EngineGraph, path: &Path) -> Result<()> {
-    for (what, want, got) in [("input", &g.inputs, inputs), ("output", &g.outputs, outputs)] {
+    check_io(inputs, outputs, &g.inputs, &g.outputs, path)
+}
+
+/// [`check_signature`] against explicit expected inputs and outputs.
+pub(crate) fn check_io(
+    inputs: &[TensorSig],
+    outputs: &[TensorSig],
+    want_inputs: &[TensorSig],
+    want_outputs: &[TensorSig],
+    path: &Path,
+) -> Result<()> {
+    for (what, want, got) in [("input", want_inputs, inputs), ("output", want_outputs, outputs)] {
         for w in want {
             match got.iter().find(|s| s.name == w.name) {
                 Some(s) if s == w => {}
@@ -881,6 +916,26 @@ impl EngineBundle {
 
     pub fn target(&self) -> &Target {
         &self.manifest.target
+    }
+
+    /// Loads one Toto 2.0 graph (weights shared as for [`load_graph`](Self::load_graph)) and checks its I/O
+    /// against the manifest.
+    pub fn load_toto2_graph(&self, g: &exporter::toto2::export::Toto2GraphFile) -> Result<GraphRunner> {
+        let cfg = session_config(
+            self.target(),
+            &Stage::Load { bundle_dir: self.dir.clone() },
+            self.manifest.precision,
+        );
+        let path = self.dir.join(&g.file);
+        let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
+        let r = self.weights.trim_while(|| {
+            GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
+        })?;
+        self.weights.release_pages();
+        let (inputs, outputs): (Vec<TensorSig>, Vec<TensorSig>) =
+            (r.inputs().cloned().collect(), r.outputs().cloned().collect());
+        check_io(&inputs, &outputs, &g.inputs, &g.outputs, &path)?;
+        Ok(r)
     }
 
     /// Loads one bucket's graph (its weights shared with every other loaded graph of this bundle on CPU), with

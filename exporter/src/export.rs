@@ -25,6 +25,7 @@ use prost::Message;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::fsutil::{write_atomic, StagingDir};
+use crate::generation::{AnyConfig, ModelGeneration};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
@@ -84,7 +85,7 @@ pub enum ExportEvent {
 pub const GOLDEN_DIR: &str = "golden";
 
 /// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
-fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
+pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -115,7 +116,12 @@ fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<St
 }
 
 /// Runs the export; on any error nothing is left at `opts.out`.
+/// The checkpoint's generation (from its `config.json`) picks the exporter: Toto 2.0 checkpoints go to
+/// [`crate::toto2::export::export_bundle`].
 pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    if crate::generation::AnyConfig::from_dir(&opts.checkpoint)?.generation() == ModelGeneration::Toto2 {
+        return crate::toto2::export::export_bundle(opts, progress);
+    }
     let ckpt = Checkpoint::load(&opts.checkpoint)?;
     if opts.profiles.is_empty() {
         return Err(Error::Profile { message: "no profile selected".into() });
@@ -253,7 +259,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: env!("CARGO_PKG_VERSION").into(),
         checkpoint: ckpt.info(),
-        model: ckpt.config.clone(),
+        model: AnyConfig::Toto1(ckpt.config.clone()),
         variant: opts.variant,
         opset: opts.variant.opset(),
         cache_update: opts.variant.cache_update().as_str().into(),
@@ -265,6 +271,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
         precisions,
         profiles,
+        toto2_profiles: Vec::new(),
         dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
     };

@@ -9,3 +9,4 @@ mod forecast;
 mod plot;
 mod precision;
 mod serve;
+mod toto2;

@@ -201,7 +201,16 @@ pub fn tiny_config() -> ModelConfig {
 }
 
 pub fn tiny_profile() -> Profile {
-    Profile { name: "tiny".into(), batch: 1, variates: 2, context: 8, horizon: 8, samples: 3, buckets: None }
+    Profile {
+        name: "tiny".into(),
+        batch: 1,
+        variates: 2,
+        context: 8,
+        horizon: 8,
+        samples: 3,
+        buckets: None,
+        decode_block: None,
+    }
 }
 
 /// The buckets of [`synthetic_bundle`]: one prefill of the profile's 2 rows × 2 context slots, one decode of its
