@@ -196,3 +196,35 @@ fn a_context_past_the_engines_is_cut_and_too_short_is_an_error() {
     let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(resp["context_truncated"], json!({"given": 700, "used": 512}));
 }
+
+#[test]
+fn serve_answers_v1_and_v2_with_the_median_and_refuses_samples() {
+    use crate::serve::{post_json, Server};
+    let s = Server::ready(engine(), &[]);
+    let c = case("single_1v");
+    let (status, resp) = post_json(&s.url("/v1/forecast"), &c["request"]);
+    assert_eq!(status, 200, "{resp}");
+    assert!(resp.get("mean").is_none_or(Value::is_null), "{resp}");
+    assert_close(&resp["median"], &c["reference"]["median"], &c["request"]["target"], "v1 median");
+    let mut sampled = c["request"].clone();
+    sampled["samples"] = json!(16);
+    let (status, resp) = post_json(&s.url("/v1/forecast"), &sampled);
+    assert_eq!(status, 400, "{resp}");
+    assert!(resp["error"].as_str().unwrap().contains("`samples` is not supported"), "{resp}");
+
+    let target: Vec<Value> = c["request"]["target"][0].as_array().unwrap().clone();
+    let t = target.len();
+    let body = json!({
+        "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 1, t], "data": target}],
+        "parameters": {"horizon": 100},
+    });
+    let (status, resp) = post_json(&s.url("/v2/models/toto/infer"), &body);
+    assert_eq!(status, 200, "{resp}");
+    let outputs = resp["outputs"].as_array().unwrap();
+    assert!(outputs.iter().all(|o| o["name"] != "mean"), "{resp}");
+    let median =
+        outputs.iter().find(|o| o["name"] == "median").unwrap_or_else(|| panic!("no median: {resp}"));
+    assert_eq!(median["shape"], json!([1, 1, 100]));
+    let got = json!([median["data"].clone()]);
+    assert_close(&got, &c["reference"]["median"], &c["request"]["target"], "v2 median");
+}

@@ -340,9 +340,10 @@ impl Toto2Engine {
                 .map(|(i, _)| i);
             match victim {
                 Some(i) => drop(pool.loaded.swap_remove(i)),
-                None => return Err(Error::Session {
-                    graph: self.sets[set].entry.name.clone(),
-                    message: format!(
+                None => {
+                    return Err(Error::Session {
+                        graph: self.sets[set].entry.name.clone(),
+                        message: format!(
                         "needs {} beside the weights ({}) and the sets in use ({}): over the memory budget \
                              ({}); give a larger --memory-budget",
                         human(need),
@@ -350,7 +351,8 @@ impl Toto2Engine {
                         human(used),
                         human(self.budget)
                     ),
-                }),
+                    })
+                }
             }
         }
         let runners = self.sets[set]
