@@ -136,9 +136,8 @@ pub fn build_engine(
         session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
     let weights = SharedWeights::for_target(rt, target);
-    let mut index = 0;
-    for g in kept.iter().flat_map(|p| &p.sets).flat_map(|s| &s.graphs) {
-        index += 1;
+    for (i, g) in kept.iter().flat_map(|p| &p.sets).flat_map(|s| &s.graphs).enumerate() {
+        let index = i + 1;
         let t = Instant::now();
         let to = stage.path().join(&g.file);
         std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;

@@ -56,13 +56,19 @@ pub struct Chunk {
     pub members: Vec<usize>,
 }
 
+/// What a pass costs and which requests may share it: (context + horizon slots, context slots, horizon slots,
+/// decode block).
+type ShapeKey = (usize, usize, usize, Option<usize>);
+
 /// Packs requests onto shapes (see the module docs). Returns the chunks, and for each request that fits no
 /// shape its index.
 pub fn plan(sets: &[Toto2Dims], reqs: &[&ForecastRequest]) -> (Vec<Chunk>, Vec<usize>) {
-    let key = |d: &Toto2Dims| (d.context_slots + d.horizon_slots, d.context_slots, d.horizon_slots, d.block);
+    let key = |d: &Toto2Dims| -> ShapeKey {
+        (d.context_slots + d.horizon_slots, d.context_slots, d.horizon_slots, d.block)
+    };
     let mut unfit = Vec::new();
     // (shape key, requests in order)
-    let mut groups: Vec<((usize, usize, usize, Option<usize>), Vec<usize>)> = Vec::new();
+    let mut groups: Vec<(ShapeKey, Vec<usize>)> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         match sets.iter().filter(|d| fits(d, r)).map(key).min() {
             None => unfit.push(i),
