@@ -4,7 +4,7 @@
 //!
 //! Layout (written atomically through a staging directory):
 //! ```text
-//! manifest.json                           format totoc-engine/3: target, precision, session options, memory
+//! manifest.json                           format totoc-engine/4: target, precision, session options, memory
 //!                                         budget, source bundle hash, every bucket's graph and memory need,
 //!                                         sha256 + size of every other file
 //! weights.<precision>.bin                 CPU/CUDA: the export's weights of that precision, once for every bucket
