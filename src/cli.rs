@@ -430,6 +430,9 @@ pub struct BenchArgs {
     /// Also draw the results: FILE.svg or FILE.png (every engine's and toto-ts's median per workload, log scale).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Toto 2.0 engines: series of the throughput workload (sent in calls of 512, as toto-2's leaderboard runs).
+    #[arg(long, default_value_t = 1000)]
+    pub throughput_series: usize,
     /// Internal: run one workload in this process and print its peak RSS (the parent's RSS probe).
     #[arg(long, hide = true)]
     pub rss_probe: Option<String>,

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use exporter::bucket::Bucket;
+use exporter::generation::AnyConfig;
 use exporter::signature::{self, GraphKind};
 
 use crate::engine_bundle::{EngineBundle, EngineGraph, EngineManifest};
@@ -30,6 +31,7 @@ use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
 use crate::rope;
 use crate::scaler::ScalerConfig;
 use crate::session::{self, Forecast, Graphs, HostConfig, RunRecord};
+use crate::toto2::engine::Toto2Engine;
 
 /// How to load an engine.
 #[derive(Debug, Clone, Default)]
@@ -99,6 +101,23 @@ pub struct EngineInfo {
     pub has_golden: bool,
 }
 
+impl EngineInfo {
+    /// The limits request parsing enforces for this engine. A Toto 2.0 engine leaves `samples` to
+    /// [`Engine::admit`], whose error gives the reason (it predicts quantiles and draws no paths) rather than a
+    /// limit of 0.
+    pub fn request_limits(&self) -> crate::request::Limits {
+        match self.model {
+            ModelFamily::Toto1 => crate::request::Limits {
+                max_samples: self.limits.max_samples,
+                quantiles_without_samples: false,
+            },
+            ModelFamily::Toto2 => {
+                crate::request::Limits { max_samples: usize::MAX, quantiles_without_samples: true }
+            }
+        }
+    }
+}
+
 /// Options of one [`Engine::forecast_with`] call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
@@ -155,8 +174,12 @@ pub struct Engine {
     slots: HashMap<Bucket, Slot>,
     available: Vec<Available>,
     budget: u64,
+    /// Toto 1.0's host scaler (unused by a Toto 2.0 engine, whose scaler is `toto2::context`'s).
     scaler: ScalerConfig,
+    patch: usize,
     exec: Mutex<Exec>,
+    /// A Toto 2.0 engine's sets, planner and pool (`None`: Toto 1.0, run by the code above).
+    toto2: Option<Toto2Engine>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -184,6 +207,39 @@ impl Engine {
                 ),
             });
         }
+        if let AnyConfig::Toto2(cfg) = &manifest.model {
+            let t2 = Toto2Engine::new(&manifest, cfg, budget).map_err(|e| match e {
+                Error::Engine { message, .. } => Error::Engine { path: dir.to_path_buf(), message },
+                e => e,
+            })?;
+            let info = EngineInfo {
+                model: ModelFamily::Toto2,
+                target: manifest.target.name().to_string(),
+                ort_version: manifest.ort_version.clone(),
+                label: manifest.label(),
+                limits: Toto2Engine::limits(&manifest),
+                has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
+            };
+            let patch = cfg.patch_size;
+            return Ok(Engine {
+                dir: dir.to_path_buf(),
+                info,
+                scaler: ScalerConfig {
+                    patch,
+                    min_scale: 0.0,
+                    stabilize_with_global: false,
+                    scale_factor_exponent: 0.0,
+                },
+                patch,
+                bundle,
+                slots: HashMap::new(),
+                available: Vec::new(),
+                budget,
+                exec: Mutex::new(Exec::default()),
+                toto2: Some(t2),
+            });
+        }
+        let AnyConfig::Toto1(model) = &manifest.model else { unreachable!("Toto 2.0 returned above") };
         // Identical shapes in several profiles are one graph: keep the first.
         let mut slots: HashMap<Bucket, Slot> = HashMap::new();
         for (p, g) in manifest.graphs() {
@@ -222,12 +278,14 @@ impl Engine {
         Ok(Engine {
             dir: dir.to_path_buf(),
             info,
-            scaler: scaler_config(&manifest.model),
+            scaler: scaler_config(model),
+            patch: model.patch_size,
             bundle,
             slots,
             available,
             budget,
             exec: Mutex::new(Exec::default()),
+            toto2: None,
         })
     }
 
@@ -257,6 +315,9 @@ impl Engine {
     /// ready, so no request pays for a first load). Buckets are evicted again as the budget requires. Returns
     /// how many buckets ran.
     pub fn warm_up(&self) -> Result<usize> {
+        if let Some(t2) = &self.toto2 {
+            return t2.warm_up(&self.bundle);
+        }
         let mut exec = self.lock();
         let mut buckets = self.buckets();
         buckets.sort();
@@ -274,6 +335,9 @@ impl Engine {
     /// `max_context` keeps its last `max_context` points (recorded in `req.context_cut` and returned), unless
     /// `req.strict_context`. Admitting a request twice changes nothing. `at` names the request in errors.
     pub fn admit(&self, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
+        if let Some(t2) = &self.toto2 {
+            return admit_toto2(t2, &self.info.limits, req, at);
+        }
         admit(&self.info.limits, req, at)?;
         crate::plan::fits(&self.shape(req), &self.available, Pins::default())
             .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
@@ -294,6 +358,10 @@ impl Engine {
 
     /// [`forecast`](Self::forecast) with [`RunOptions`].
     pub fn forecast_with(&self, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
+        if let Some(t2) = &self.toto2 {
+            let results = self.forecast_toto2(t2, reqs, opts.record_steps, None);
+            return results.into_iter().map(|r| r.map(|f| f.0)).collect();
+        }
         let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
         let mut admitted = Vec::new();
         let mut index = Vec::new();
@@ -318,7 +386,7 @@ impl Engine {
                     let d = self.manifest().profiles.first().and_then(|p| p.graphs.first()).map(|g| g.dims);
                     let cfg = HostConfig {
                         scaler: &self.scaler,
-                        patch: self.manifest().model.patch_size,
+                        patch: self.patch,
                         head_dim: d.map_or(0, |d| d.head_dim),
                         components: d.map_or(0, |d| d.components),
                         engine: &self.info.label,
@@ -342,6 +410,65 @@ impl Engine {
             }
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    /// Toto 2.0 engines: [`forecast`](Self::forecast) with each request's full nine sorted knots and (with
+    /// `record`) its per-block raw knots and scaler statistics, as `totoc verify` compares them; `decode_block`
+    /// `Some(b)` runs only on the profiles with that `decode_block`. On a Toto 1.0 engine every request fails with
+    /// an error saying so.
+    pub fn forecast_toto2_traced(
+        &self,
+        reqs: Vec<ForecastRequest>,
+        record: bool,
+        decode_block: Option<Option<usize>>,
+    ) -> Vec<Result<crate::toto2::Toto2Forecast>> {
+        match &self.toto2 {
+            Some(t2) => {
+                let results = self.forecast_toto2(t2, reqs, record, decode_block);
+                results.into_iter().map(|r| r.map(|f| f.1)).collect()
+            }
+            None => reqs
+                .iter()
+                .map(|_| {
+                    Err(Error::Engine {
+                        path: self.dir.clone(),
+                        message: "a Toto 1.0 engine has no quantile knots; use forecast_traced".into(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Admits every request and runs the admitted ones on the Toto 2.0 sets.
+    fn forecast_toto2(
+        &self,
+        t2: &Toto2Engine,
+        reqs: Vec<ForecastRequest>,
+        record: bool,
+        decode_block: Option<Option<usize>>,
+    ) -> Vec<Result<(Forecast, crate::toto2::Toto2Forecast)>> {
+        let mut out: Vec<Option<Result<(Forecast, crate::toto2::Toto2Forecast)>>> =
+            (0..reqs.len()).map(|_| None).collect();
+        let (mut admitted, mut index) = (Vec::new(), Vec::new());
+        for (i, mut req) in reqs.into_iter().enumerate() {
+            match admit_toto2(t2, &self.info.limits, &mut req, &format!("request {}", i + 1)) {
+                Ok(_) => {
+                    admitted.push(req);
+                    index.push(i);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let results = t2.forecast(&self.bundle, &self.info.label, &admitted, record, decode_block);
+        for (i, r) in index.into_iter().zip(results) {
+            out[i] = Some(r.map(|f| (Forecast { response: f.response.clone(), steps: Vec::new() }, f)));
+        }
+        out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    /// A Toto 2.0 engine's graph sets (`default.n4.s64`); empty for Toto 1.0.
+    pub fn toto2_sets(&self) -> Vec<String> {
+        self.toto2.as_ref().map(Toto2Engine::set_names).unwrap_or_default()
     }
 
     /// The graph runs of the last call (bounded by that call's size).
@@ -379,7 +506,7 @@ impl Engine {
     }
 
     fn shape(&self, req: &ForecastRequest) -> Shape {
-        let p = self.manifest().model.patch_size;
+        let p = self.patch;
         Shape {
             variates: req.variates(),
             slots: req.context_len().div_ceil(p).max(1),
@@ -559,6 +686,20 @@ pub fn scaler_config(model: &exporter::config::ModelConfig) -> ScalerConfig {
         stabilize_with_global: model.stabilize_with_global,
         scale_factor_exponent: model.scale_factor_exponent,
     }
+}
+
+/// [`Engine::admit`] on a Toto 2.0 engine: what 2.0 refuses first (sampling fields, levels outside [0.1, 0.9],
+/// a context shorter than one patch), then the shared limits and context policy, then whether a set holds it.
+fn admit_toto2(
+    t2: &Toto2Engine,
+    limits: &EngineLimits,
+    req: &mut ForecastRequest,
+    at: &str,
+) -> Result<Option<ContextCut>> {
+    crate::toto2::check_request(req, t2.patch(), at)?;
+    admit(limits, req, at)?;
+    t2.check_fits(req, at)?;
+    Ok(req.context_cut)
 }
 
 /// The context policy and limit checks of [`Engine::admit`], on plain limits.

@@ -4,7 +4,7 @@
 //!
 //! Layout (written atomically through a staging directory):
 //! ```text
-//! manifest.json                           format totoc-engine/3: target, precision, session options, memory
+//! manifest.json                           format totoc-engine/4: target, precision, session options, memory
 //!                                         budget, source bundle hash, every bucket's graph and memory need,
 //!                                         sha256 + size of every other file
 //! weights.<precision>.bin                 CPU/CUDA: the export's weights of that precision, once for every bucket
@@ -32,13 +32,13 @@ use std::time::Instant;
 
 use exporter::bucket::Bucket;
 use exporter::build_cache::{self, BuildInputs, CacheCheck};
-use exporter::config::ModelConfig;
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
+use exporter::generation::AnyConfig;
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
     file_entries, format_mismatch, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag, GraphEntry,
-    Manifest, MANIFEST_FILE,
+    Manifest, Toto2ProfileEntry, MANIFEST_FILE,
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
@@ -54,9 +54,9 @@ use crate::memory::human;
 use crate::runtime::{self, Runtime};
 
 /// Format tag of engine bundles.
-pub const ENGINE_FORMAT: &str = "totoc-engine/3";
+pub const ENGINE_FORMAT: &str = "totoc-engine/4";
 /// Version number of [`ENGINE_FORMAT`] (`format_version` in the manifest).
-pub const ENGINE_FORMAT_VERSION: u32 = 3;
+pub const ENGINE_FORMAT_VERSION: u32 = 4;
 /// The f32 weight file of an fp16 emulation engine.
 pub const EMULATED_WEIGHTS: &str = "weights.fp16-emulated.bin";
 
@@ -120,6 +120,15 @@ pub struct DroppedBucket {
     pub reason: String,
 }
 
+/// A Toto 2.0 graph set `build-engine` left out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Toto2Dropped {
+    pub profile: String,
+    pub set: String,
+    pub memory_bytes: u64,
+    pub reason: String,
+}
+
 /// `manifest.json` of an engine bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineManifest {
@@ -136,7 +145,8 @@ pub struct EngineManifest {
     /// Sessions per bucket or per graph kind.
     pub graphs: GraphForm,
     pub source: SourceBundle,
-    pub model: ModelConfig,
+    /// The model generation and its config, as in the export manifest.
+    pub model: AnyConfig,
     /// The weight file every bucket shares.
     pub weights_file: String,
     /// Bytes of the weights every bucket shares.
@@ -146,8 +156,15 @@ pub struct EngineManifest {
     pub weight_copies: usize,
     /// The memory budget the engine was built for (buckets beyond it were dropped).
     pub memory_budget: u64,
+    /// Toto 1.0 profiles (empty in a Toto 2.0 engine).
     pub profiles: Vec<EngineProfile>,
     pub dropped: Vec<DroppedBucket>,
+    /// Toto 2.0 profiles: the graph sets kept (absent in a Toto 1.0 engine; see [`crate::toto2::engine`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_profiles: Vec<Toto2ProfileEntry>,
+    /// Toto 2.0 graph sets left out for the memory budget, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_dropped: Vec<Toto2Dropped>,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
     /// What the engine was built from (source manifest hash, totoc and ONNX Runtime versions, target, options;
@@ -282,6 +299,64 @@ pub fn pick_precision(asked: Option<Precision>, held: &[Precision], bundle: &Pat
     }
 }
 
+/// What an engine's bytes depend on ([`exporter::build_cache`]): the source bundle, totoc, ONNX Runtime, the
+/// target and the build options; GPU targets also the GPU architecture and (TensorRT) its version.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn engine_inputs(
+    source_sha: &str,
+    ort_version: &str,
+    target: &Target,
+    precision: Precision,
+    form: GraphForm,
+    options: &BuildOptions,
+    budget: u64,
+    tensorrt: Option<Version>,
+) -> BuildInputs {
+    let mut inputs = BuildInputs::from([
+        ("source.manifest.json".to_string(), source_sha.to_string()),
+        ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ("onnxruntime".to_string(), ort_version.to_string()),
+        ("target".to_string(), serde_json::to_string(target).expect("target serialises")),
+        ("precision".to_string(), precision.as_str().to_string()),
+        ("graphs".to_string(), format!("{form:?}")),
+        (
+            "profiles".to_string(),
+            if options.profiles.is_empty() { "all".into() } else { options.profiles.join(",") },
+        ),
+        ("memory_budget".to_string(), budget.to_string()),
+    ]);
+    if let Some(v) = tensorrt {
+        inputs.insert("tensorrt".into(), v.to_string());
+    }
+    if let Target::Cuda { device, .. } | Target::TensorRt { device, .. } = target {
+        let arch = crate::doctor::gpu_architecture(*device as usize);
+        inputs.insert("gpu_architecture".into(), arch.unwrap_or_else(|| "unknown".into()));
+    }
+    inputs
+}
+
+/// The engine at `out` when it was built from `inputs` and is intact (`Ok`: skip the build), else how it differs
+/// (`Err`, reported through `progress`). `--force` never skips.
+pub(crate) fn check_cache(
+    out: &Path,
+    options: &BuildOptions,
+    inputs: &BuildInputs,
+    progress: &mut dyn FnMut(BuildEvent),
+) -> Result<std::result::Result<EngineManifest, CacheCheck>> {
+    let cache = if options.force { CacheCheck::Absent } else { build_cache::check(out, inputs) };
+    match cache {
+        CacheCheck::Hit => {
+            progress(BuildEvent::UpToDate);
+            Ok(Ok(EngineManifest::read(out)?))
+        }
+        CacheCheck::Changed(changed) => {
+            progress(BuildEvent::Rebuilding { changed: changed.clone() });
+            Ok(Err(CacheCheck::Changed(changed)))
+        }
+        CacheCheck::Absent => Ok(Err(CacheCheck::Absent)),
+    }
+}
+
 /// Builds an engine bundle for `target` from the export bundle at `artifacts` into `out`.
 pub fn build_engine(
     artifacts: &Path,
@@ -293,6 +368,14 @@ pub fn build_engine(
     let source = Manifest::read(artifacts)?;
     source.verify_files(artifacts)?;
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
+    let model = match &source.model {
+        AnyConfig::Toto1(m) => m.clone(),
+        AnyConfig::Toto2(_) => {
+            return crate::toto2::build::build_engine(
+                artifacts, &source, source_sha, target, out, options, progress,
+            )
+        }
+    };
     let precision = pick_precision(options.precision, &source.precisions, artifacts)?;
     let emulation = matches!(target, Target::Cpu { .. }) && precision == Precision::Fp16;
     let rt = runtime::init(options.ort_lib.as_deref())?;
@@ -366,11 +449,8 @@ pub fn build_engine(
         let mut graphs = Vec::new();
         for g in p.graphs.iter().filter(|g| g.precision == precision) {
             // the emulation's buffers are f32
-            let memory_bytes = if emulation {
-                g.bucket.memory_bytes(&source.model, Precision::Fp32)
-            } else {
-                g.memory_bytes
-            };
+            let memory_bytes =
+                if emulation { g.bucket.memory_bytes(&model, Precision::Fp32) } else { g.memory_bytes };
             if weights_bytes + memory_bytes > budget {
                 progress(BuildEvent::Dropped { file: g.file.clone(), memory_bytes, budget });
                 dropped.push(DroppedBucket {
@@ -437,35 +517,11 @@ pub fn build_engine(
         _ => 1,
     };
 
-    let mut inputs = BuildInputs::from([
-        ("source.manifest.json".to_string(), source_sha.clone()),
-        ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
-        ("onnxruntime".to_string(), rt.version().to_string()),
-        ("target".to_string(), serde_json::to_string(target).expect("target serialises")),
-        ("precision".to_string(), precision.as_str().to_string()),
-        ("graphs".to_string(), format!("{form:?}")),
-        (
-            "profiles".to_string(),
-            if options.profiles.is_empty() { "all".into() } else { options.profiles.join(",") },
-        ),
-        ("memory_budget".to_string(), budget.to_string()),
-    ]);
-    if let Some(v) = tensorrt {
-        inputs.insert("tensorrt".into(), v.to_string());
-    }
-    if let Target::Cuda { device, .. } | Target::TensorRt { device, .. } = target {
-        let arch = crate::doctor::gpu_architecture(*device as usize);
-        inputs.insert("gpu_architecture".into(), arch.unwrap_or_else(|| "unknown".into()));
-    }
-    let cache = if options.force { CacheCheck::Absent } else { build_cache::check(out, &inputs) };
-    match &cache {
-        CacheCheck::Hit => {
-            progress(BuildEvent::UpToDate);
-            return EngineManifest::read(out);
-        }
-        CacheCheck::Changed(changed) => progress(BuildEvent::Rebuilding { changed: changed.clone() }),
-        CacheCheck::Absent => {}
-    }
+    let inputs = engine_inputs(&source_sha, rt.version(), target, precision, form, options, budget, tensorrt);
+    let cache = match check_cache(out, options, &inputs, progress)? {
+        Ok(up_to_date) => return Ok(up_to_date),
+        Err(cache) => cache,
+    };
 
     progress(BuildEvent::Start { graphs: total, precision, emulation });
     let stage = StagingDir::new(out, options.force || cache.replaces())?;
@@ -583,7 +639,7 @@ pub fn build_engine(
                 (
                     inputs.iter().map(widened).collect(),
                     outputs.iter().map(widened).collect(),
-                    g.bucket.memory_bytes(&source.model, Precision::Fp32),
+                    g.bucket.memory_bytes(&model, Precision::Fp32),
                 )
             } else {
                 (inputs, outputs, g.memory_bytes)
@@ -664,13 +720,15 @@ pub fn build_engine(
             precisions: source.precisions.clone(),
             fp32_regions: source.fp32_regions.clone(),
         },
-        model: source.model.clone(),
+        model: AnyConfig::Toto1(model),
         weights_file,
         weights_bytes,
         weight_copies,
         memory_budget: budget,
         profiles,
         dropped,
+        toto2_profiles: Vec::new(),
+        toto2_dropped: Vec::new(),
         files: file_entries(stage.path(), &files)?,
         inputs,
     };
@@ -680,7 +738,7 @@ pub fn build_engine(
     Ok(manifest)
 }
 
-fn read_model(path: &Path) -> Result<ModelProto> {
+pub(crate) fn read_model(path: &Path) -> Result<ModelProto> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     ModelProto::decode(&*bytes).map_err(|e| Error::Engine {
         path: path.to_path_buf(),
@@ -714,7 +772,7 @@ fn write_emulation(model: &Path, weights: &EmulatedWeights, out: &Path, stem: &s
 }
 
 /// Whether `target`'s provider can be used here (always for CPU).
-fn provider_present(rt: &Runtime, target: &Target) -> bool {
+pub(crate) fn provider_present(rt: &Runtime, target: &Target) -> bool {
     match target {
         Target::Cpu { .. } => true,
         _ => rt.available_providers().iter().any(|p| p == target.provider_name()),
@@ -794,7 +852,7 @@ fn relativize_ep_cache_paths(model: &mut ModelProto, roots: &[PathBuf]) -> std::
 }
 
 /// Every file under `dir` (relative, `/`-separated, sorted), except `manifest.json` and its hash file.
-fn bundle_files(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn bundle_files(dir: &Path) -> Result<Vec<String>> {
     let mut files = exporter::integrity::files_under(dir)?;
     files.retain(|f| f != MANIFEST_FILE && f != exporter::integrity::MANIFEST_HASH_FILE);
     Ok(files)
@@ -802,7 +860,18 @@ fn bundle_files(dir: &Path) -> Result<Vec<String>> {
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.
 fn check_signature(inputs: &[TensorSig], outputs: &[TensorSig], g: &EngineGraph, path: &Path) -> Result<()> {
-    for (what, want, got) in [("input", &g.inputs, inputs), ("output", &g.outputs, outputs)] {
+    check_io(inputs, outputs, &g.inputs, &g.outputs, path)
+}
+
+/// [`check_signature`] against explicit expected inputs and outputs.
+pub(crate) fn check_io(
+    inputs: &[TensorSig],
+    outputs: &[TensorSig],
+    want_inputs: &[TensorSig],
+    want_outputs: &[TensorSig],
+    path: &Path,
+) -> Result<()> {
+    for (what, want, got) in [("input", want_inputs, inputs), ("output", want_outputs, outputs)] {
         for w in want {
             match got.iter().find(|s| s.name == w.name) {
                 Some(s) if s == w => {}
@@ -901,6 +970,26 @@ impl EngineBundle {
 
     pub fn target(&self) -> &Target {
         &self.manifest.target
+    }
+
+    /// Loads one Toto 2.0 graph (weights shared as for [`load_graph`](Self::load_graph)) and checks its I/O
+    /// against the manifest.
+    pub fn load_toto2_graph(&self, g: &exporter::toto2::export::Toto2GraphFile) -> Result<GraphRunner> {
+        let cfg = session_config(
+            self.target(),
+            &Stage::Load { bundle_dir: self.dir.clone() },
+            self.manifest.precision,
+        );
+        let path = self.dir.join(&g.file);
+        let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
+        let r = self.weights.trim_while(|| {
+            GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
+        })?;
+        self.weights.release_pages();
+        let (inputs, outputs): (Vec<TensorSig>, Vec<TensorSig>) =
+            (r.inputs().cloned().collect(), r.outputs().cloned().collect());
+        check_io(&inputs, &outputs, &g.inputs, &g.outputs, &path)?;
+        Ok(r)
     }
 
     /// Loads one bucket's graph (its weights shared with every other loaded graph of this bundle on CPU), with

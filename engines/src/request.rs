@@ -123,11 +123,14 @@ pub struct Overrides {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub max_samples: usize,
+    /// `quantiles` may be given without `samples` (Toto 2.0 predicts quantiles directly); Toto 1.0 computes them
+    /// from sample paths, so without samples they are an error.
+    pub quantiles_without_samples: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_samples: usize::MAX }
+        Limits { max_samples: usize::MAX, quantiles_without_samples: false }
     }
 }
 
@@ -181,7 +184,9 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
     let seed = o.seed.or(raw.seed).unwrap_or(0);
     let strict_context = o.strict_context.or(raw.strict_context).unwrap_or(false);
     let quantiles = match (o.quantiles.clone().or(raw.quantiles), samples) {
-        (Some(q), 0) if !q.is_empty() => return Err(Error::QuantilesWithoutSamples { at: at_s() }),
+        (Some(q), 0) if !q.is_empty() && !limits.quantiles_without_samples => {
+            return Err(Error::QuantilesWithoutSamples { at: at_s() })
+        }
         (Some(q), _) => q,
         (None, 0) => Vec::new(),
         (None, _) => DEFAULT_QUANTILES.to_vec(),
@@ -294,7 +299,12 @@ mod tests {
     use super::*;
 
     fn json(text: &str) -> Result<ForecastRequest> {
-        parse_request(text, "req.json", &Overrides::default(), &Limits { max_samples: 512 })
+        parse_request(
+            text,
+            "req.json",
+            &Overrides::default(),
+            &Limits { max_samples: 512, ..Limits::default() },
+        )
     }
 
     fn err(text: &str) -> String {
@@ -378,7 +388,7 @@ mod tests {
             seed: Some(2),
             ..RequestFields::default()
         };
-        let limits = Limits { max_samples: 512 };
+        let limits = Limits { max_samples: 512, ..Limits::default() };
         assert_eq!(
             ForecastRequest::from_fields(fields.clone(), "req.json", &limits).unwrap(),
             json(text).unwrap()

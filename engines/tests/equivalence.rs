@@ -19,7 +19,7 @@ use support::{cpu_engine, cpu_engine_form, root};
 /// The buckets of `engine` that can run `req`: prefill buckets holding its rows and context, decode buckets
 /// holding its rows and cache (none when its horizon fits one patch).
 fn fitting(engine: &Engine, req: &ForecastRequest) -> (Vec<Bucket>, Vec<Bucket>) {
-    let p = engine.manifest().model.patch_size;
+    let p = engine.manifest().model.toto1().expect("a Toto 1.0 engine").patch_size;
     let (v, s, steps) = (req.variates(), req.context_len().div_ceil(p), req.horizon.div_ceil(p));
     let all = engine.buckets();
     let prefill =

@@ -163,7 +163,16 @@ mod tests {
     use crate::checkpoint::tests::{base_config, tiny_config};
 
     fn profile(batch: usize, variates: usize, context: usize, horizon: usize, samples: usize) -> Profile {
-        Profile { name: "p".into(), batch, variates, context, horizon, samples, buckets: None }
+        Profile {
+            name: "p".into(),
+            batch,
+            variates,
+            context,
+            horizon,
+            samples,
+            buckets: None,
+            decode_block: None,
+        }
     }
 
     #[test]

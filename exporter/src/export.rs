@@ -26,6 +26,7 @@ use crate::build_cache::{self, BuildInputs, CacheCheck};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
+use crate::generation::{AnyConfig, ModelGeneration};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
 use crate::manifest::{
@@ -89,7 +90,7 @@ pub enum ExportEvent {
 pub const GOLDEN_DIR: &str = "golden";
 
 /// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
-fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
+pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -121,8 +122,11 @@ fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<St
 
 /// Everything the bundle's bytes depend on ([`crate::build_cache`]): the checkpoint's files, the selected
 /// profiles, the golden cases, the options and this totoc's version.
-fn export_inputs(opts: &ExportOptions, ckpt: &Checkpoint, precisions: &[Precision]) -> Result<BuildInputs> {
-    let info = ckpt.info();
+pub(crate) fn export_inputs(
+    opts: &ExportOptions,
+    info: crate::manifest::CheckpointInfo,
+    precisions: &[Precision],
+) -> Result<BuildInputs> {
     let profiles = serde_json::to_vec(&opts.profiles).expect("profiles serialise");
     let golden = match &opts.golden {
         None => "none".to_string(),
@@ -155,8 +159,34 @@ fn export_inputs(opts: &ExportOptions, ckpt: &Checkpoint, precisions: &[Precisio
     ]))
 }
 
+/// The bundle at `opts.out` when it was built from `inputs` and is intact (`Ok`: skip the export), else how it
+/// differs (`Err`, reported through `progress`). `--force` never skips.
+pub(crate) fn check_cache(
+    opts: &ExportOptions,
+    inputs: &BuildInputs,
+    progress: &mut dyn FnMut(ExportEvent),
+) -> Result<std::result::Result<Manifest, CacheCheck>> {
+    let cache = if opts.force { CacheCheck::Absent } else { build_cache::check(&opts.out, inputs) };
+    match cache {
+        CacheCheck::Hit => {
+            progress(ExportEvent::UpToDate);
+            Ok(Ok(Manifest::read(&opts.out)?))
+        }
+        CacheCheck::Changed(changed) => {
+            progress(ExportEvent::Rebuilding { changed: changed.clone() });
+            Ok(Err(CacheCheck::Changed(changed)))
+        }
+        CacheCheck::Absent => Ok(Err(CacheCheck::Absent)),
+    }
+}
+
 /// Runs the export (or skips it: [`crate::build_cache`]); on any error nothing is left at `opts.out`.
+/// The checkpoint's generation (from its `config.json`) picks the exporter: Toto 2.0 checkpoints go to
+/// [`crate::toto2::export::export_bundle`].
 pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    if crate::generation::AnyConfig::from_dir(&opts.checkpoint)?.generation() == ModelGeneration::Toto2 {
+        return crate::toto2::export::export_bundle(opts, progress);
+    }
     let ckpt = Checkpoint::load(&opts.checkpoint)?;
     if opts.profiles.is_empty() {
         return Err(Error::Profile { message: "no profile selected".into() });
@@ -170,16 +200,11 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
     if precisions.is_empty() {
         return Err(Error::Config { message: "no precision selected (--precision fp32 and/or fp16)".into() });
     }
-    let inputs = export_inputs(opts, &ckpt, &precisions)?;
-    let cache = if opts.force { CacheCheck::Absent } else { build_cache::check(&opts.out, &inputs) };
-    match &cache {
-        CacheCheck::Hit => {
-            progress(ExportEvent::UpToDate);
-            return Manifest::read(&opts.out);
-        }
-        CacheCheck::Changed(changed) => progress(ExportEvent::Rebuilding { changed: changed.clone() }),
-        CacheCheck::Absent => {}
-    }
+    let inputs = export_inputs(opts, ckpt.info(), &precisions)?;
+    let cache = match check_cache(opts, &inputs, progress)? {
+        Ok(up_to_date) => return Ok(up_to_date),
+        Err(cache) => cache,
+    };
     let stage = StagingDir::new(&opts.out, opts.force || cache.replaces())?;
     let mut stores = Vec::new();
     let mut files = Vec::new();
@@ -304,7 +329,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: env!("CARGO_PKG_VERSION").into(),
         checkpoint: ckpt.info(),
-        model: ckpt.config.clone(),
+        model: AnyConfig::Toto1(ckpt.config.clone()),
         variant: opts.variant,
         opset: opts.variant.opset(),
         cache_update: opts.variant.cache_update().as_str().into(),
@@ -316,6 +341,7 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
         precisions,
         profiles,
+        toto2_profiles: Vec::new(),
         dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
         inputs,

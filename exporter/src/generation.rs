@@ -24,10 +24,15 @@ pub enum ModelGeneration {
     Toto2,
 }
 
-/// A parsed, validated config of either generation.
-#[derive(Debug, Clone, PartialEq)]
+/// A parsed, validated config of either generation. In manifests it is written adjacently tagged,
+/// `{"generation": "toto-2.0", "config": {...}}`, so a reader knows which model a bundle holds before it reads
+/// the config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "generation", content = "config")]
 pub enum AnyConfig {
+    #[serde(rename = "toto-1.0")]
     Toto1(ModelConfig),
+    #[serde(rename = "toto-2.0")]
     Toto2(Toto2Config),
 }
 
@@ -36,6 +41,22 @@ impl AnyConfig {
         match self {
             AnyConfig::Toto1(_) => ModelGeneration::Toto1,
             AnyConfig::Toto2(_) => ModelGeneration::Toto2,
+        }
+    }
+
+    /// The Toto 1.0 config, if that is what this is.
+    pub fn toto1(&self) -> Option<&ModelConfig> {
+        match self {
+            AnyConfig::Toto1(c) => Some(c),
+            AnyConfig::Toto2(_) => None,
+        }
+    }
+
+    /// The Toto 2.0 config, if that is what this is.
+    pub fn toto2(&self) -> Option<&Toto2Config> {
+        match self {
+            AnyConfig::Toto2(c) => Some(c),
+            AnyConfig::Toto1(_) => None,
         }
     }
 
@@ -94,6 +115,11 @@ mod tests {
             "output_distribution_classes":["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
             "output_distribution_kwargs":{"k_components":24}}"#;
         assert_eq!(AnyConfig::from_json(v1).unwrap().generation(), ModelGeneration::Toto1);
+        // manifests carry it adjacently tagged, and read it back validated
+        let any = AnyConfig::from_json(&v2).unwrap();
+        let json = serde_json::to_value(&any).unwrap();
+        assert_eq!(json["generation"], "toto-2.0");
+        assert_eq!(serde_json::from_value::<AnyConfig>(json).unwrap(), any);
         let e = ModelGeneration::detect(r#"{"hidden_size": 4}"#).unwrap_err().to_string();
         assert!(e.contains("embed_dim") && e.contains("d_model"), "{e}");
         assert!(ModelGeneration::detect("[1]").is_err());

@@ -8,17 +8,19 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
-use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
+use crate::generation::{AnyConfig, ModelGeneration};
 use crate::profile::Profile;
 use crate::signature::{DynSig, GraphDims, GraphKind, Precision, TensorSig};
+use crate::toto2::export::Toto2GraphFile;
+use crate::toto2::signature::Toto2Dims;
 use crate::variant::OpsetVariant;
 
 /// Format tag of export bundles.
-pub const BUNDLE_FORMAT: &str = "totoc-export/3";
+pub const BUNDLE_FORMAT: &str = "totoc-export/4";
 /// Version number of [`BUNDLE_FORMAT`] (`format_version` in the manifest).
-pub const BUNDLE_FORMAT_VERSION: u32 = 3;
+pub const BUNDLE_FORMAT_VERSION: u32 = 4;
 pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// The message for a bundle of another format: which totoc made it and what to run.
@@ -26,6 +28,7 @@ pub fn format_mismatch(kind: &str, found: &str, want: &str, rebuild: &str) -> St
     let made_by = match found.rsplit_once('/') {
         Some((_, "1")) => " (written by totoc 0.1, before shape buckets)".to_string(),
         Some((_, "2")) => " (written before precisions and opset variants)".to_string(),
+        Some((_, "3")) => " (written before manifests named the model generation)".to_string(),
         _ => String::new(),
     };
     format!(
@@ -83,6 +86,24 @@ pub struct ProfileEntry {
     pub graphs: Vec<GraphEntry>,
 }
 
+/// One exported Toto 2.0 profile: its bounds and its graph sets (see [`crate::toto2::ladder`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Toto2ProfileEntry {
+    pub profile: Profile,
+    pub sets: Vec<Toto2SetEntry>,
+}
+
+/// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]`), fp32.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toto2SetEntry {
+    /// `<profile>.n<R>.s<S>`: the prefix of its graph files.
+    pub name: String,
+    pub dims: Toto2Dims,
+    /// Estimated bytes of its buffers when loaded ([`crate::toto2::ladder::memory_bytes`]).
+    pub memory_bytes: u64,
+    pub graphs: Vec<Toto2GraphFile>,
+}
+
 /// A file of the bundle with its hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -98,7 +119,8 @@ pub struct Manifest {
     pub format_version: u32,
     pub totoc_version: String,
     pub checkpoint: CheckpointInfo,
-    pub model: ModelConfig,
+    /// The model generation and its config: `{"generation": "toto-1.0" | "toto-2.0", "config": {...}}`.
+    pub model: AnyConfig,
     /// Which runtimes the graphs are written for (`opset24`, `opset18`; see [`crate::variant`]).
     pub variant: OpsetVariant,
     /// ONNX opset of the default domain.
@@ -111,7 +133,11 @@ pub struct Manifest {
     pub fp32_regions: Vec<String>,
     /// One weight file per precision.
     pub weights: Vec<WeightsEntry>,
+    /// Toto 1.0 profiles (empty in a Toto 2.0 bundle).
     pub profiles: Vec<ProfileEntry>,
+    /// Toto 2.0 profiles (absent in a Toto 1.0 bundle).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_profiles: Vec<Toto2ProfileEntry>,
     /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
     pub dynamic_graphs: Vec<DynamicGraphEntry>,
     pub files: Vec<FileEntry>,
@@ -144,6 +170,19 @@ impl Manifest {
     /// listed file's size and sha256, no unlisted files.
     pub fn verify_files(&self, dir: &Path) -> Result<()> {
         crate::integrity::require_intact(dir, "totoc export")
+    }
+
+    pub fn generation(&self) -> ModelGeneration {
+        self.model.generation()
+    }
+
+    /// Names of the profiles of either generation.
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profiles
+            .iter()
+            .map(|p| p.profile.name.as_str())
+            .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))
+            .collect()
     }
 
     pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {

@@ -56,6 +56,10 @@ pub struct Profile {
     /// The profile's own bucket ladder (default: [`crate::bucket::default_ladder`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buckets: Option<BucketSpec>,
+    /// Toto 2.0 only: block decoding with blocks of this many points (a multiple of the patch) for horizons
+    /// longer than one block; without it the profile runs a single pass up to its horizon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_block: Option<usize>,
 }
 
 /// Buckets listed in a profile, in points.
@@ -113,6 +117,15 @@ impl Profile {
     /// Checks the profile's bounds against a model: the patches it needs must stay within
     /// [`ModelConfig::max_patches`].
     pub fn check_against(&self, model: &ModelConfig) -> Result<()> {
+        if let Some(b) = self.decode_block {
+            return Err(Error::Profile {
+                message: format!(
+                    "profile {:?}: `decode_block: {b}` is for Toto 2.0 checkpoints (Toto 1.0 always decodes one \
+                     patch per step): remove it",
+                    self.name
+                ),
+            });
+        }
         if let Some(spec) = &self.buckets {
             let p = model.patch_size;
             let bad = |message: String| {
@@ -253,6 +266,11 @@ impl ProfileSet {
                 }
             }
             let samples = p.samples.map_or(0, |s| s.value);
+            if let Some(b) = &p.decode_block {
+                if b.value == 0 {
+                    return Err(at(b.referenced.line(), field("decode_block"), "must be ≥ 1".into()));
+                }
+            }
             let buckets = match p.buckets {
                 None => None,
                 Some(raw) => {
@@ -312,6 +330,7 @@ impl ProfileSet {
                 horizon: p.horizon.value,
                 samples,
                 buckets,
+                decode_block: p.decode_block.map(|b| b.value),
             };
             profiles.push((profile, name_line));
         }
@@ -368,6 +387,8 @@ struct RawProfile {
     samples: Option<Spanned<usize>>,
     #[serde(default)]
     buckets: Option<Spanned<RawBuckets>>,
+    #[serde(default)]
+    decode_block: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -462,7 +483,8 @@ profiles:
                 context: 64,
                 horizon: 64,
                 samples: 16,
-                buckets: None
+                buckets: None,
+                decode_block: None
             }
         );
     }

@@ -64,7 +64,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let engines_arg = parse_engines(&a.engines)?;
     if let Some(name) = &a.rss_probe {
+        if super::bench_toto2::WORKLOADS.contains(&name.as_str()) {
+            return super::bench_toto2::rss_probe(&a, &engines_arg[0].1, name, budget);
+        }
         return rss_probe(&a, &engines_arg[0].1, name, budget);
+    }
+    // Toto 2.0 engines have their own workloads (quantiles, no sampling) and reference (toto-2).
+    let first = engines::engine_bundle::EngineManifest::read(&engines_arg[0].1)
+        .with_context(|| format!("reading engine {}", engines_arg[0].1.display()))?;
+    if first.model.generation() == exporter::generation::ModelGeneration::Toto2 {
+        return super::bench_toto2::run(&a, &engines_arg, budget);
     }
     if let Some(path) = &a.plot {
         plot::ImageFormat::from_path(path, "--plot")?;
@@ -425,7 +434,7 @@ pub(crate) fn bench_series(n: usize, count: usize) -> Vec<Vec<Option<f32>>> {
 }
 
 /// A size field of /proc/self/status, MB.
-fn proc_status_mb(field: &str) -> f64 {
+pub(crate) fn proc_status_mb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

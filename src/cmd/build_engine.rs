@@ -67,16 +67,18 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum();
+    let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
+        + m.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>();
     eprintln!(
-        "built {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
+        "built {} {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
+        m.model.generation().as_str(),
         m.target.name(),
         match (m.precision, m.fp16_emulation) {
             (exporter::signature::Precision::Fp32, _) => String::new(),
             (_, true) => "fp16-emulation ".to_string(),
             (p, false) => format!("{p} "),
         },
-        m.profiles.len(),
+        m.profiles.len() + m.toto2_profiles.len(),
         a.out.display(),
         start.elapsed().as_secs_f64()
     );

@@ -53,10 +53,12 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
-    let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum();
+    let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
+        + manifest.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>();
     eprintln!(
-        "exported {} profile(s), {graphs} bucket graphs, to {} ({:.1} MB) in {:.2} s",
-        manifest.profiles.len(),
+        "exported {} {} profile(s), {graphs} bucket graphs, to {} ({:.1} MB) in {:.2} s",
+        manifest.profile_names().len(),
+        manifest.generation().as_str(),
         a.out.display(),
         bytes as f64 / 1e6,
         start.elapsed().as_secs_f64()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{ForecastResponse, Limits, Overrides};
+use engines::request::{ForecastResponse, Overrides};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{ForecastArgs, FormatArg, TimestampUnitArg};
@@ -53,7 +53,7 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let load_time = load_start.elapsed();
 
     let start = Instant::now();
-    let limits = Limits { max_samples: engine.info().limits.max_samples };
+    let limits = engine.info().request_limits();
     let mut dataset = data::read(&input, Some(in_format), &opts, &overrides, &limits)?;
     let read_time = start.elapsed();
     let n = dataset.series.len();
@@ -98,6 +98,15 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     if !a.write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
+    }
+    // Toto 2.0 predicts nine knots; other levels are interpolated between them: say so once.
+    if engine.info().model == engines::engine::ModelFamily::Toto2
+        && responses
+            .iter()
+            .flat_map(|r| &r.quantiles)
+            .any(|q| !exporter::toto2::KNOTS.iter().any(|k| (k - q.q).abs() <= 1e-9))
+    {
+        eprintln!("{}", engines::toto2::quantiles::INTERPOLATION_NOTE);
     }
     let write_start = Instant::now();
     let point = engine.info().model.point_forecast();

@@ -146,6 +146,9 @@ impl From<engines::Error> for ServeError {
             | E::Limit { .. }
             | E::ContextTooLong { .. }
             | E::AllMissingAfterCut { .. }
+            | E::QuantileOutsideKnots { .. }
+            | E::NoSamplingInToto2 { .. }
+            | E::ContextTooShort { .. }
             | E::Unservable { .. } => ServeError::BadRequest(e.to_string()),
             other => ServeError::Internal(other.to_string()),
         }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use engines::engine::{EngineInfo, ModelFamily};
-use engines::request::{ForecastRequest, ForecastResponse, Limits, RequestFields};
+use engines::request::{ForecastRequest, ForecastResponse, RequestFields};
 use serde::Serialize;
 
 use super::error::ServeError;
@@ -304,7 +304,7 @@ pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
     };
 
     // One validated request per series.
-    let limits = Limits { max_samples: spec.info.limits.max_samples };
+    let limits = spec.info.request_limits();
     let mut requests = Vec::with_capacity(n);
     for s in 0..n {
         let len = lengths.as_ref().map_or(t, |l| l[s] as usize);

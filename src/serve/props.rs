@@ -317,7 +317,7 @@ proptest! {
     #[test]
     fn cli_json_and_json_lines_never_panic(text in "\\PC{0,300}", lines in prop::collection::vec(cli_request(), 1..4), e in edits()) {
         // `/v1/forecast` reads bodies with the CLI's reader (`data::parse`, timestamps included).
-        let limits = Limits { max_samples: 8 };
+        let limits = Limits { max_samples: 8, ..Limits::default() };
         let parse = |bytes: &[u8], fmt| -> Option<Dataset> {
             data::parse(bytes.to_vec(), fmt, "body", &ReadOptions::default(), &Overrides::default(), &limits).ok()
         };

@@ -160,8 +160,17 @@ fn run_golden(engine: &Engine, dir: &Path) -> Result<(usize, usize, usize), Stri
     // fails, one summary line per case otherwise.
     let mut rows: Vec<(String, String, usize, f64, f64, Option<String>)> = Vec::new();
     for path in &paths {
-        let case = GoldenCase::read(path).map_err(|e| e.to_string())?;
-        let reports = check_case(engine, &case, &tol).map_err(|e| format!("{}: {e}", case.name))?;
+        // Toto 2.0 cases hold the nine quantiles and the median (`totoc verify` checks them the same way).
+        let (case_name, reports) = if engine.info().model == engines::engine::ModelFamily::Toto2 {
+            let case = engines::toto2::golden::Toto2Case::read(path).map_err(|e| e.to_string())?;
+            let reports = engines::toto2::golden::check_case(engine, &case)
+                .map_err(|e| format!("{}: {e}", case.name))?;
+            (case.name, reports)
+        } else {
+            let case = GoldenCase::read(path).map_err(|e| e.to_string())?;
+            let reports = check_case(engine, &case, &tol).map_err(|e| format!("{}: {e}", case.name))?;
+            (case.name, reports)
+        };
         let mut names: Vec<&str> = Vec::new();
         for r in &reports {
             if !names.contains(&r.output.as_str()) {
@@ -179,7 +188,7 @@ fn run_golden(engine: &Engine, dir: &Path) -> Result<(usize, usize, usize), Stri
                 .iter()
                 .find(|r| !r.passed())
                 .map(|r| r.check().err().map(|e| e.to_string()).unwrap_or_default());
-            rows.push((case.name.clone(), name.to_string(), of.len(), max, ratio, fail));
+            rows.push((case_name.clone(), name.to_string(), of.len(), max, ratio, fail));
         }
     }
     let failed = rows.iter().filter(|r| r.5.is_some()).count();

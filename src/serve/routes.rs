@@ -18,7 +18,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use engines::request::{Limits, Overrides};
+use engines::request::Overrides;
 
 use crate::data::{self, Format, ReadOptions};
 use tracing::Instrument;
@@ -268,7 +268,7 @@ async fn forecast_v1(
     let svc2 = svc.clone();
     let decode = move || -> Result<_, ServeError> {
         // The CLI's own reader: the same requests (timestamps included) and the same errors as `totoc forecast`.
-        let limits = Limits { max_samples: svc2.engine.info().limits.max_samples };
+        let limits = svc2.engine.info().request_limits();
         let opts = ReadOptions::default();
         let mut dataset =
             data::parse(bytes.to_vec(), format, "request body", &opts, &Overrides::default(), &limits)

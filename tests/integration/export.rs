@@ -38,7 +38,7 @@ fn export_writes_graphs_shared_weights_and_manifest() {
     assert_eq!(dynamic.len(), 2);
     assert_eq!(dynamic[1]["inputs"][0]["dims"], serde_json::json!(["rows", 16]));
     assert!(dynamic[1]["inputs"].as_array().unwrap().iter().any(|i| i["name"] == "time_mask"));
-    assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/3"), Some(3)));
+    assert_eq!((m["format"].as_str(), m["format_version"].as_u64()), (Some("totoc-export/4"), Some(4)));
     assert_eq!(m["precisions"], serde_json::json!(["fp32"]));
     assert_eq!(m["weights"], serde_json::json!([{"precision": "fp32", "file": "weights.fp32.bin"}]));
     assert_eq!(m["variant"], "opset24");

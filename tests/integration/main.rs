@@ -13,5 +13,6 @@ mod forecast;
 mod plot;
 mod precision;
 mod serve;
+mod toto2;
 #[path = "../support/venv.rs"]
 mod venv;

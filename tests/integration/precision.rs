@@ -47,7 +47,7 @@ fn fp16_emulation_engine_builds_says_so_and_verifies() {
     let e = manifest(&engine);
     assert_eq!((e["precision"].as_str(), e["fp16_emulation"].as_bool()), (Some("fp16"), Some(true)));
     assert_eq!(e["weights_file"], "weights.fp16-emulated.bin");
-    assert_eq!(e["format"], "totoc-engine/3");
+    assert_eq!(e["format"], "totoc-engine/4");
     let verify = totoc_ok(&["verify", "--engine", engine.to_str().unwrap()]);
     assert!(verify.contains("35 of 35 output checks passed"), "{verify}");
     assert!(

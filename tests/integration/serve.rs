@@ -52,7 +52,7 @@ fn case(name: &str) -> Value {
 }
 
 /// A running `totoc serve`; killed on drop. Its log (stderr) goes to a file.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     http: String,
     grpc: String,
@@ -93,13 +93,13 @@ impl Server {
     }
 
     /// Starts the server and waits until it reports ready.
-    fn ready(engine: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn ready(engine: &Path, extra: &[&str]) -> Server {
         let s = Server::spawn(engine, extra);
         s.wait_ready();
         s
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.http)
     }
 
@@ -163,7 +163,7 @@ fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, ureq::http::H
     (status, headers, body)
 }
 
-fn post_json(url: &str, body: &Value) -> (u16, Value) {
+pub(crate) fn post_json(url: &str, body: &Value) -> (u16, Value) {
     let (s, _, b) = post(url, &[("content-type", "application/json")], body.to_string().as_bytes());
     (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
@@ -219,7 +219,15 @@ fn v1_forecast_gives_the_clis_numbers() {
 #[test]
 fn a_memory_budget_below_the_weights_is_refused_at_startup() {
     let out = Command::new(env!("CARGO_BIN_EXE_totoc"))
-        .args(["serve", "--engine", engine().to_str().unwrap(), "--addr", "127.0.0.1:0", "--grpc-addr", "off"])
+        .args([
+            "serve",
+            "--engine",
+            engine().to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "off",
+        ])
         .args(["--memory-budget", "4K"])
         .output()
         .unwrap();

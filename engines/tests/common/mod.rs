@@ -201,7 +201,16 @@ pub fn tiny_config() -> ModelConfig {
 }
 
 pub fn tiny_profile() -> Profile {
-    Profile { name: "tiny".into(), batch: 1, variates: 2, context: 8, horizon: 8, samples: 3, buckets: None }
+    Profile {
+        name: "tiny".into(),
+        batch: 1,
+        variates: 2,
+        context: 8,
+        horizon: 8,
+        samples: 3,
+        buckets: None,
+        decode_block: None,
+    }
 }
 
 /// The buckets of [`synthetic_bundle`]: one prefill of the profile's 2 rows × 2 context slots, one decode of its
@@ -343,7 +352,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: "0.0.0-test".into(),
         checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
-        model: cfg,
+        model: exporter::generation::AnyConfig::Toto1(cfg),
         variant: OpsetVariant::Opset24,
         opset: 24,
         cache_update: "tensor_scatter".into(),
@@ -351,6 +360,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         fp32_regions: Vec::new(),
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: "weights.fp32.bin".into() }],
         profiles: vec![ProfileEntry { profile, graphs }],
+        toto2_profiles: Vec::new(),
         dynamic_graphs: Vec::new(),
         files: file_entries(dir, &paths).unwrap(),
         inputs: Default::default(),

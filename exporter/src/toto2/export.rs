@@ -1,16 +1,25 @@
-//! Writing one set of Toto 2.0 graphs (one profile or shape bucket) into a bundle directory, with weights in the
-//! bundle's shared external-data file ([`WeightStore`]): the building block `totoc export` uses for 2.0.
+//! `totoc export` of a Toto 2.0 checkpoint ([`export_bundle`]): every profile's shape buckets
+//! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]), all over one shared external-data weight file
+//! ([`WeightStore`]), in the same bundle layout and manifest format as Toto 1.0 (`crate::export`), the manifest's
+//! `model` saying `toto-2.0` and its profiles under `toto2_profiles`.
 
 use std::path::Path;
 
 use prost::Message;
 
 use crate::error::{Error, Result};
-use crate::fsutil::write_atomic;
+use crate::export::{check_cache, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions};
+use crate::fsutil::{write_atomic, StagingDir};
+use crate::generation::AnyConfig;
 use crate::graph::toto2::toto2_graph;
 use crate::graph::{GraphBuilder, WeightStore};
-use crate::signature::TensorSig;
+use crate::manifest::{
+    file_entries, Manifest, Toto2ProfileEntry, Toto2SetEntry, WeightsEntry, BUNDLE_FORMAT,
+    BUNDLE_FORMAT_VERSION,
+};
+use crate::signature::{Precision, TensorSig};
 use crate::toto2::checkpoint::Toto2Checkpoint;
+use crate::toto2::ladder;
 use crate::toto2::signature::{Toto2Dims, Toto2GraphKind};
 use crate::variant::OpsetVariant;
 
@@ -67,4 +76,78 @@ pub fn write_graph_set(
         });
     }
     Ok(out)
+}
+
+/// Exports a Toto 2.0 checkpoint (see the module docs); on any error nothing is left at `opts.out`. Toto 2.0
+/// graphs are fp32 only.
+pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    let ckpt = Toto2Checkpoint::load(&opts.checkpoint)?;
+    if opts.profiles.is_empty() {
+        return Err(Error::Profile { message: "no profile selected".into() });
+    }
+    if opts.precisions.iter().any(|&p| p != Precision::Fp32) {
+        return Err(Error::Config {
+            message: "Toto 2.0 graphs are exported in fp32 only: drop `--precision fp16`".into(),
+        });
+    }
+    let ladders =
+        opts.profiles.iter().map(|p| ladder::ladder(p, &ckpt.config)).collect::<Result<Vec<_>>>()?;
+    let inputs = export_inputs(opts, ckpt.info(), &[Precision::Fp32])?;
+    let cache = match check_cache(opts, &inputs, progress)? {
+        Ok(up_to_date) => return Ok(up_to_date),
+        Err(cache) => cache,
+    };
+    let total: usize = ladders.iter().flatten().map(|d| d.graphs().len()).sum();
+    progress(ExportEvent::Start { graphs: total });
+    let stage = StagingDir::new(&opts.out, opts.force || cache.replaces())?;
+    let wfile = weights_file(Precision::Fp32);
+    let mut store = WeightStore::create(&stage.path().join(&wfile), &wfile)?;
+    let mut files = vec![wfile.clone()];
+    let mut profiles = Vec::new();
+    let mut index = 0;
+    for (profile, ladder) in opts.profiles.iter().zip(ladders) {
+        let mut sets = Vec::new();
+        for dims in ladder {
+            let name = ladder::set_name(&profile.name, &dims);
+            let graphs = write_graph_set(&ckpt, &mut store, stage.path(), &name, &dims, opts.variant)?;
+            for g in &graphs {
+                index += 1;
+                progress(ExportEvent::Graph { file: g.file.clone(), nodes: g.nodes, index, total });
+                files.push(g.file.clone());
+            }
+            sets.push(Toto2SetEntry {
+                name,
+                memory_bytes: ladder::memory_bytes(&dims, &ckpt.config),
+                dims,
+                graphs,
+            });
+        }
+        profiles.push(Toto2ProfileEntry { profile: profile.clone(), sets });
+    }
+    store.finish()?;
+    if let Some(dir) = &opts.golden {
+        files.extend(copy_golden(dir, stage.path())?);
+    }
+    let manifest = Manifest {
+        format: BUNDLE_FORMAT.into(),
+        format_version: BUNDLE_FORMAT_VERSION,
+        totoc_version: env!("CARGO_PKG_VERSION").into(),
+        checkpoint: ckpt.info(),
+        model: AnyConfig::Toto2(ckpt.config.clone()),
+        variant: opts.variant,
+        opset: opts.variant.opset(),
+        cache_update: opts.variant.cache_update().as_str().into(),
+        precisions: vec![Precision::Fp32],
+        fp32_regions: Vec::new(),
+        weights: vec![WeightsEntry { precision: Precision::Fp32, file: wfile }],
+        profiles: Vec::new(),
+        toto2_profiles: profiles,
+        dynamic_graphs: Vec::new(),
+        files: file_entries(stage.path(), &files)?,
+        inputs,
+    };
+    let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
+    crate::integrity::write_manifest(stage.path(), &json)?;
+    stage.commit()?;
+    Ok(manifest)
 }

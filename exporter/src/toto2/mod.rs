@@ -8,6 +8,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod export;
+pub mod ladder;
 pub mod signature;
 pub mod synth;
 

@@ -1,0 +1,449 @@
+//! The Toto 2.0 side of [`crate::engine::Engine`]: which graph sets an engine runs, the planner that packs a
+//! call's requests onto them, and the pool of loaded sets.
+//!
+//! **Planning.** Each request goes to the cheapest shape that holds it on its own ([`driver::fits`]): the
+//! fewest context + horizon slots (what a pass's cost scales with). Requests that share that shape are packed in
+//! order into chunks of at most the largest rows of that shape, and each chunk runs on the smallest rows bucket
+//! that holds it (padded rows are inert: their group ids are unique). A request that fits no shape fails alone.
+//!
+//! **Pool.** A set's graphs (pass, or prefill + decode) are loaded on first use, over the engine's shared
+//! weights, and kept while they fit the memory budget beside the weights; the least recently used set is
+//! evicted to make room, as for Toto 1.0's buckets. Calls run one at a time (the pool's lock).
+
+use std::sync::Mutex;
+
+use exporter::manifest::Toto2SetEntry;
+use exporter::toto2::{Toto2Config, Toto2Dims};
+
+use crate::engine::EngineLimits;
+use crate::engine_bundle::{EngineBundle, EngineManifest};
+use crate::error::{Error, Result};
+use crate::graph::GraphRunner;
+use crate::memory::human;
+use crate::request::ForecastRequest;
+use crate::toto2::driver::{self, fits, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings};
+use crate::toto2::rope::RopeTables;
+
+/// One graph set the engine may run.
+#[derive(Debug, Clone)]
+struct SetSlot {
+    profile: String,
+    /// The profile's `decode_block` (points).
+    decode_block: Option<usize>,
+    entry: Toto2SetEntry,
+}
+
+/// A loaded set: its runners (`None` while a call holds them) and when it was last used.
+struct Loaded {
+    set: usize,
+    runners: Option<Vec<GraphRunner>>,
+    memory: u64,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Pool {
+    loaded: Vec<Loaded>,
+    tick: u64,
+    /// Runs per set since load: (chunks, seconds); one fixed-size record per set.
+    totals: Vec<(u64, f64)>,
+}
+
+/// A chunk of a call: requests (indices into the call) that run together on one set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub set: usize,
+    pub members: Vec<usize>,
+}
+
+/// What a pass costs and which requests may share it: (context + horizon slots, context slots, horizon slots,
+/// decode block).
+type ShapeKey = (usize, usize, usize, Option<usize>);
+
+/// Packs requests onto shapes (see the module docs). Returns the chunks, and for each request that fits no
+/// shape its index.
+pub fn plan(sets: &[Toto2Dims], reqs: &[&ForecastRequest]) -> (Vec<Chunk>, Vec<usize>) {
+    let key = |d: &Toto2Dims| -> ShapeKey {
+        (d.context_slots + d.horizon_slots, d.context_slots, d.horizon_slots, d.block)
+    };
+    let mut unfit = Vec::new();
+    // (shape key, requests in order)
+    let mut groups: Vec<(ShapeKey, Vec<usize>)> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        match sets.iter().filter(|d| fits(d, r)).map(key).min() {
+            None => unfit.push(i),
+            Some(k) => match groups.iter_mut().find(|(g, _)| *g == k) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((k, vec![i])),
+            },
+        }
+    }
+    groups.sort_by_key(|(k, _)| *k);
+    let mut chunks = Vec::new();
+    for (k, members) in groups {
+        let shape: Vec<usize> = (0..sets.len()).filter(|&j| key(&sets[j]) == k).collect();
+        let max_rows = shape.iter().map(|&j| sets[j].rows).max().unwrap_or(0);
+        let mut current: Vec<usize> = Vec::new();
+        let mut rows = 0;
+        let mut close = |current: &mut Vec<usize>, rows: usize| {
+            if current.is_empty() {
+                return;
+            }
+            let set = shape
+                .iter()
+                .copied()
+                .filter(|&j| sets[j].rows >= rows)
+                .min_by_key(|&j| sets[j].rows)
+                .expect("every member fits a set of its shape");
+            chunks.push(Chunk { set, members: std::mem::take(current) });
+        };
+        for i in members {
+            let v = reqs[i].variates();
+            if rows + v > max_rows {
+                close(&mut current, rows);
+                rows = 0;
+            }
+            current.push(i);
+            rows += v;
+        }
+        close(&mut current, rows);
+    }
+    (chunks, unfit)
+}
+
+/// The Toto 2.0 engine state (see the module docs).
+pub struct Toto2Engine {
+    cfg: Toto2Config,
+    rope: RopeTables,
+    sets: Vec<SetSlot>,
+    weights_bytes: u64,
+    budget: u64,
+    pool: Mutex<Pool>,
+}
+
+impl std::fmt::Debug for Toto2Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toto2Engine").field("sets", &self.sets.len()).finish_non_exhaustive()
+    }
+}
+
+impl Toto2Engine {
+    /// The sets of `manifest` whose buffers fit `budget` beside the weights (identical shapes of several
+    /// profiles are one set: the first is kept).
+    pub fn new(manifest: &EngineManifest, cfg: &Toto2Config, budget: u64) -> Result<Self> {
+        let weights_bytes = manifest.resident_weight_bytes();
+        let mut sets: Vec<SetSlot> = Vec::new();
+        for p in &manifest.toto2_profiles {
+            for s in &p.sets {
+                if weights_bytes + s.memory_bytes <= budget && !sets.iter().any(|k| k.entry.dims == s.dims) {
+                    sets.push(SetSlot {
+                        profile: p.profile.name.clone(),
+                        decode_block: p.profile.decode_block,
+                        entry: s.clone(),
+                    });
+                }
+            }
+        }
+        if sets.is_empty() {
+            return Err(Error::Engine {
+                path: ".".into(),
+                message: format!(
+                    "no graph set fits the memory budget ({}) beside the weights ({}); give a larger --memory-budget",
+                    human(budget),
+                    human(weights_bytes)
+                ),
+            });
+        }
+        let totals = vec![(0, 0.0); sets.len()];
+        Ok(Toto2Engine {
+            rope: RopeTables::new(cfg.rotary_dim(), cfg.use_xpos),
+            cfg: cfg.clone(),
+            sets,
+            weights_bytes,
+            budget,
+            pool: Mutex::new(Pool { totals, ..Pool::default() }),
+        })
+    }
+
+    /// The limits of a Toto 2.0 engine: its profiles' bounds, no sample paths.
+    pub fn limits(manifest: &EngineManifest) -> EngineLimits {
+        let max = |f: fn(&exporter::profile::Profile) -> usize| {
+            manifest.toto2_profiles.iter().map(|p| f(&p.profile)).max().unwrap_or(0)
+        };
+        EngineLimits {
+            max_variates: max(|p| p.variates),
+            max_context: max(|p| p.context),
+            max_horizon: max(|p| p.horizon),
+            max_samples: 0,
+        }
+    }
+
+    pub fn patch(&self) -> usize {
+        self.cfg.patch_size
+    }
+
+    /// Names of the sets the engine runs (`default.n4.s64`).
+    pub fn set_names(&self) -> Vec<String> {
+        self.sets.iter().map(|s| s.entry.name.clone()).collect()
+    }
+
+    /// Per set: (name, chunks run, seconds) since the engine was loaded.
+    pub fn set_stats(&self) -> Vec<(String, u64, f64)> {
+        let pool = self.lock();
+        self.sets.iter().zip(&pool.totals).map(|(s, &(n, t))| (s.entry.name.clone(), n, t)).collect()
+    }
+
+    /// Whether some set holds `req` on its own; the error says why not.
+    pub fn check_fits(&self, req: &ForecastRequest, at: &str) -> Result<()> {
+        if self.sets.iter().any(|s| fits(&s.entry.dims, req)) {
+            return Ok(());
+        }
+        Err(self.unfit(req, at))
+    }
+
+    fn unfit(&self, req: &ForecastRequest, at: &str) -> Error {
+        Error::Unservable {
+            at: at.to_string(),
+            why: format!(
+                "no graph set of this engine holds {} variates, {} context points and horizon {} within its memory \
+                 budget (sets: {})",
+                req.variates(),
+                req.context_len(),
+                req.horizon,
+                self.set_names().join(", ")
+            ),
+        }
+    }
+
+    /// Loads every set (within the budget, least recently used evicted as needed); returns how many.
+    pub fn warm_up(&self, bundle: &EngineBundle) -> Result<usize> {
+        let mut pool = self.lock();
+        for i in 0..self.sets.len() {
+            let runners = self.take(&mut pool, bundle, i)?;
+            self.put(&mut pool, i, runners);
+        }
+        Ok(self.sets.len())
+    }
+
+    /// Forecasts admitted requests (see the module docs): one result per request, in order. `decode_block`
+    /// `Some(b)` runs them only on the sets of profiles with that `decode_block` (golden cases made with one).
+    pub fn forecast(
+        &self,
+        bundle: &EngineBundle,
+        engine_label: &str,
+        reqs: &[ForecastRequest],
+        record: bool,
+        decode_block: Option<Option<usize>>,
+    ) -> Vec<Result<Toto2Forecast>> {
+        let refs: Vec<&ForecastRequest> = reqs.iter().collect();
+        let usable: Vec<usize> = (0..self.sets.len())
+            .filter(|&i| decode_block.is_none_or(|b| self.sets[i].decode_block == b))
+            .collect();
+        let dims: Vec<Toto2Dims> = usable.iter().map(|&i| self.sets[i].entry.dims).collect();
+        let (mut chunks, unfit) = plan(&dims, &refs);
+        for c in &mut chunks {
+            c.set = usable[c.set];
+        }
+        let mut out: Vec<Option<Result<Toto2Forecast>>> = (0..reqs.len()).map(|_| None).collect();
+        for i in unfit {
+            out[i] = Some(Err(self.unfit(&reqs[i], &format!("request {}", i + 1))));
+        }
+        let mut pool = self.lock();
+        for chunk in chunks {
+            let members: Vec<&ForecastRequest> = chunk.members.iter().map(|&i| refs[i]).collect();
+            let result = self.run_chunk(&mut pool, bundle, engine_label, chunk.set, &members, record);
+            match result {
+                Ok(forecasts) => {
+                    for (&i, f) in chunk.members.iter().zip(forecasts) {
+                        out[i] = Some(Ok(f));
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    for &i in &chunk.members {
+                        out[i] = Some(Err(Error::Session {
+                            graph: self.sets[chunk.set].entry.name.clone(),
+                            message: message.clone(),
+                        }));
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    fn run_chunk(
+        &self,
+        pool: &mut Pool,
+        bundle: &EngineBundle,
+        engine_label: &str,
+        set: usize,
+        members: &[&ForecastRequest],
+        record: bool,
+    ) -> Result<Vec<Toto2Forecast>> {
+        let slot = &self.sets[set];
+        let mut runners = self.take(pool, bundle, set)?;
+        let cfg = ChunkConfig {
+            dims: &slot.entry.dims,
+            rope: &self.rope,
+            profile: &slot.profile,
+            engine: engine_label,
+            cap_k: None,
+            record,
+        };
+        let mut timings = Toto2Timings::default();
+        let result = match runners.as_mut_slice() {
+            [pass] => driver::forecast_chunk(Toto2Runners::Pass(pass), &cfg, members, &mut timings),
+            [prefill, decode] => {
+                driver::forecast_chunk(Toto2Runners::Block { prefill, decode }, &cfg, members, &mut timings)
+            }
+            other => Err(Error::Session {
+                graph: slot.entry.name.clone(),
+                message: format!("a graph set has 1 or 2 graphs, this one {}", other.len()),
+            }),
+        };
+        self.put(pool, set, runners);
+        let seconds: f64 = timings.first.iter().chain(&timings.decode).map(|d| d.as_secs_f64()).sum();
+        pool.totals[set].0 += 1;
+        pool.totals[set].1 += seconds;
+        let names: Vec<String> = slot
+            .entry
+            .graphs
+            .iter()
+            .map(|g| g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string())
+            .collect();
+        result.map(|mut v| {
+            for f in &mut v {
+                f.response.buckets = names.clone();
+            }
+            v
+        })
+    }
+
+    /// The set's runners, loaded if needed (evicting the least recently used sets to stay within the budget).
+    fn take(&self, pool: &mut Pool, bundle: &EngineBundle, set: usize) -> Result<Vec<GraphRunner>> {
+        pool.tick += 1;
+        let tick = pool.tick;
+        if let Some(l) = pool.loaded.iter_mut().find(|l| l.set == set) {
+            l.last_used = tick;
+            return l.runners.take().ok_or_else(|| Error::Session {
+                graph: self.sets[set].entry.name.clone(),
+                message: "already in use by this call".into(),
+            });
+        }
+        let need = self.sets[set].entry.memory_bytes;
+        loop {
+            let used: u64 = pool.loaded.iter().map(|l| l.memory).sum();
+            if self.weights_bytes + used + need <= self.budget {
+                break;
+            }
+            let victim = pool
+                .loaded
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.runners.is_some())
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => drop(pool.loaded.swap_remove(i)),
+                None => {
+                    return Err(Error::Session {
+                        graph: self.sets[set].entry.name.clone(),
+                        message: format!(
+                        "needs {} beside the weights ({}) and the sets in use ({}): over the memory budget \
+                             ({}); give a larger --memory-budget",
+                        human(need),
+                        human(self.weights_bytes),
+                        human(used),
+                        human(self.budget)
+                    ),
+                    })
+                }
+            }
+        }
+        let runners = self.sets[set]
+            .entry
+            .graphs
+            .iter()
+            .map(|g| bundle.load_toto2_graph(g))
+            .collect::<Result<Vec<_>>>()?;
+        pool.loaded.push(Loaded { set, runners: None, memory: need, last_used: tick });
+        Ok(runners)
+    }
+
+    fn put(&self, pool: &mut Pool, set: usize, runners: Vec<GraphRunner>) {
+        if let Some(l) = pool.loaded.iter_mut().find(|l| l.set == set) {
+            l.runners = Some(runners);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exporter::toto2::Toto2Config;
+
+    fn cfg() -> Toto2Config {
+        let json = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/toto2/4m/config.json"),
+        )
+        .unwrap();
+        Toto2Config::from_json(&json).unwrap()
+    }
+
+    fn req(len: usize, variates: usize, horizon: usize) -> ForecastRequest {
+        ForecastRequest {
+            id: None,
+            target: vec![vec![Some(1.0); len]; variates],
+            id_mask: vec![0; variates],
+            horizon,
+            samples: 0,
+            quantiles: Vec::new(),
+            seed: 0,
+            strict_context: false,
+            context_cut: None,
+        }
+    }
+
+    #[test]
+    fn requests_go_to_the_cheapest_shape_and_pack_onto_the_smallest_rows() {
+        let c = cfg();
+        let mut sets = Vec::new();
+        for rows in [1, 4, 16] {
+            for ctx in [512, 1024, 2048] {
+                sets.push(Toto2Dims::new(&c, rows, ctx, 336, None).unwrap());
+            }
+        }
+        let rs = [req(512, 1, 336), req(2000, 2, 10), req(300, 2, 96), req(4096, 1, 10), req(512, 20, 10)];
+        let refs: Vec<&ForecastRequest> = rs.iter().collect();
+        let (chunks, unfit) = plan(&sets, &refs);
+        assert_eq!(unfit, [3, 4], "context 4096 > 2048; 20 variates > 16 rows");
+        // requests 0 and 2 share the 512-point shape: 3 rows → the 4-row bucket
+        assert_eq!(chunks[0], Chunk { set: 3, members: vec![0, 2] });
+        assert_eq!((sets[3].rows, sets[3].context_slots), (4, 16));
+        // request 1: 2000 points = 62 whole patches → the 2048-point shape, 4 rows
+        assert_eq!(chunks[1], Chunk { set: 5, members: vec![1] });
+        assert_eq!(chunks.len(), 2);
+    }
+
+    #[test]
+    fn a_shape_full_of_rows_splits_into_several_chunks() {
+        let c = cfg();
+        let sets =
+            [Toto2Dims::new(&c, 1, 512, 64, None).unwrap(), Toto2Dims::new(&c, 4, 512, 64, None).unwrap()];
+        let rs: Vec<ForecastRequest> = (0..5).map(|_| req(512, 2, 64)).collect();
+        let refs: Vec<&ForecastRequest> = rs.iter().collect();
+        let (chunks, unfit) = plan(&sets, &refs);
+        assert!(unfit.is_empty());
+        let members: Vec<Vec<usize>> = chunks.iter().map(|c| c.members.clone()).collect();
+        assert_eq!(members, [vec![0, 1], vec![2, 3], vec![4]]);
+        assert_eq!(chunks.iter().map(|c| c.set).collect::<Vec<_>>(), [1, 1, 1]);
+        // a lone one-variate request runs on the 1-row set
+        let one = req(512, 1, 64);
+        assert_eq!(plan(&sets, &[&one]).0, [Chunk { set: 0, members: vec![0] }]);
+    }
+}

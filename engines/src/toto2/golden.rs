@@ -1,0 +1,110 @@
+//! Golden Toto 2.0 cases (`tests/fixtures/toto2/<config>/cases/*.json`, written by
+//! `tests/reference/make_toto2_fixtures.py` from toto-2's `Toto2Model.forecast`) and how `totoc verify` checks
+//! an engine against them.
+//!
+//! A case holds the `request`, the `options` the reference ran with (`decode_block`: block decoding, or `null`
+//! for the single pass) and the `reference`: the nine sorted quantiles `[9][V][H]` and the median `[V][H]`. The
+//! case runs on the engine's profiles with the same `decode_block` (block decoding gives other forecasts than a
+//! single pass), and the median and all nine quantiles must match within `1e-4·σ + 1e-6·|ref|` per element (σ:
+//! the variate's context standard deviation), the acceptance bound.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::request::{parse_request, ForecastRequest, Limits, Overrides};
+
+#[derive(Deserialize)]
+struct CaseFile {
+    request: serde_json::Value,
+    #[serde(default)]
+    options: Options,
+    reference: Reference,
+}
+
+#[derive(Deserialize, Default)]
+struct Options {
+    decode_block: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct Reference {
+    quantiles: Vec<Vec<Vec<f32>>>,
+    median: Vec<Vec<f32>>,
+}
+
+/// One golden Toto 2.0 case.
+pub struct Toto2Case {
+    pub name: String,
+    pub request: ForecastRequest,
+    pub decode_block: Option<usize>,
+    /// `[9][V][H]` sorted knots.
+    pub quantiles: Vec<Vec<Vec<f32>>>,
+    /// `[V][H]`.
+    pub median: Vec<Vec<f32>>,
+}
+
+impl Toto2Case {
+    /// Reads a case file; errors name the file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bad = |message: String| Error::Engine { path: path.to_path_buf(), message };
+        let f: CaseFile = serde_json::from_slice(&bytes).map_err(|e| {
+            bad(format!("not a Toto 2.0 golden case ({e}): it needs `request` and `reference`"))
+        })?;
+        let at = path.display().to_string();
+        let request = parse_request(
+            &f.request.to_string(),
+            &at,
+            &Overrides::default(),
+            &Limits { quantiles_without_samples: true, ..Limits::default() },
+        )?;
+        if f.reference.quantiles.len() != exporter::toto2::KNOTS.len() {
+            return Err(bad(format!(
+                "reference has {} quantiles, not the nine knots",
+                f.reference.quantiles.len()
+            )));
+        }
+        Ok(Toto2Case {
+            name: path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            request,
+            decode_block: f.options.decode_block,
+            quantiles: f.reference.quantiles,
+            median: f.reference.median,
+        })
+    }
+}
+
+/// Runs `case` on `engine` (on its profiles with the case's `decode_block`) and compares the median and the
+/// nine quantiles with the reference: one report per output (`median`, `q0.1` … `q0.9`).
+pub fn check_case(engine: &Engine, case: &Toto2Case) -> Result<Vec<Report>> {
+    let f = engine
+        .forecast_toto2_traced(vec![case.request.clone()], false, Some(case.decode_block))
+        .pop()
+        .expect("one result per request")
+        .map_err(|e| match e {
+            Error::Unservable { at, why } => Error::Unservable {
+                at,
+                why: format!(
+                    "{why}; the case ran with decode_block {:?}: export a profile with that decode_block",
+                    case.decode_block
+                ),
+            },
+            e => e,
+        })?;
+    let tol = Tolerance::default();
+    let v = case.request.variates();
+    let sigmas: Vec<f64> = case.request.target.iter().map(|x| context_sigma(x)).collect();
+    let flat = |x: &[Vec<f32>]| x.concat();
+    let mut out = Vec::new();
+    let median = f.response.median.as_deref().unwrap_or(&[]);
+    out.push(compare("median", 0, &flat(median), &flat(&case.median), v, Scale::PerVariate(&sigmas), &tol)?);
+    for (q, (got, want)) in f.knots.iter().zip(&case.quantiles).enumerate() {
+        let name = format!("q{:.1}", exporter::toto2::KNOTS[q]);
+        out.push(compare(&name, 0, &flat(got), &flat(want), v, Scale::PerVariate(&sigmas), &tol)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,230 @@
+//! Toto 2.0 end to end with the real binary: the 4m fixture checkpoint (regenerated from its seed, weights
+//! digest checked against the reference's) → `totoc export` (profiles of tests/fixtures/toto2/profiles.yaml,
+//! golden cases carried) → `build-engine` → `forecast` matches toto-2's median and quantiles, `verify` passes on
+//! every golden case (single pass and block decoding), sampling fields are refused with the reason, and
+//! `serve` answers the v2 protocol with `median`.
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn fixtures() -> PathBuf {
+    root().join("tests/fixtures/toto2")
+}
+
+/// The 4m fixture checkpoint, written from its seed into `dir`.
+fn checkpoint_4m(dir: &Path) {
+    let prov: Value = serde_json::from_slice(&fs::read(fixtures().join("provenance.json")).unwrap()).unwrap();
+    let p = &prov["checkpoints"]["4m"];
+    let json = fs::read_to_string(fixtures().join("4m/config.json")).unwrap();
+    let cfg = exporter::toto2::Toto2Config::from_json(&json).unwrap();
+    let seed = p["seed"].as_u64().unwrap();
+    assert_eq!(exporter::toto2::synth::weights_sha256(&cfg, seed), p["weights_sha256"].as_str().unwrap());
+    exporter::toto2::synth::write_checkpoint(dir, &json, seed, p["shards"].as_u64().unwrap() as usize)
+        .unwrap();
+}
+
+/// One CPU engine of the 4m checkpoint (export bundle next to it) for all tests of this module.
+fn engine() -> &'static Path {
+    static ENGINE: OnceLock<PathBuf> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let ck = dir.join("checkpoint");
+        checkpoint_4m(&ck);
+        let bundle = dir.join("bundle");
+        let (profiles, golden) = (fixtures().join("profiles.yaml"), fixtures().join("4m/cases"));
+        let out = totoc(&[
+            "export",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--config",
+            profiles.to_str().unwrap(),
+            "--golden",
+            golden.to_str().unwrap(),
+            "--out",
+            bundle.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("toto-2.0"));
+        let engine = dir.join("engine");
+        totoc_ok(&[
+            "build-engine",
+            "--artifacts",
+            bundle.to_str().unwrap(),
+            "--out",
+            engine.to_str().unwrap(),
+        ]);
+        engine
+    })
+}
+
+fn case(name: &str) -> Value {
+    serde_json::from_slice(&fs::read(fixtures().join("4m/cases").join(format!("{name}.json"))).unwrap())
+        .unwrap()
+}
+
+fn sigma(series: &Value) -> f64 {
+    let xs: Vec<f64> = series.as_array().unwrap().iter().filter_map(Value::as_f64).collect();
+    let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / xs.len() as f64).sqrt()
+}
+
+/// `[V][H]` values against a reference, within 1e-4·σ + 1e-6·|ref| per element.
+fn assert_close(got: &Value, want: &Value, target: &Value, what: &str) {
+    let (got, want) = (got.as_array().unwrap(), want.as_array().unwrap());
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (v, (g, w)) in got.iter().zip(want).enumerate() {
+        let s = sigma(&target[v]);
+        let (g, w) = (g.as_array().unwrap(), w.as_array().unwrap());
+        assert_eq!(g.len(), w.len(), "{what}");
+        for (t, (a, b)) in g.iter().zip(w).enumerate() {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            let tol = 1e-4 * s + 1e-6 * b.abs();
+            assert!((a - b).abs() <= tol, "{what} variate {v}, t={t}: {a} vs toto-2 {b} (tol {tol:.2e})");
+        }
+    }
+}
+
+fn forecast(req: &Value, extra: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("req.json");
+    fs::write(&input, req.to_string()).unwrap();
+    let mut args =
+        vec!["forecast", "--engine", engine().to_str().unwrap(), "--input", input.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    totoc(&args)
+}
+
+#[test]
+fn forecast_gives_toto2s_median_and_nine_quantiles() {
+    for name in ["single_4v_groups", "single_1v"] {
+        let c = case(name);
+        let out = forecast(&c["request"], &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(resp.get("mean").is_none_or(Value::is_null), "a 2.0 response has no mean: {resp}");
+        let target = &c["request"]["target"];
+        assert_close(&resp["median"], &c["reference"]["median"], target, name);
+        let qs = resp["quantiles"].as_array().unwrap();
+        assert_eq!(qs.len(), 9, "default: the nine knots");
+        for (k, q) in qs.iter().enumerate() {
+            assert!((q["q"].as_f64().unwrap() - 0.1 * (k + 1) as f64).abs() < 1e-9);
+            assert_close(&q["values"], &c["reference"]["quantiles"][k], target, &format!("{name} q{k}"));
+        }
+        assert!(resp["buckets"][0].as_str().unwrap().starts_with("single."), "{}", resp["buckets"]);
+    }
+}
+
+#[test]
+fn verify_passes_every_golden_case_single_pass_and_block_decoding() {
+    let out = totoc(&["verify", "--engine", engine().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // 5 cases × (median + nine quantiles)
+    assert!(stdout.contains("50 of 50 output checks passed"), "{stdout}");
+    assert!(stdout.contains("block_1v_long") && stdout.contains("q0.9"), "{stdout}");
+}
+
+#[test]
+fn verify_fails_on_a_perturbed_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = case("single_1v");
+    let x = c["reference"]["median"][0][3].as_f64().unwrap();
+    c["reference"]["median"][0][3] = json!(x + 1.0);
+    fs::write(dir.path().join("bad.json"), c.to_string()).unwrap();
+    let out = totoc(&[
+        "verify",
+        "--engine",
+        engine().to_str().unwrap(),
+        "--fixtures",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("FAIL") && stdout.contains("median"), "{stdout}");
+}
+
+#[test]
+fn samples_and_seed_are_refused_with_the_reason_and_levels_between_knots_are_interpolated() {
+    let req = case("single_1v")["request"].clone();
+    let out = forecast(&req, &["--samples", "8"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`samples` is not supported by a Toto 2.0 engine"), "{err}");
+    let mut seeded = req.clone();
+    seeded["seed"] = json!(3);
+    let err = String::from_utf8_lossy(&forecast(&seeded, &[]).stderr).into_owned();
+    assert!(err.contains("`seed` is not supported"), "{err}");
+    let out = forecast(&req, &["--quantiles", "0.5,0.95"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[0.1, 0.9]"));
+
+    let out = forecast(&req, &["--quantiles", "0.25,0.5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interpolated"));
+    let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (q25, q50) = (&resp["quantiles"][0]["values"][0], &resp["quantiles"][1]["values"][0]);
+    let reference = &case("single_1v")["reference"]["quantiles"];
+    let t = 5;
+    let mid = (reference[1][0][t].as_f64().unwrap() + reference[2][0][t].as_f64().unwrap()) / 2.0;
+    let got = q25[t].as_f64().unwrap();
+    assert!((got - mid).abs() <= 1e-3 * mid.abs().max(1.0), "q0.25 {got} vs mid of knots {mid}");
+    assert_eq!(q50, &resp["median"][0]);
+}
+
+#[test]
+fn a_context_past_the_engines_is_cut_and_too_short_is_an_error() {
+    let mut req = case("single_1v")["request"].clone();
+    let short: Vec<Value> = req["target"][0].as_array().unwrap()[..20].to_vec();
+    req["target"] = json!([short]);
+    let out = forecast(&req, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at least 32"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 700 points: the engine keeps its 512 most recent
+    let mut long = case("single_1v")["request"].clone();
+    let pts: Vec<Value> = (0..700).map(|i| json!((i as f64 * 0.1).sin())).collect();
+    long["target"] = json!([pts]);
+    let out = forecast(&long, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(resp["context_truncated"], json!({"given": 700, "used": 512}));
+}
+
+#[test]
+fn serve_answers_v1_and_v2_with_the_median_and_refuses_samples() {
+    use crate::serve::{post_json, Server};
+    let s = Server::ready(engine(), &[]);
+    let c = case("single_1v");
+    let (status, resp) = post_json(&s.url("/v1/forecast"), &c["request"]);
+    assert_eq!(status, 200, "{resp}");
+    assert!(resp.get("mean").is_none_or(Value::is_null), "{resp}");
+    assert_close(&resp["median"], &c["reference"]["median"], &c["request"]["target"], "v1 median");
+    let mut sampled = c["request"].clone();
+    sampled["samples"] = json!(16);
+    let (status, resp) = post_json(&s.url("/v1/forecast"), &sampled);
+    assert_eq!(status, 400, "{resp}");
+    assert!(resp["error"].as_str().unwrap().contains("`samples` is not supported"), "{resp}");
+
+    let target: Vec<Value> = c["request"]["target"][0].as_array().unwrap().clone();
+    let t = target.len();
+    let body = json!({
+        "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 1, t], "data": target}],
+        "parameters": {"horizon": 100},
+    });
+    let (status, resp) = post_json(&s.url("/v2/models/toto/infer"), &body);
+    assert_eq!(status, 200, "{resp}");
+    let outputs = resp["outputs"].as_array().unwrap();
+    assert!(outputs.iter().all(|o| o["name"] != "mean"), "{resp}");
+    let median =
+        outputs.iter().find(|o| o["name"] == "median").unwrap_or_else(|| panic!("no median: {resp}"));
+    assert_eq!(median["shape"], json!([1, 1, 100]));
+    let got = json!([median["data"].clone()]);
+    assert_close(&got, &c["reference"]["median"], &c["request"]["target"], "v2 median");
+}
