@@ -26,6 +26,9 @@ pub enum PrecisionArg {
     Fp32,
     /// fp16 weights, activations and KV caches, with fp32 where precision needs it (strongly typed).
     Fp16,
+    /// int8 weight-only: every large matmul reads int8 block-quantized weights (ONNX Runtime `MatMulNBits`;
+    /// CPU and CUDA), activations and KV caches stay fp32.
+    Int8,
 }
 
 impl From<PrecisionArg> for exporter::signature::Precision {
@@ -33,6 +36,7 @@ impl From<PrecisionArg> for exporter::signature::Precision {
         match p {
             PrecisionArg::Fp32 => exporter::signature::Precision::Fp32,
             PrecisionArg::Fp16 => exporter::signature::Precision::Fp16,
+            PrecisionArg::Int8 => exporter::signature::Precision::Int8,
         }
     }
 }

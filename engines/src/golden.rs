@@ -110,11 +110,24 @@ impl Tolerances {
         }
     }
 
+    /// int8 weight-only engines: the same mean rule as fp16 (`1e-2·max(σ, scaler scale) + 1e-3·|ref|`; the
+    /// scaled-unit forecast carries the weights' ~0.5% quantization error, as fp16's carries its rounding); the
+    /// mixture parameters within `5e-2 + 2e-2·|ref|` (measured worst on the fixtures: see
+    /// `engines/tests/int8.rs`).
+    pub fn int8() -> Self {
+        Tolerances {
+            mean: Tolerance { sigma_rel: 1e-2, ref_rel: 1e-3 },
+            params: Tolerance { sigma_rel: 5e-2, ref_rel: 2e-2 },
+            sigma_at_least_scale: true,
+        }
+    }
+
     /// The tolerances an engine of `precision` is verified with.
     pub fn for_precision(precision: exporter::signature::Precision) -> Self {
         match precision {
             exporter::signature::Precision::Fp32 => Tolerances::default(),
             exporter::signature::Precision::Fp16 => Tolerances::fp16(),
+            exporter::signature::Precision::Int8 => Tolerances::int8(),
         }
     }
 

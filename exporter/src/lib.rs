@@ -17,6 +17,7 @@ pub mod graph;
 pub mod manifest;
 pub mod pb;
 pub mod profile;
+pub mod quantize;
 pub mod signature;
 pub mod toto2;
 pub mod variant;
