@@ -79,10 +79,11 @@ fn measure(config: &str) -> Vec<CaseErrors> {
                 .filter(|r| ["df", "loc", "scale", "weights"].contains(&r.output.as_str()))
                 .map(|r| r.max_abs)
                 .fold(0.0, f64::max);
-            let verify_ok = check_case(&e8, &case, &Tolerances::for_precision(Precision::Int8))
-                .unwrap()
-                .iter()
-                .all(|r| r.passed());
+            let reports = check_case(&e8, &case, &Tolerances::for_precision(Precision::Int8)).unwrap();
+            for r in reports.iter().filter(|r| !r.passed()) {
+                eprintln!("{config}/{}: verify: {} step {} fails: {:?}", case.name, r.output, r.step, r.worst);
+            }
+            let verify_ok = reports.iter().all(|r| r.passed());
             CaseErrors {
                 case: format!("{config}/{}", case.name),
                 goal,

@@ -398,12 +398,13 @@ impl<'w> GraphBuilder<'w> {
         name: &str,
         k: usize,
         n: usize,
+        block: usize,
         make: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<String> {
         let (codes, scales) = (format!("{name}.q8"), format!("{name}.q8_scales"));
-        let blocks = k.div_ceil(quantize::BLOCK);
+        let blocks = k.div_ceil(block);
         let mut quantized: Option<QuantizedMatrix> = None;
-        self.weights.add_u8(&codes, &[n, blocks, quantize::BLOCK], || {
+        self.weights.add_u8(&codes, &[n, blocks, block], || {
             let w = make()?;
             if w.len() != k * n {
                 return Err(Error::Graph {
@@ -411,7 +412,7 @@ impl<'w> GraphBuilder<'w> {
                     message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
                 });
             }
-            let q = quantize::quantize_kn(&w, k, n, quantize::BLOCK);
+            let q = quantize::quantize_kn(&w, k, n, block);
             let c = q.codes.clone();
             quantized = Some(q);
             Ok(c)
@@ -428,7 +429,7 @@ impl<'w> GraphBuilder<'w> {
             ("K", Attr::Int(k as i64)),
             ("N", Attr::Int(n as i64)),
             ("bits", Attr::Int(i64::from(quantize::BITS))),
-            ("block_size", Attr::Int(quantize::BLOCK as i64)),
+            ("block_size", Attr::Int(block as i64)),
             ("accuracy_level", Attr::Int(4)),
         ];
         Ok(self.op_in(MS_DOMAIN, "MatMulNBits", &[x, &codes, &scales], 1, attrs).pop().expect("one output"))

@@ -491,7 +491,9 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
     let (n, p, k, dm) = (ctx.n, ctx.d.patch, ctx.d.components, ctx.embed);
     let (ut, ht) = (ctx.ft.unembed, ctx.ft.head);
     let h = g.cast(h, ut);
-    let u = g.scoped("unembed", |g| dense(g, ckpt, "model.unembed", None, &h, ut, ctx))?;
+    // fp32 in int8 graphs too (see the module docs)
+    let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None, ut))?;
+    let u = g.scoped("unembed", |g| g.linear(&h, &wu, &bu));
     // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
     let u = ctx.reshape(g, &u, &[n, p, dm], 1);
     let u = g.cast(&u, ht);
@@ -544,7 +546,7 @@ fn dense(
     }
     let w = ckpt.tensor(&format!("{prefix}.weight"))?;
     let (out, inp) = (w.shape[0], w.shape[1]);
-    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, || {
+    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, crate::quantize::BLOCK, || {
         Ok(transpose(&linear_rows(w.to_f32_vec(), row_perm, inp), out, inp))
     })?;
     let bname = format!("{prefix}.bias");
