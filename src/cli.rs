@@ -358,6 +358,10 @@ pub struct VerifyArgs {
     /// Directory of golden case files (*.json, searched recursively); default: the engine's own golden set.
     #[arg(long)]
     pub fixtures: Option<PathBuf>,
+    /// A second engine of the same model (e.g. the fp32 engine beside an int8 or fp16 one): also report how far
+    /// the engine's mean forecast is from that engine's, in the same tolerance units (a report, not a verdict).
+    #[arg(long)]
+    pub compare_engine: Option<PathBuf>,
     #[command(flatten)]
     pub ort: OrtArgs,
 }

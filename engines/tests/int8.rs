@@ -81,7 +81,10 @@ fn measure(config: &str) -> Vec<CaseErrors> {
                 .fold(0.0, f64::max);
             let reports = check_case(&e8, &case, &Tolerances::for_precision(Precision::Int8)).unwrap();
             for r in reports.iter().filter(|r| !r.passed()) {
-                eprintln!("{config}/{}: verify: {} step {} fails: {:?}", case.name, r.output, r.step, r.worst);
+                eprintln!(
+                    "{config}/{}: verify: {} step {} fails: {:?}",
+                    case.name, r.output, r.step, r.worst
+                );
             }
             let verify_ok = reports.iter().all(|r| r.passed());
             CaseErrors {

@@ -61,7 +61,8 @@ impl QuantizedMatrix {
             for kk in 0..self.k {
                 let (b, i) = (kk / self.block, kk % self.block);
                 let code = self.codes[(n * blocks + b) * self.block + i];
-                out[kk * self.n + n] = (f32::from(code) - f32::from(ZERO_POINT)) * self.scales[n * blocks + b];
+                out[kk * self.n + n] =
+                    (f32::from(code) - f32::from(ZERO_POINT)) * self.scales[n * blocks + b];
             }
         }
         out
@@ -134,7 +135,8 @@ mod tests {
         for kk in 0..k {
             for c in 0..n {
                 let b = kk / BLOCK;
-                let amax = (b * BLOCK..((b + 1) * BLOCK).min(k)).map(|r| w[r * n + c].abs()).fold(0f32, f32::max);
+                let amax =
+                    (b * BLOCK..((b + 1) * BLOCK).min(k)).map(|r| w[r * n + c].abs()).fold(0f32, f32::max);
                 let err = (w[kk * n + c] - back[kk * n + c]).abs();
                 // half a step, plus the f32 rounding of the scale times the largest code
                 let bound = amax / 254.0 * (1.0 + 1e-6) + amax * 1e-6;

@@ -93,6 +93,11 @@ fn int8_reexport_is_byte_identical() {
     let (ma, mb) = (export_int8(&a), export_int8(&b));
     assert_eq!(ma.files, mb.files);
     for f in &ma.files {
-        assert_eq!(std::fs::read(a.join(&f.path)).unwrap(), std::fs::read(b.join(&f.path)).unwrap(), "{}", f.path);
+        assert_eq!(
+            std::fs::read(a.join(&f.path)).unwrap(),
+            std::fs::read(b.join(&f.path)).unwrap(),
+            "{}",
+            f.path
+        );
     }
 }

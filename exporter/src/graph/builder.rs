@@ -494,7 +494,8 @@ impl<'w> GraphBuilder<'w> {
         }
         let mut initializer = self.constants;
         initializer.extend(self.weights.references(&used_inputs(&self.nodes)));
-        let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: self.variant.opset() }];
+        let mut opset_import =
+            vec![OperatorSetIdProto { domain: String::new(), version: self.variant.opset() }];
         if self.nodes.iter().any(|n| n.domain == MS_DOMAIN) {
             opset_import.push(OperatorSetIdProto { domain: MS_DOMAIN.into(), version: 1 });
         }

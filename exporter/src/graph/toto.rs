@@ -315,7 +315,8 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
             which * dm + dd * h + head
         })
         .collect();
-    let y = g.scoped("wQKV", |g| dense(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), x, ctx.ft.act, ctx))?;
+    let y =
+        g.scoped("wQKV", |g| dense(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), x, ctx.ft.act, ctx))?;
     Ok(g.split(&y, -1, &[dm, dm, dm]))
 }
 

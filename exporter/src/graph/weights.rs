@@ -81,7 +81,12 @@ impl WeightStore {
     }
 
     /// Stores `name` as uint8 `dims` (quantized weight codes) unless it is already there; `make` computes them.
-    pub fn add_u8(&mut self, name: &str, dims: &[usize], make: impl FnOnce() -> Result<Vec<u8>>) -> Result<()> {
+    pub fn add_u8(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        make: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<()> {
         self.add_bytes(name, dims, ElemType::U8, || {
             let codes = make()?;
             if codes.len() != dims.iter().product::<usize>() {
