@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::write_atomic;
 use crate::graph::toto2::toto2_graph;
 use crate::graph::{GraphBuilder, WeightStore};
-use crate::signature::TensorSig;
+use crate::signature::{Precision, TensorSig};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::signature::{Toto2Dims, Toto2GraphKind};
 use crate::variant::OpsetVariant;
@@ -26,9 +26,10 @@ pub struct Toto2GraphFile {
     pub nodes: usize,
 }
 
-/// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx`
-/// (atomically), referencing `weights` (whose file must live in `dir`); `variant` is the opset, and so how the
-/// decode graph writes its KV caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
+/// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx` (fp32) or
+/// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
+/// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
+/// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -36,13 +37,17 @@ pub fn write_graph_set(
     set: &str,
     dims: &Toto2Dims,
     variant: OpsetVariant,
+    precision: Precision,
 ) -> Result<Vec<Toto2GraphFile>> {
     let mut out = Vec::new();
     for kind in dims.graphs() {
-        let file = format!("{set}.{}.onnx", kind.as_str());
-        let graph_name = format!("toto2_{set}_{}", kind.as_str());
+        let file = crate::export::graph_file(&format!("{set}.{}", kind.as_str()), precision);
+        let graph_name = match precision {
+            Precision::Fp32 => format!("toto2_{set}_{}", kind.as_str()),
+            p => format!("toto2_{set}_{}_{p}", kind.as_str()),
+        };
         let mut g = GraphBuilder::new(&graph_name, weights, variant);
-        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update())
+        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update(), precision)
             .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
         let doc = format!(
             "Toto 2.0 {} graph of {set:?} (totoc {}): static shapes, u-μP folded into the weights",
@@ -53,6 +58,7 @@ pub fn write_graph_set(
             ("totoc.model", "toto-2.0".to_string()),
             ("totoc.profile", set.to_string()),
             ("totoc.graph", kind.as_str().to_string()),
+            ("totoc.precision", precision.as_str().to_string()),
             ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
         ];
         let model = g.finish(&doc, &meta)?;
