@@ -6,6 +6,7 @@ use std::process::Command;
 
 use exporter::graph::WeightStore;
 use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
+use exporter::signature::Precision;
 use exporter::toto2::export::{write_graph_set, Toto2GraphFile};
 use exporter::toto2::{synth, Toto2Checkpoint, Toto2Dims, Toto2GraphKind};
 use exporter::variant::OpsetVariant;
