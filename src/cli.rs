@@ -26,6 +26,9 @@ pub enum PrecisionArg {
     Fp32,
     /// fp16 weights, activations and KV caches, with fp32 where precision needs it (strongly typed).
     Fp16,
+    /// int8 weight-only: every large matmul reads int8 block-quantized weights (ONNX Runtime `MatMulNBits`;
+    /// CPU and CUDA), activations and KV caches stay fp32.
+    Int8,
 }
 
 impl From<PrecisionArg> for exporter::signature::Precision {
@@ -33,6 +36,7 @@ impl From<PrecisionArg> for exporter::signature::Precision {
         match p {
             PrecisionArg::Fp32 => exporter::signature::Precision::Fp32,
             PrecisionArg::Fp16 => exporter::signature::Precision::Fp16,
+            PrecisionArg::Int8 => exporter::signature::Precision::Int8,
         }
     }
 }
@@ -389,6 +393,10 @@ pub struct VerifyArgs {
     /// Directory of golden case files (*.json, searched recursively); default: the engine's own golden set.
     #[arg(long)]
     pub fixtures: Option<PathBuf>,
+    /// A second engine of the same model (e.g. the fp32 engine beside an int8 or fp16 one): also report how far
+    /// the engine's mean forecast is from that engine's, in the same tolerance units (a report, not a verdict).
+    #[arg(long)]
+    pub compare_engine: Option<PathBuf>,
     #[command(flatten)]
     pub ort: OrtArgs,
 }

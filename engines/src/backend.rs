@@ -412,6 +412,22 @@ pub fn check_variant(
     Ok(())
 }
 
+/// Whether `target` can run graphs of `precision`; the error says why not and what to build instead. int8
+/// graphs use `com.microsoft` `MatMulNBits`, which ONNX Runtime's CPU provider (MLAS, int8 compute at
+/// `accuracy_level` 4) and its CUDA provider (bits 4 and 8) implement; TensorRT does not import the contrib op,
+/// and its provider would split each graph around every quantized matmul, so an int8 TensorRT engine is refused.
+pub fn check_precision(target: &Target, precision: Precision) -> std::result::Result<(), String> {
+    match (target, precision) {
+        (Target::TensorRt { .. }, Precision::Int8) => Err(
+            "int8 graphs use ONNX Runtime's MatMulNBits (a com.microsoft contrib op), which TensorRT cannot \
+             import: build the int8 engine with `--target cpu` or `--target cuda`, or build the TensorRT engine \
+             from fp16 or fp32 graphs (`--precision fp16`)"
+                .to_string(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Physical cores usable by this process: the logical CPUs it may run on (affinity/cgroup aware, via
 /// `available_parallelism`) divided by the SMT ratio from `/proc/cpuinfo` (`siblings / cpu cores`).
 pub fn physical_cores() -> usize {
@@ -571,6 +587,17 @@ mod tests {
 
     fn get<'a>(o: &'a [(String, String)], k: &str) -> Option<&'a str> {
         o.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn int8_runs_on_cpu_and_cuda_not_tensorrt() {
+        for p in Precision::ALL {
+            assert!(check_precision(&Target::cpu(None), p).is_ok());
+            assert!(check_precision(&Target::cuda(0, false), p).is_ok());
+        }
+        assert!(check_precision(&Target::tensorrt(0, false), Precision::Fp16).is_ok());
+        let e = check_precision(&Target::tensorrt(0, false), Precision::Int8).unwrap_err();
+        assert!(e.contains("MatMulNBits") && e.contains("--target cpu"), "{e}");
     }
 
     fn build_stage() -> Stage {

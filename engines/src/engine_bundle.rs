@@ -377,6 +377,8 @@ pub fn build_engine(
         }
     };
     let precision = pick_precision(options.precision, &source.precisions, artifacts)?;
+    backend::check_precision(target, precision)
+        .map_err(|message| Error::Engine { path: artifacts.to_path_buf(), message })?;
     let emulation = matches!(target, Target::Cpu { .. }) && precision == Precision::Fp16;
     let rt = runtime::init(options.ort_lib.as_deref())?;
     let tensorrt = matches!(target, Target::TensorRt { .. }).then(crate::doctor::tensorrt_version).flatten();

@@ -6,6 +6,10 @@
 //! (asinh units) within 1e-4 and the scaler statistics of every block within 1e-6 relative are checked too, so a
 //! failure points at the graph or the host. Shapes are padded (an extra row, context slot and horizon slot) so
 //! the padding rules are exercised; a packed run of several cases must equal the cases run alone.
+//!
+//! int8 graphs (`toto2_int8_*`): the same cases within `1e-2·σ_eff + 1e-3·|ref|` on the median and quantiles,
+//! `σ_eff = max(σ, scaler scale)` (the rule of the Toto 1.0 fp16 and int8 engines, `engines/tests/int8.rs`); raw
+//! knots within `2e-2 + 1e-2·|ref|`, later blocks' scaler statistics (which read decoded values) in σ_eff units.
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -16,7 +20,9 @@ use engines::graph::{GraphRunner, SharedWeights};
 use engines::request::{parse_request, ForecastRequest, Limits, Overrides};
 use engines::toto2::rope::RopeTables;
 use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings};
+use exporter::export::weights_file;
 use exporter::graph::WeightStore;
+use exporter::signature::Precision;
 use exporter::toto2::export::write_graph_set;
 use exporter::toto2::{synth, Toto2Checkpoint, Toto2Config, Toto2Dims};
 use exporter::variant::OpsetVariant;
@@ -114,19 +120,16 @@ fn load_graphs(
     dir: &Path,
     set: &str,
     update: OpsetVariant,
+    precision: Precision,
 ) -> Vec<GraphRunner> {
     std::fs::create_dir_all(dir).unwrap();
-    let wfile = format!("{set}.weights.bin");
+    let wfile = format!("{set}.{}", weights_file(precision));
     let mut weights = WeightStore::create(&dir.join(&wfile), &wfile).unwrap();
-    let files = write_graph_set(ck, &mut weights, dir, set, dims, update).unwrap();
+    let files = write_graph_set(ck, &mut weights, dir, set, dims, update, precision).unwrap();
     weights.finish().unwrap();
     let rt = init_ort();
     let target = Target::cpu(Some(1));
-    let cfg = session_config(
-        &target,
-        &Stage::Load { bundle_dir: dir.to_path_buf() },
-        exporter::signature::Precision::Fp32,
-    );
+    let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.to_path_buf() }, precision);
     let shared = SharedWeights::new(rt);
     files
         .iter()
@@ -161,9 +164,16 @@ fn padded_dims(cfg: &Toto2Config, reqs: &[&ForecastRequest], decode_block: Optio
 }
 
 /// Compares one forecast with its reference; returns the reports.
-fn check(case: &Case, f: &Toto2Forecast) -> Vec<Report> {
-    let tol = Tolerance::default();
-    let sigmas: Vec<f64> = case.request.target.iter().map(|v| context_sigma(v)).collect();
+fn check(case: &Case, f: &Toto2Forecast, precision: Precision) -> Vec<Report> {
+    let int8 = precision == Precision::Int8;
+    let tol = if int8 { Tolerance { sigma_rel: 1e-2, ref_rel: 1e-3 } } else { Tolerance::default() };
+    let mut sigmas: Vec<f64> = case.request.target.iter().map(|v| context_sigma(v)).collect();
+    if int8 {
+        for (s, c) in sigmas.iter_mut().zip(&case.reference.blocks[0].scale) {
+            *s = s.max(f64::from(*c));
+        }
+    }
+    let knot_tol = if int8 { Tolerance { sigma_rel: 2e-2, ref_rel: 1e-2 } } else { tol };
     let v = case.request.variates();
     let flat = |x: &[Vec<f32>]| x.concat();
     let mut reports = Vec::new();
@@ -195,22 +205,23 @@ fn check(case: &Case, f: &Toto2Forecast) -> Vec<Report> {
                 &flat(&want.raw[q]),
                 v,
                 Scale::Absolute(1.0),
-                &tol,
+                &knot_tol,
             );
             reports.push(r.unwrap());
         }
-        let rel = Tolerance { sigma_rel: 0.0, ref_rel: 1e-6 };
-        reports.push(compare("scaler loc", i, &got.loc, &want.loc, v, Scale::Absolute(0.0), &rel).unwrap());
-        reports.push(
-            compare("scaler scale", i, &got.scale, &want.scale, v, Scale::Absolute(0.0), &rel).unwrap(),
-        );
+        let (rel, scale) = match int8 {
+            false => (Tolerance { sigma_rel: 0.0, ref_rel: 1e-6 }, Scale::Absolute(0.0)),
+            true => (tol, Scale::PerVariate(&sigmas)),
+        };
+        reports.push(compare("scaler loc", i, &got.loc, &want.loc, v, scale, &rel).unwrap());
+        reports.push(compare("scaler scale", i, &got.scale, &want.scale, v, scale, &rel).unwrap());
     }
     reports
 }
 
 /// Runs every case of `config` alone (padded shape) and checks it; returns the worst |Δ|/tolerance of the
 /// median and quantiles.
-fn check_config(config: &str, update: OpsetVariant) -> f64 {
+fn check_config(config: &str, update: OpsetVariant, precision: Precision) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let ck = checkpoint(config, &tmp.path().join("checkpoint"));
     let cases = read_cases(config);
@@ -220,10 +231,11 @@ fn check_config(config: &str, update: OpsetVariant) -> f64 {
     for (i, case) in cases.iter().enumerate() {
         let dims = padded_dims(&ck.config, &[&case.request], case.decode_block);
         assert_eq!(dims.block.is_some(), case.reference.blocks.len() > 1, "{}: block decoding", case.name);
-        let mut graphs = load_graphs(&ck, &dims, &tmp.path().join(format!("g{i}")), &case.name, update);
+        let dir = tmp.path().join(format!("g{i}"));
+        let mut graphs = load_graphs(&ck, &dims, &dir, &case.name, update, precision);
         let f = run(&mut graphs, &ck, &dims, &[&case.request]).remove(0);
         let mut case_worst: f64 = 0.0;
-        for r in check(case, &f) {
+        for r in check(case, &f, precision) {
             if !r.passed() {
                 failures.push(format!("{config}/{}: {r}", case.name));
             }
@@ -233,35 +245,49 @@ fn check_config(config: &str, update: OpsetVariant) -> f64 {
                 }
             }
         }
-        eprintln!("{config}/{}: worst |Δ|/tolerance {case_worst:.3}", case.name);
+        eprintln!("{config}/{}: {precision}: worst |Δ|/tolerance {case_worst:.3}", case.name);
         worst = worst.max(case_worst);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     eprintln!(
-        "{config}: every case matches toto-2; worst |Δ|/tolerance on the median and quantiles {worst:.3}"
+        "{config}: {precision}: every case matches toto-2; worst |Δ|/tolerance on the median and quantiles \
+         {worst:.3}"
     );
     worst
 }
 
 #[test]
 fn toto2_4m_matches_toto2() {
-    check_config("4m", OpsetVariant::Opset24);
+    check_config("4m", OpsetVariant::Opset24, Precision::Fp32);
 }
 
 #[test]
 fn toto2_22m_matches_toto2() {
-    check_config("22m", OpsetVariant::Opset24);
+    check_config("22m", OpsetVariant::Opset24, Precision::Fp32);
 }
 
 #[test]
 fn toto2_small_sharded_gqa_matches_toto2() {
-    check_config("small", OpsetVariant::Opset24);
+    check_config("small", OpsetVariant::Opset24, Precision::Fp32);
+}
+
+/// int8 weight-only graphs (the transformer's matmuls through `MatMulNBits`) on every fixture. Not met yet: on
+/// the random-weight 4m fixture the median/quantiles are 28–66× the int8 goal (raw knots off by up to 0.1 in asinh
+/// units), so the 2.0 int8 graphs are not offered by any command; run it to measure. Ablations on 4m: weights
+/// dequantized in fp32 arithmetic (`accuracy_level` 1, no activation quantization) still 10–21×; attention or FFN
+/// matmuls left in fp32, 12–46×: the random-weight 2.0 models amplify the weights' ≈0.4% rounding itself.
+#[test]
+#[ignore = "issue 15 open item: Toto 2.0 int8 graphs miss the goal (measured 28-66x on 4m)"]
+fn toto2_int8_matches_toto2_within_the_int8_goal() {
+    for config in ["4m", "22m", "small"] {
+        check_config(config, OpsetVariant::Opset24, Precision::Int8);
+    }
 }
 
 /// The portable `ScatterND` cache write gives the same forecasts (the block-decoding cases exercise it).
 #[test]
 fn scatter_nd_variant_matches_toto2() {
-    check_config("small", OpsetVariant::Opset18);
+    check_config("small", OpsetVariant::Opset18, Precision::Fp32);
 }
 
 /// Several requests packed into one chunk (different contexts, variate counts, horizons, a padded row) give the
@@ -276,7 +302,7 @@ fn packed_requests_equal_single_ones() {
         let dims = padded_dims(&ck.config, &reqs, block);
         assert_eq!(dims.graphs().len(), if block.is_some() { 2 } else { 1 });
         let dir = tmp.path().join(format!("packed{}", block.unwrap_or(0)));
-        let mut graphs = load_graphs(&ck, &dims, &dir, "packed", OpsetVariant::Opset24);
+        let mut graphs = load_graphs(&ck, &dims, &dir, "packed", OpsetVariant::Opset24, Precision::Fp32);
         let together = run(&mut graphs, &ck, &dims, &reqs);
         for (i, r) in reqs.iter().enumerate() {
             let alone = run(&mut graphs, &ck, &dims, &[r]).remove(0);

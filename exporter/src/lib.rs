@@ -19,6 +19,7 @@ pub mod integrity;
 pub mod manifest;
 pub mod pb;
 pub mod profile;
+pub mod quantize;
 pub mod signature;
 pub mod toto2;
 pub mod variant;

@@ -38,30 +38,34 @@ pub enum DType {
 }
 
 /// Float precision of a graph: the type of its weights, activations and KV caches (with the fp32 islands an fp16
-/// graph keeps where precision needs them, see `crate::graph::precision`). A bundle may hold graphs of several
+/// graph keeps where precision needs them, see `crate::graph::precision`). `int8` is weight-only: its large
+/// matmuls read block-quantized int8 weights (`com.microsoft` `MatMulNBits`, see [`crate::quantize`]) and
+/// everything else — activations, KV caches, small weights — is fp32. A bundle may hold graphs of several
 /// precisions, each over its own weight file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     Fp32,
     Fp16,
+    Int8,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 2] = [Precision::Fp32, Precision::Fp16];
+    pub const ALL: [Precision; 3] = [Precision::Fp32, Precision::Fp16, Precision::Int8];
 
-    /// `fp32`, `fp16`: as in file names (`weights.fp16.bin`) and on the command line.
+    /// `fp32`, `fp16`, `int8`: as in file names (`weights.fp16.bin`) and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             Precision::Fp32 => "fp32",
             Precision::Fp16 => "fp16",
+            Precision::Int8 => "int8",
         }
     }
 
-    /// The element type of the graph's float activations.
+    /// The element type of the graph's float activations (f32 in an int8 graph: its weights only are int8).
     pub fn dtype(self) -> DType {
         match self {
-            Precision::Fp32 => DType::F32,
+            Precision::Fp32 | Precision::Int8 => DType::F32,
             Precision::Fp16 => DType::F16,
         }
     }
@@ -69,7 +73,7 @@ impl Precision {
     /// Bytes of one float activation or cache element.
     pub fn bytes(self) -> u64 {
         match self {
-            Precision::Fp32 => 4,
+            Precision::Fp32 | Precision::Int8 => 4,
             Precision::Fp16 => 2,
         }
     }
@@ -88,7 +92,8 @@ impl std::str::FromStr for Precision {
         match s {
             "fp32" => Ok(Precision::Fp32),
             "fp16" => Ok(Precision::Fp16),
-            other => Err(format!("unknown precision {other:?} (fp32 or fp16)")),
+            "int8" => Ok(Precision::Int8),
+            other => Err(format!("unknown precision {other:?} (fp32, fp16 or int8)")),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use exporter::graph::WeightStore;
 use exporter::pb::{tensor_shape_proto::dimension::Value as Dim, type_proto::Value as Ty, ModelProto};
+use exporter::signature::Precision;
 use exporter::toto2::export::{write_graph_set, Toto2GraphFile};
 use exporter::toto2::{synth, Toto2Checkpoint, Toto2Dims, Toto2GraphKind};
 use exporter::variant::OpsetVariant;
@@ -29,8 +30,8 @@ fn export_sets(ck: &Toto2Checkpoint, out: &Path, update: OpsetVariant) -> Vec<To
     let mut weights = WeightStore::create(&out.join("weights.fp32.bin"), "weights.fp32.bin").unwrap();
     let pass = Toto2Dims::new(&ck.config, 3, 512, 336, None).unwrap();
     let block = Toto2Dims::new(&ck.config, 2, 256, 200, Some(64)).unwrap();
-    let mut files = write_graph_set(ck, &mut weights, out, "pass", &pass, update).unwrap();
-    files.extend(write_graph_set(ck, &mut weights, out, "block", &block, update).unwrap());
+    let mut files = write_graph_set(ck, &mut weights, out, "pass", &pass, update, Precision::Fp32).unwrap();
+    files.extend(write_graph_set(ck, &mut weights, out, "block", &block, update, Precision::Fp32).unwrap());
     weights.finish().unwrap();
     files
 }

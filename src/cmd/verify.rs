@@ -2,6 +2,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use engines::compare::{compare, context_sigma, Scale};
 use engines::engine::{Engine, LoadOptions, ModelFamily};
 use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
 use engines::toto2::golden::{self as golden2, Toto2Case};
@@ -28,6 +29,13 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         return verify_toto2(&engine, &cases);
     }
     let tol = Tolerances::for_precision(engine.manifest().precision);
+    let other = match &a.compare_engine {
+        Some(dir) => {
+            Some(Engine::load(dir, &opts).with_context(|| format!("loading engine {}", dir.display()))?)
+        }
+        None => None,
+    };
+    let mut versus = Vec::new();
     println!(
         "{:<28} {:<12} {:>6} {:>10} {:>10} {:>9}  verdict",
         "case", "output", "steps", "max |Δ|", "median", "worst/tol"
@@ -37,6 +45,9 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         let case = GoldenCase::read(path)?;
         let reports =
             check_case(&engine, &case, &tol).with_context(|| format!("running {}", path.display()))?;
+        if let Some(other) = &other {
+            versus.push((case.name.clone(), mean_vs(&engine, other, &case, &tol)?));
+        }
         // One row per output: the worst step.
         // Output names in first-seen order (reports come step by step).
         let mut seen = std::collections::BTreeSet::new();
@@ -76,6 +87,13 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         engine.info().label,
         tol.describe()
     );
+    if let Some(other) = &other {
+        println!("mean forecast vs {} (same tolerance; a report, not a verdict):", other.info().label);
+        println!("{:<28} {:>12} {:>9}", "case", "max |Δ|/σ", "worst/tol");
+        for (name, (per_sigma, ratio)) in &versus {
+            println!("{name:<28} {per_sigma:>12.2e} {ratio:>9.3}");
+        }
+    }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
@@ -111,4 +129,37 @@ fn verify_toto2(engine: &Engine, cases: &[std::path::PathBuf]) -> anyhow::Result
         engine.info().label
     );
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The engine's mean forecast against `other`'s on `case`: max `|Δ|/σ` and the worst `|Δ|` / tolerance, with the
+/// tolerance's σ rule (σ at least the scaler scale where `tol` says so).
+fn mean_vs(
+    engine: &Engine,
+    other: &Engine,
+    case: &GoldenCase,
+    tol: &Tolerances,
+) -> anyhow::Result<(f64, f64)> {
+    let req = case.mean_request();
+    let run = |e: &Engine| e.forecast_traced(vec![req.clone()], true).remove(0);
+    let (a, b) = (run(engine)?, run(other)?);
+    let sigma: Vec<f64> = req.target.iter().map(|s| context_sigma(s)).collect();
+    let sigma_eff: Vec<f64> = match (tol.sigma_at_least_scale, b.steps.first()) {
+        (true, Some(step0)) => {
+            sigma.iter().zip(&step0.scaler_scale).map(|(s, c)| s.max(f64::from(*c))).collect()
+        }
+        _ => sigma.clone(),
+    };
+    let x: Vec<f32> = a.response.point().iter().flatten().copied().collect();
+    let y: Vec<f32> = b.response.point().iter().flatten().copied().collect();
+    let v = req.variates();
+    let r = compare("mean", 0, &x, &y, v, Scale::PerVariate(&sigma_eff), &tol.mean)?;
+    let ratio = r.worst.map_or(0.0, |w| if w.tol > 0.0 { w.error / w.tol } else { 0.0 });
+    let h = x.len() / v.max(1);
+    let per_sigma = x
+        .iter()
+        .zip(&y)
+        .enumerate()
+        .map(|(i, (p, q))| f64::from((p - q).abs()) / sigma[i / h.max(1)].max(1e-12))
+        .fold(0.0, f64::max);
+    Ok((per_sigma, ratio))
 }

@@ -245,3 +245,46 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
         assert_eq!(stray.count(), 0, "{file}: temp file left");
     }
 }
+
+/// `export --precision int8` → `build-engine --precision int8` → `verify --compare-engine` (the fp32 engine):
+/// the int8 engine passes its golden set with the int8 tolerances and reports its distance to the fp32 engine.
+#[test]
+fn int8_engine_verifies_and_reports_against_fp32() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    let golden = root().join("tests/fixtures/tiny/cases");
+    totoc_ok(&[
+        "export",
+        "--checkpoint",
+        fixture_checkpoint("tiny").to_str().unwrap(),
+        "--config",
+        tiny_profiles().to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "--precision",
+        "int8",
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
+    let int8 = tmp.path().join("int8");
+    totoc_ok(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", int8.to_str().unwrap()]);
+    let out = totoc_ok(&[
+        "verify",
+        "--engine",
+        int8.to_str().unwrap(),
+        "--compare-engine",
+        engine().to_str().unwrap(),
+    ]);
+    assert!(out.contains("35 of 35 output checks passed") && out.contains("cpu int8"), "{out}");
+    assert!(out.contains("mean forecast vs cpu") && out.contains("mean_short"), "{out}");
+    let err = totoc_err(&[
+        "build-engine",
+        "--artifacts",
+        bundle.to_str().unwrap(),
+        "--target",
+        "tensorrt",
+        "--out",
+        tmp.path().join("trt").to_str().unwrap(),
+    ]);
+    assert!(err.contains("MatMulNBits") && err.contains("--target cpu"), "{err}");
+}

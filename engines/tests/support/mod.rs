@@ -64,6 +64,30 @@ pub fn cpu_engine_form(
 
 /// Exports `config`'s fixture checkpoint once with fp32 and fp16 graphs (`plan`'s fp32 regions) and builds both
 /// CPU engines from it: the fp32 engine and the fp16 emulation engine.
+/// The fp32 and int8 CPU engines of fixture `config` (configs/tiny.yaml profiles), exported into one bundle.
+pub fn fp32_and_int8_engines(config: &str, dir: &Path) -> (Engine, Engine) {
+    let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
+    let bundle = dir.join("bundle");
+    let opts = ExportOptions {
+        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
+        profiles,
+        out: bundle.clone(),
+        precisions: vec![Precision::Fp32, Precision::Int8],
+        variant: OpsetVariant::Opset24,
+        fp16_plan: Fp16Plan::DEFAULT,
+        force: false,
+        golden: None,
+    };
+    export(&opts, &mut |_| {}).unwrap();
+    let engine = |precision: Precision, name: &str| {
+        let out = dir.join(name);
+        let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
+        build_engine(&bundle, &Target::cpu(Some(1)), &out, &opts, &mut |_| {}).unwrap();
+        Engine::load(&out, &LoadOptions::default()).unwrap()
+    };
+    (engine(Precision::Fp32, "engine32"), engine(Precision::Int8, "engine8"))
+}
+
 pub fn fp32_and_fp16_engines(config: &str, dir: &Path, plan: Fp16Plan) -> (Engine, Engine) {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let bundle = dir.join("bundle");

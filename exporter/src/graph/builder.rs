@@ -17,9 +17,13 @@ use crate::pb::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
+use crate::quantize::{self, QuantizedMatrix};
 use crate::signature::{DType, Dim, DynSig, TensorSig};
 
 use crate::variant::OpsetVariant;
+
+/// The ONNX Runtime contrib-op domain (`MatMulNBits`).
+pub const MS_DOMAIN: &str = "com.microsoft";
 
 /// An ONNX attribute value.
 pub enum Attr {
@@ -283,6 +287,18 @@ impl<'w> GraphBuilder<'w> {
         n: usize,
         attrs: Vec<(&str, Attr)>,
     ) -> Vec<String> {
+        self.op_in("", op_type, inputs, n, attrs)
+    }
+
+    /// Adds a node of `domain` (`""` for the ONNX ops) with `n` outputs.
+    fn op_in(
+        &mut self,
+        domain: &str,
+        op_type: &str,
+        inputs: &[&str],
+        n: usize,
+        attrs: Vec<(&str, Attr)>,
+    ) -> Vec<String> {
         let path = self.path();
         let base = if path.is_empty() { op_type.to_string() } else { format!("{path}.{op_type}") };
         let name = self.unique(base);
@@ -295,6 +311,7 @@ impl<'w> GraphBuilder<'w> {
             output: outputs.clone(),
             name,
             op_type: op_type.into(),
+            domain: domain.into(),
             attribute: attrs.into_iter().map(|(k, v)| attribute(k, v)).collect(),
             ..Default::default()
         });
@@ -371,6 +388,53 @@ impl<'w> GraphBuilder<'w> {
         Ok(name.to_string())
     }
 
+    /// `x · W` for a `[K, N]` weight `name` stored as int8 codes and block scales ([`crate::quantize`]) and run
+    /// by `com.microsoft` `MatMulNBits` (bits 8, block 128, `accuracy_level` 4: MLAS quantizes each row block of
+    /// `x` to int8 and accumulates in int32, so a row's result does not depend on the other rows of the call).
+    /// `make` computes the f32 `[K, N]` weight and runs only the first time `name` is seen; `x` must be f32.
+    pub fn matmul_int8(
+        &mut self,
+        x: &str,
+        name: &str,
+        k: usize,
+        n: usize,
+        block: usize,
+        make: impl FnOnce() -> Result<Vec<f32>>,
+    ) -> Result<String> {
+        let (codes, scales) = (format!("{name}.q8"), format!("{name}.q8_scales"));
+        let blocks = k.div_ceil(block);
+        let mut quantized: Option<QuantizedMatrix> = None;
+        self.weights.add_u8(&codes, &[n, blocks, block], || {
+            let w = make()?;
+            if w.len() != k * n {
+                return Err(Error::Graph {
+                    graph: self.name.clone(),
+                    message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
+                });
+            }
+            let q = quantize::quantize_kn(&w, k, n, block);
+            let c = q.codes.clone();
+            quantized = Some(q);
+            Ok(c)
+        })?;
+        self.weights.add(&scales, &[n * blocks], DType::F32, || {
+            quantized.map(|q| q.scales).ok_or_else(|| Error::Graph {
+                graph: self.name.clone(),
+                message: format!("{scales} is missing from the weight file while {codes} is there"),
+            })
+        })?;
+        self.types.insert(codes.clone(), ElemType::U8);
+        self.types.insert(scales.clone(), ElemType::F32);
+        let attrs = vec![
+            ("K", Attr::Int(k as i64)),
+            ("N", Attr::Int(n as i64)),
+            ("bits", Attr::Int(i64::from(quantize::BITS))),
+            ("block_size", Attr::Int(block as i64)),
+            ("accuracy_level", Attr::Int(4)),
+        ];
+        Ok(self.op_in(MS_DOMAIN, "MatMulNBits", &[x, &codes, &scales], 1, attrs).pop().expect("one output"))
+    }
+
     /// `x` converted to `to` (nothing when it already has that type).
     pub fn cast(&mut self, x: &str, to: DType) -> String {
         if self.type_of(x) == Some(to.into()) {
@@ -430,9 +494,14 @@ impl<'w> GraphBuilder<'w> {
         }
         let mut initializer = self.constants;
         initializer.extend(self.weights.references(&used_inputs(&self.nodes)));
+        let mut opset_import =
+            vec![OperatorSetIdProto { domain: String::new(), version: self.variant.opset() }];
+        if self.nodes.iter().any(|n| n.domain == MS_DOMAIN) {
+            opset_import.push(OperatorSetIdProto { domain: MS_DOMAIN.into(), version: 1 });
+        }
         Ok(ModelProto {
             ir_version: self.variant.ir_version(),
-            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: self.variant.opset() }],
+            opset_import,
             producer_name: "totoc".into(),
             producer_version: env!("CARGO_PKG_VERSION").into(),
             doc_string: doc.into(),

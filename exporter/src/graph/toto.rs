@@ -85,6 +85,8 @@ struct Ctx {
     cache_update: CacheUpdate,
     /// Rows and slots are symbolic: reshapes copy those dims (`0`) instead of naming them.
     symbolic: bool,
+    /// The large matmuls read int8 weights ([`dense`]).
+    int8: bool,
 }
 
 impl Ctx {
@@ -146,6 +148,7 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         space_mask,
         cache_update: opts.cache_update,
         symbolic: opts.symbolic,
+        int8: opts.precision == Precision::Int8,
     };
 
     let x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
@@ -312,9 +315,8 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
             which * dm + dd * h + head
         })
         .collect();
-    let (w, b) =
-        g.scoped("wQKV", |g| linear_weights(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), ctx.ft.act))?;
-    let y = g.scoped("wQKV", |g| g.linear(x, &w, &b));
+    let y =
+        g.scoped("wQKV", |g| dense(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), x, ctx.ft.act, ctx))?;
     Ok(g.split(&y, -1, &[dm, dm, dm]))
 }
 
@@ -395,8 +397,7 @@ fn attention_time(
     let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
     let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
-    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
-    Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
+    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx))
 }
 
 /// Writes one new slot per cache row: `cache[r, :, rows[r], :] = update[r, :, 0, :]`.
@@ -447,21 +448,18 @@ fn attention_space(
     let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
     let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
-    let (w, bias) = g.scoped("wO", |g| linear_weights(g, ckpt, &format!("{prefix}.wO"), None, ctx.ft.act))?;
-    Ok(g.scoped("wO", |g| g.linear(&o, &w, &bias)))
+    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx))
 }
 
 /// SwiGLU MLP (`feed_forward.py`): `Linear(D → 2M)`, gate = first half, `silu(gate)·val`, `Linear(M → D)`.
 fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
     let act = ctx.ft.act;
-    let (w1, b1) = g.scoped("0", |g| linear_weights(g, ckpt, &format!("{prefix}.0"), None, act))?;
-    let y = g.scoped("0", |g| g.linear(x, &w1, &b1));
+    let y = g.scoped("0", |g| dense(g, ckpt, &format!("{prefix}.0"), None, x, act, ctx))?;
     let parts = g.split(&y, -1, &[ctx.mlp, ctx.mlp]);
     let sig = g.op("Sigmoid", &[&parts[0]], vec![]);
     let silu = g.binary("Mul", &parts[0], &sig);
     let z = g.binary("Mul", &silu, &parts[1]);
-    let (w2, b2) = g.scoped("2", |g| linear_weights(g, ckpt, &format!("{prefix}.2"), None, act))?;
-    Ok(g.scoped("2", |g| g.linear(&z, &w2, &b2)))
+    g.scoped("2", |g| dense(g, ckpt, &format!("{prefix}.2"), None, &z, act, ctx))
 }
 
 /// The hidden state that predicts the next patch: the last real context slot at prefill (`last_index`, per
@@ -494,6 +492,7 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
     let (n, p, k, dm) = (ctx.n, ctx.d.patch, ctx.d.components, ctx.embed);
     let (ut, ht) = (ctx.ft.unembed, ctx.ft.head);
     let h = g.cast(h, ut);
+    // fp32 in int8 graphs too (see the module docs)
     let (wu, bu) = g.scoped("unembed", |g| linear_weights(g, ckpt, "model.unembed", None, ut))?;
     let u = g.scoped("unembed", |g| g.linear(&h, &wu, &bu));
     // unembed features are `(patch_size embed_dim)`: feature p·D + e is step p of the patch.
@@ -529,6 +528,39 @@ fn output_head(g: &mut GraphBuilder, ckpt: &Checkpoint, h: &str, ctx: &Ctx) -> R
         let weights = g.op("Softmax", &[&parts[3]], vec![("axis", Attr::Int(-1))]);
         Ok([df, parts[1].clone(), scale, weights])
     })
+}
+
+/// A large `Linear` (`x · Wᵀ + b`, `W = {prefix}.weight` with rows permuted first if asked) in `dtype`; in an
+/// int8 graph its weight is int8 block-quantized ([`GraphBuilder::matmul_int8`]) and its bias stays f32.
+fn dense(
+    g: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    prefix: &str,
+    row_perm: Option<&[usize]>,
+    x: &str,
+    dtype: DType,
+    ctx: &Ctx,
+) -> Result<String> {
+    if !ctx.int8 {
+        let (w, b) = linear_weights(g, ckpt, prefix, row_perm, dtype)?;
+        return Ok(g.linear(x, &w, &b));
+    }
+    let w = ckpt.tensor(&format!("{prefix}.weight"))?;
+    let (out, inp) = (w.shape[0], w.shape[1]);
+    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, crate::quantize::BLOCK, || {
+        Ok(transpose(&linear_rows(w.to_f32_vec(), row_perm, inp), out, inp))
+    })?;
+    let bname = format!("{prefix}.bias");
+    g.weight(&bname, &[out], dtype, || Ok(linear_rows(ckpt.tensor(&bname)?.to_f32_vec(), row_perm, 1)))?;
+    Ok(g.binary("Add", &y, &bname))
+}
+
+/// `rows` (of `width` values each) permuted when asked.
+fn linear_rows(rows: Vec<f32>, row_perm: Option<&[usize]>, width: usize) -> Vec<f32> {
+    match row_perm {
+        Some(perm) => permute_rows(&rows, perm, width),
+        None => rows,
+    }
 }
 
 /// Stores `{prefix}.weight` transposed to `[in, out]` (rows permuted first if asked) and `{prefix}.bias` as

@@ -16,7 +16,7 @@
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
 use crate::graph::toto::CacheUpdate;
-use crate::signature::{k_cache, v_cache, DType};
+use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
@@ -41,6 +41,8 @@ struct Ctx {
     /// Additive variate mask `[L, 1, R, R]`.
     variate_mask: String,
     cache_update: CacheUpdate,
+    /// The transformer's matmuls read int8 weights.
+    int8: bool,
 }
 
 /// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
@@ -51,7 +53,14 @@ pub fn toto2_graph(
     kind: Toto2GraphKind,
     d: &Toto2Dims,
     cache_update: CacheUpdate,
+    precision: Precision,
 ) -> Result<()> {
+    if precision == Precision::Fp16 {
+        return Err(Error::Graph {
+            graph: kind.as_str().into(),
+            message: "Toto 2.0 graphs are fp32 or int8 (fp16 is not implemented for 2.0)".into(),
+        });
+    }
     if !d.graphs().contains(&kind) {
         return Err(Error::Graph {
             graph: kind.as_str().into(),
@@ -68,7 +77,9 @@ pub fn toto2_graph(
         _ => g.scoped("time_mask", |g| time_mask(g, d, l)),
     };
     let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
-    let ctx = Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask, cache_update };
+    let int8 = precision == Precision::Int8;
+    let ctx =
+        Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask, cache_update, int8 };
 
     let x = g.scoped("patch_input", |g| patch_input(g, &ctx));
     let mut x = g.scoped("patch_proj", |g| residual_mlp(g, ckpt, "patch_proj", &x, false))?;
@@ -256,7 +267,8 @@ fn qkv(
         } else {
             1.0
         }
-    })?;
+    })?
+    .quantized(ctx.int8);
     let y = g.scoped("in_proj", |g| lin.wire(g, ckpt, x))?;
     Ok(g.split(&y, -1, &[hq, hk, hv]))
 }
@@ -365,7 +377,7 @@ fn attention_time(
     let o = sdpa(g, &q, &k_all, &v_all, &ctx.time_mask.clone());
     let o = g.transpose(&o, &[0, 2, 1, 3]);
     let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
-    out_proj(g, ckpt, prefix, &o)
+    out_proj(g, ckpt, prefix, &o, ctx)
 }
 
 /// Writes the call's 2B keys (or values) `update [R, G, 2B, d]` into `cache [R, G, T, d]` at slots
@@ -415,13 +427,20 @@ fn attention_variate(
     let o = sdpa(g, &q, &k, &v, &ctx.variate_mask.clone());
     let o = g.transpose(&o, &[2, 0, 1, 3]);
     let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
-    out_proj(g, ckpt, prefix, &o)
+    out_proj(g, ckpt, prefix, &o, ctx)
 }
 
 /// `attn.out_proj` with 1/√fan_in and the residual factor τ/√(1+τ²) folded in.
-fn out_proj(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, o: &str) -> Result<String> {
+fn out_proj(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    prefix: &str,
+    o: &str,
+    ctx: &Ctx,
+) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
-    let lin = FoldedLinear::uniform(ckpt, &format!("{prefix}.attn.out_proj"), false, f64::from(branch))?;
+    let lin = FoldedLinear::uniform(ckpt, &format!("{prefix}.attn.out_proj"), false, f64::from(branch))?
+        .quantized(ctx.int8);
     g.scoped("out_proj", |g| lin.wire(g, ckpt, o))
 }
 
@@ -429,8 +448,9 @@ fn out_proj(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, o: &str)
 /// (with τ/√(1+τ²) folded in). `[…, D]` → `[…, D]`.
 fn ffn(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
-    let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?;
-    let fc2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc2"), false, f64::from(branch))?;
+    let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?.quantized(ctx.int8);
+    let fc2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc2"), false, f64::from(branch))?
+        .quantized(ctx.int8);
     let y = g.scoped("fc1", |g| fc1.wire(g, ckpt, x))?;
     let halves = g.split(&y, -1, &[ctx.cfg.d_ff, ctx.cfg.d_ff]);
     let sig = g.op("Sigmoid", &[&halves[1]], vec![]);
@@ -468,6 +488,8 @@ pub struct FoldedLinear {
     factor: Vec<f64>,
     /// A scale of the layer's input, folded into the weight only.
     input_scale: f64,
+    /// Stored int8 block-quantized and run by `MatMulNBits` ([`GraphBuilder::matmul_int8`]).
+    int8: bool,
     has_bias: bool,
 }
 
@@ -493,8 +515,15 @@ impl FoldedLinear {
             out,
             factor: (0..out).map(|o| s * row_factor(o)).collect(),
             input_scale: 1.0,
+            int8: false,
             has_bias: ckpt.has(&format!("{prefix}.bias")),
         })
+    }
+
+    /// Stores the folded weight int8 block-quantized when `on` (the bias stays f32).
+    pub fn quantized(mut self, on: bool) -> Self {
+        self.int8 = on;
+        self
     }
 
     /// Folds a constant that multiplies the layer's input (`Linear(c·x)`) into the weight.
@@ -545,6 +574,10 @@ impl FoldedLinear {
 
     /// `x·Wᵀ`.
     pub fn wire_no_bias(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
+        if self.int8 {
+            let name = format!("{}.weight.folded", self.prefix);
+            return g.matmul_int8(x, &name, self.inp, self.out, crate::quantize::BLOCK, || self.weight(ckpt));
+        }
         let w = self.store_weight(g, ckpt)?;
         Ok(g.binary("MatMul", x, &w))
     }

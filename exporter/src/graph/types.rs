@@ -15,6 +15,8 @@ pub enum ElemType {
     F16,
     I64,
     Bool,
+    /// Quantized weight codes (`MatMulNBits`' `B`); never a graph input or output.
+    U8,
 }
 
 impl ElemType {
@@ -29,6 +31,7 @@ impl ElemType {
             ElemType::F16 => DataType::Float16,
             ElemType::I64 => DataType::Int64,
             ElemType::Bool => DataType::Bool,
+            ElemType::U8 => DataType::Uint8,
         }) as i32
     }
 
@@ -39,6 +42,7 @@ impl ElemType {
             DataType::Float16 => Some(ElemType::F16),
             DataType::Int64 => Some(ElemType::I64),
             DataType::Bool => Some(ElemType::Bool),
+            DataType::Uint8 => Some(ElemType::U8),
             _ => None,
         }
     }
@@ -67,6 +71,8 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
         | "Sigmoid" | "Softplus" | "Softmax" | "ReduceMean" | "ReduceSum" | "Reshape" | "Transpose"
         | "Unsqueeze" | "Expand" | "Split" | "Concat" | "Identity" | "Gather" | "GatherND"
         | "TensorScatter" | "ScatterND" | "Slice" | "Pad" => inputs.first().copied(),
+        // `com.microsoft`: A [.., K] float · dequantized B → [.., N] in A's type
+        "MatMulNBits" => inputs.first().copied(),
         _ => None,
     }
 }
@@ -80,6 +86,8 @@ pub fn same_type_inputs(op: &str, n_inputs: usize) -> Vec<usize> {
         "Concat" => (0..n_inputs).collect(),
         "TensorScatter" => vec![0, 1],
         "ScatterND" => vec![0, 2],
+        // A and its scales (B is uint8 codes)
+        "MatMulNBits" => vec![0, 2],
         _ => Vec::new(),
     }
 }
@@ -127,5 +135,8 @@ mod tests {
         assert!(same_type_inputs("Reshape", 2).is_empty());
         assert!(exact_in_input_type("TensorScatter") && !exact_in_input_type("Add"));
         assert_eq!(ElemType::from_onnx(F16.onnx()), Some(F16));
+        assert_eq!(ElemType::from_onnx(U8.onnx()), Some(U8));
+        assert_eq!(output_type("MatMulNBits", &[F32, U8, F32], None), Some(F32));
+        assert_eq!(same_type_inputs("MatMulNBits", 3), vec![0, 2]);
     }
 }

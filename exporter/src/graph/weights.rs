@@ -20,7 +20,7 @@ const ALIGN: u64 = 4096;
 
 struct Entry {
     dims: Vec<i64>,
-    dtype: DType,
+    elem: ElemType,
     offset: u64,
     length: u64,
 }
@@ -59,44 +59,76 @@ impl WeightStore {
         dtype: DType,
         make: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<()> {
+        self.add_bytes(name, dims, dtype.into(), || {
+            let values = make()?;
+            if values.len() != dims.iter().product::<usize>() {
+                return Err(Error::Graph {
+                    graph: "weights".into(),
+                    message: format!("weight {name}: {} values for dims {dims:?}", values.len()),
+                });
+            }
+            Ok(match dtype {
+                DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                DType::F16 => values.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
+                DType::I64 => {
+                    return Err(Error::Graph {
+                        graph: "weights".into(),
+                        message: format!("weight {name}: weights are float (f32 or f16), not i64"),
+                    })
+                }
+            })
+        })
+    }
+
+    /// Stores `name` as uint8 `dims` (quantized weight codes) unless it is already there; `make` computes them.
+    pub fn add_u8(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        make: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<()> {
+        self.add_bytes(name, dims, ElemType::U8, || {
+            let codes = make()?;
+            if codes.len() != dims.iter().product::<usize>() {
+                return Err(Error::Graph {
+                    graph: "weights".into(),
+                    message: format!("weight {name}: {} bytes for uint8 dims {dims:?}", codes.len()),
+                });
+            }
+            Ok(codes)
+        })
+    }
+
+    /// Stores `name` (little-endian `bytes` of `elem` values) unless it is already there.
+    fn add_bytes(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        elem: ElemType,
+        make: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<()> {
         let want: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         if let Some(e) = self.entries.get(name) {
-            if e.dims != want || e.dtype != dtype {
+            if e.dims != want || e.elem != elem {
                 return Err(Error::Graph {
                     graph: "weights".into(),
                     message: format!(
-                        "weight {name} requested as {dtype:?} {want:?} but stored as {:?} {:?}",
-                        e.dtype, e.dims
+                        "weight {name} requested as {elem:?} {want:?} but stored as {:?} {:?}",
+                        e.elem, e.dims
                     ),
                 });
             }
             return Ok(());
         }
-        let values = make()?;
-        if values.len() != dims.iter().product::<usize>() {
-            return Err(Error::Graph {
-                graph: "weights".into(),
-                message: format!("weight {name}: {} values for dims {dims:?}", values.len()),
-            });
-        }
+        let bytes = make()?;
         let pad = (ALIGN - self.len % ALIGN) % ALIGN;
         let io = |e| Error::io(&self.path, e);
         self.file.write_all(&vec![0u8; pad as usize]).map_err(io)?;
         let offset = self.len + pad;
-        let bytes: Vec<u8> = match dtype {
-            DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            DType::F16 => values.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
-            DType::I64 => {
-                return Err(Error::Graph {
-                    graph: "weights".into(),
-                    message: format!("weight {name}: weights are float (f32 or f16), not i64"),
-                })
-            }
-        };
         self.file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
         let length = bytes.len() as u64;
         self.len = offset + length;
-        self.entries.insert(name.to_string(), Entry { dims: want, dtype, offset, length });
+        self.entries.insert(name.to_string(), Entry { dims: want, elem, offset, length });
         self.order.push(name.to_string());
         Ok(())
     }
@@ -111,7 +143,7 @@ impl WeightStore {
                 let e = &self.entries[n];
                 TensorProto {
                     dims: e.dims.clone(),
-                    data_type: ElemType::from(e.dtype).onnx(),
+                    data_type: e.elem.onnx(),
                     name: n.clone(),
                     data_location: tensor_proto::DataLocation::External as i32,
                     external_data: vec![

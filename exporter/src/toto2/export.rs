@@ -35,9 +35,10 @@ pub struct Toto2GraphFile {
     pub nodes: usize,
 }
 
-/// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx`
-/// (atomically), referencing `weights` (whose file must live in `dir`); `variant` is the opset, and so how the
-/// decode graph writes its KV caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
+/// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx` (fp32) or
+/// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
+/// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
+/// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -45,13 +46,17 @@ pub fn write_graph_set(
     set: &str,
     dims: &Toto2Dims,
     variant: OpsetVariant,
+    precision: Precision,
 ) -> Result<Vec<Toto2GraphFile>> {
     let mut out = Vec::new();
     for kind in dims.graphs() {
-        let file = format!("{set}.{}.onnx", kind.as_str());
-        let graph_name = format!("toto2_{set}_{}", kind.as_str());
+        let file = crate::export::graph_file(&format!("{set}.{}", kind.as_str()), precision);
+        let graph_name = match precision {
+            Precision::Fp32 => format!("toto2_{set}_{}", kind.as_str()),
+            p => format!("toto2_{set}_{}_{p}", kind.as_str()),
+        };
         let mut g = GraphBuilder::new(&graph_name, weights, variant);
-        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update())
+        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update(), precision)
             .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
         let doc = format!(
             "Toto 2.0 {} graph of {set:?} (totoc {}): static shapes, u-μP folded into the weights",
@@ -62,6 +67,7 @@ pub fn write_graph_set(
             ("totoc.model", "toto-2.0".to_string()),
             ("totoc.profile", set.to_string()),
             ("totoc.graph", kind.as_str().to_string()),
+            ("totoc.precision", precision.as_str().to_string()),
             ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
         ];
         let model = g.finish(&doc, &meta)?;
@@ -109,7 +115,15 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         let mut sets = Vec::new();
         for dims in ladder {
             let name = ladder::set_name(&profile.name, &dims);
-            let graphs = write_graph_set(&ckpt, &mut store, stage.path(), &name, &dims, opts.variant)?;
+            let graphs = write_graph_set(
+                &ckpt,
+                &mut store,
+                stage.path(),
+                &name,
+                &dims,
+                opts.variant,
+                Precision::Fp32,
+            )?;
             for g in &graphs {
                 index += 1;
                 progress(ExportEvent::Graph { file: g.file.clone(), nodes: g.nodes, index, total });
