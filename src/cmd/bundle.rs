@@ -164,6 +164,7 @@ fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
                 .collect();
             profile_info(&p.profile, buckets)
         })
+        .chain(m.toto2_profiles.iter().map(|p| toto2_profile_info(p, "fp32")))
         .collect();
     Ok(BundleInfo {
         info_format: INFO_FORMAT,
@@ -207,6 +208,7 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
                 .collect();
             profile_info(&p.profile, buckets)
         })
+        .chain(m.toto2_profiles.iter().map(|p| toto2_profile_info(p, precision)))
         .collect();
     let precision =
         if m.fp16_emulation { format!("{precision} (cpu fp16 emulation)") } else { precision.to_string() };
@@ -230,6 +232,25 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
         format: m.format,
         files: m.files,
     })
+}
+
+/// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches).
+fn toto2_profile_info(p: &exporter::manifest::Toto2ProfileEntry, precision: &str) -> ProfileInfo {
+    let buckets = p
+        .sets
+        .iter()
+        .flat_map(|set| {
+            set.graphs.iter().map(|g| BucketInfo {
+                kind: g.kind.as_str().into(),
+                rows: set.dims.rows,
+                slots: set.dims.context_slots + set.dims.horizon_slots,
+                precision: precision.into(),
+                file: g.file.clone(),
+                memory_bytes: set.memory_bytes,
+            })
+        })
+        .collect();
+    profile_info(&p.profile, buckets)
 }
 
 fn profile_info(p: &exporter::profile::Profile, buckets: Vec<BucketInfo>) -> ProfileInfo {

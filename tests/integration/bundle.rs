@@ -150,7 +150,8 @@ fn intact_bundles_pass_verify_and_info_describes_them() {
     assert_eq!((info["kind"].as_str(), info["intact"].as_bool()), (Some("engine"), Some(true)));
     assert_eq!(info["target"]["kind"], "cpu");
     assert_eq!(info["precisions"], serde_json::json!(["fp32"]));
-    assert_eq!(info["model"]["embed_dim"], 64);
+    assert_eq!(info["model"]["generation"], "toto-1.0");
+    assert_eq!(info["model"]["config"]["embed_dim"], 64);
     let want_sha = exporter::fsutil::sha256_bytes(&fs::read(engine.join("manifest.json")).unwrap());
     assert_eq!(info["manifest_sha256"].as_str(), Some(want_sha.as_str()));
     let profiles = info["profiles"].as_array().unwrap();

@@ -49,7 +49,7 @@ fn export_and_build_engine_skip_unchanged_inputs_and_rebuild_changed_ones() {
         run(&args)
     };
     let first = export(&[]);
-    assert!(first.contains("exported 2 profile(s)"), "{first}");
+    assert!(first.contains("exported 2 toto-1.0 profile(s)"), "{first}");
     build(&[]);
     let m: serde_json::Value =
         serde_json::from_slice(&fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
@@ -74,7 +74,7 @@ fn export_and_build_engine_skip_unchanged_inputs_and_rebuild_changed_ones() {
 
     // --force rebuilds regardless (new files, same bytes)
     let forced = export(&["--force"]);
-    assert!(forced.contains("exported 2 profile(s)"), "{forced}");
+    assert!(forced.contains("exported 2 toto-1.0 profile(s)"), "{forced}");
     assert_ne!(stamps(&bundle), b0);
 
     // a changed config: re-exported, the change named, the old bundle replaced
@@ -82,7 +82,7 @@ fn export_and_build_engine_skip_unchanged_inputs_and_rebuild_changed_ones() {
     fs::write(&config, yaml).unwrap();
     let changed = export(&[]);
     assert!(changed.contains("re-exporting") && changed.contains("profiles: "), "{changed}");
-    assert!(changed.contains("exported 2 profile(s)"), "{changed}");
+    assert!(changed.contains("exported 2 toto-1.0 profile(s)"), "{changed}");
     let info: serde_json::Value =
         serde_json::from_str(&totoc_ok(&["bundle", "info", "--json", bundle.to_str().unwrap()])).unwrap();
     assert_eq!((info["profiles"][1]["horizon"].as_u64(), info["intact"].as_bool()), (Some(48), Some(true)));

@@ -129,6 +129,25 @@ fn verify_passes_every_golden_case_single_pass_and_block_decoding() {
 }
 
 #[test]
+fn bundle_verify_and_info_cover_toto2_engines_and_a_rebuild_is_skipped() {
+    let dir = engine().to_str().unwrap();
+    totoc_ok(&["bundle", "verify", dir]);
+    let info: Value = serde_json::from_str(&totoc_ok(&["bundle", "info", "--json", dir])).unwrap();
+    assert_eq!(info["model"]["generation"], "toto-2.0");
+    let buckets: Vec<&Value> =
+        info["profiles"].as_array().unwrap().iter().flat_map(|p| p["buckets"].as_array().unwrap()).collect();
+    assert!(!buckets.is_empty(), "{info}");
+    assert!(buckets.iter().any(|b| b["kind"] == "pass"), "{info}");
+    assert!(buckets.iter().any(|b| b["kind"] == "decode"), "{info}");
+    assert!(buckets.iter().all(|b| b["memory_bytes"].as_u64().unwrap() > 0), "{info}");
+    // The same build again is skipped (the engine's inputs are recorded for Toto 2.0 too).
+    let bundle = engine().parent().unwrap().join("bundle");
+    let out = totoc(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", dir]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("up to date"), "{err}");
+}
+
+#[test]
 fn verify_fails_on_a_perturbed_reference() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = case("single_1v");
