@@ -357,6 +357,33 @@ pub(crate) fn check_cache(
     }
 }
 
+impl SourceBundle {
+    /// The export bundle `source` (whose `manifest.json` has sha256 `manifest_sha256`) as an engine records it.
+    pub(crate) fn of(source: &Manifest, manifest_sha256: String) -> SourceBundle {
+        SourceBundle {
+            manifest_sha256,
+            totoc_version: source.totoc_version.clone(),
+            checkpoint: source.checkpoint.clone(),
+            variant: source.variant,
+            opset: source.opset,
+            cache_update: source.cache_update.clone(),
+            precisions: source.precisions.clone(),
+            fp32_regions: source.fp32_regions.clone(),
+        }
+    }
+}
+
+/// Copies the export's golden reference cases into the engine being built (`stage`), so `totoc verify --engine`
+/// works wherever the engine goes.
+pub(crate) fn copy_golden_cases(source: &Manifest, artifacts: &Path, stage: &Path) -> Result<()> {
+    for f in source.files.iter().filter(|f| f.path.starts_with(&format!("{GOLDEN_DIR}/"))) {
+        let dst = stage.join(&f.path);
+        std::fs::create_dir_all(dst.parent().expect("golden/")).map_err(|e| Error::io(&dst, e))?;
+        std::fs::copy(artifacts.join(&f.path), &dst).map_err(|e| Error::io(&dst, e))?;
+    }
+    Ok(())
+}
+
 /// Builds an engine bundle for `target` from the export bundle at `artifacts` into `out`.
 pub fn build_engine(
     artifacts: &Path,
@@ -697,11 +724,7 @@ pub fn build_engine(
     }
 
     // The export's golden toto-ts cases travel with the engine, so `totoc verify --engine` works anywhere.
-    for f in source.files.iter().filter(|f| f.path.starts_with(&format!("{GOLDEN_DIR}/"))) {
-        let dst = stage.path().join(&f.path);
-        std::fs::create_dir_all(dst.parent().expect("golden/")).map_err(|e| Error::io(&dst, e))?;
-        std::fs::copy(artifacts.join(&f.path), &dst).map_err(|e| Error::io(&dst, e))?;
-    }
+    copy_golden_cases(&source, artifacts, stage.path())?;
     let files = bundle_files(stage.path())?;
     let manifest = EngineManifest {
         format: ENGINE_FORMAT.into(),
@@ -712,16 +735,7 @@ pub fn build_engine(
         precision,
         fp16_emulation: emulation,
         graphs: form,
-        source: SourceBundle {
-            manifest_sha256: source_sha,
-            totoc_version: source.totoc_version.clone(),
-            checkpoint: source.checkpoint.clone(),
-            variant: source.variant,
-            opset: source.opset,
-            cache_update: source.cache_update.clone(),
-            precisions: source.precisions.clone(),
-            fp32_regions: source.fp32_regions.clone(),
-        },
+        source: SourceBundle::of(&source, source_sha),
         model: AnyConfig::Toto1(model),
         weights_file,
         weights_bytes,

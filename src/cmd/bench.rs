@@ -15,6 +15,7 @@ use exporter::signature::GraphKind;
 use serde_json::{json, Value};
 
 use crate::cli::BenchArgs;
+use crate::cmd::bench_support::{bench_series, child_rss, proc_status_mb};
 use crate::plot;
 
 /// A benchmark workload: `series` series of the bench context, each with `samples` paths and `horizon`, sent as
@@ -255,32 +256,6 @@ fn rss_probe(a: &BenchArgs, dir: &Path, name: &str, budget: Option<u64>) -> anyh
     Ok(ExitCode::SUCCESS)
 }
 
-fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result<f64> {
-    let exe = std::env::current_exe().context("locating the totoc executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("bench").arg("--engine").arg(dir).args([
-        "--rss-probe",
-        name,
-        "--context",
-        &a.context.to_string(),
-    ]);
-    if let Some(t) = a.threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    if let Some(m) = &a.memory_budget {
-        cmd.args(["--memory-budget", m]);
-    }
-    if let Some(l) = &a.ort.ort_lib {
-        cmd.arg("--ort-lib").arg(l);
-    }
-    let out = cmd.stderr(std::process::Stdio::null()).output()?;
-    if !out.status.success() {
-        bail!("RSS probe of {name} failed ({})", out.status);
-    }
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    v["peak_rss_mb"].as_f64().context("no peak_rss_mb")
-}
-
 fn print_report(
     a: &BenchArgs,
     benches: &[Bench],
@@ -409,38 +384,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
-}
-
-/// `count` deterministic daily-seasonal series with trend and noise, like the reference harness's.
-pub(crate) fn bench_series(n: usize, count: usize) -> Vec<Vec<Option<f32>>> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    (0..count)
-        .map(|_| {
-            (0..n)
-                .map(|t| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let noise = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-                    let x = 100.0
-                        + 0.05 * t as f64
-                        + 10.0 * (t as f64 * std::f64::consts::TAU / 24.0).sin()
-                        + 2.0 * noise;
-                    Some(x as f32)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// A size field of /proc/self/status, MB.
-pub(crate) fn proc_status_mb(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
 }
 
 /// Read bandwidth of this machine (GB/s) with `threads` threads each summing its share of a 512 MiB buffer,

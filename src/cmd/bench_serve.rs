@@ -32,7 +32,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
 use crate::cli::BenchServeArgs;
-use crate::cmd::bench::bench_series;
+use crate::cmd::bench_support::bench_series;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 

@@ -18,6 +18,7 @@ use engines::request::ForecastRequest;
 use serde_json::{json, Value};
 
 use crate::cli::BenchArgs;
+use crate::cmd::bench_support::{bench_series, child_rss, proc_status_mb};
 
 const BENCH_TOTO2_REFERENCE_PY: &str = include_str!("../../tests/reference/bench_toto2_reference.py");
 const RUN_TOTO2_REFERENCE_PY: &str = include_str!("../../tests/reference/run_toto2_reference.py");
@@ -43,7 +44,7 @@ pub fn run(
         None => None,
     };
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget: budget };
-    let series = super::bench::bench_series(a.context, a.throughput_series);
+    let series = bench_series(a.context, a.throughput_series);
     let mut rows = Vec::new();
     for (label, dir) in engines_arg {
         let engine = Engine::load(dir, &opts)
@@ -179,39 +180,12 @@ fn run_workload(engine: &Engine, name: &str, series: &[Vec<Option<f32>>]) -> any
 pub fn rss_probe(a: &BenchArgs, dir: &Path, name: &str, budget: Option<u64>) -> anyhow::Result<ExitCode> {
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget: budget };
     let engine = Engine::load(dir, &opts)?;
-    run_workload(&engine, name, &super::bench::bench_series(a.context, a.throughput_series))?;
+    run_workload(&engine, name, &bench_series(a.context, a.throughput_series))?;
     println!(
         "{}",
-        json!({"peak_rss_mb": super::bench::proc_status_mb("VmHWM:"), "weights_bytes": engine.manifest().weights_bytes})
+        json!({"peak_rss_mb": proc_status_mb("VmHWM:"), "weights_bytes": engine.manifest().weights_bytes})
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result<f64> {
-    let exe = std::env::current_exe().context("locating the totoc executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("bench").arg("--engine").arg(dir).args([
-        "--rss-probe",
-        name,
-        "--context",
-        &a.context.to_string(),
-    ]);
-    cmd.args(["--throughput-series", &a.throughput_series.to_string()]);
-    if let Some(t) = a.threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    if let Some(m) = &a.memory_budget {
-        cmd.args(["--memory-budget", m]);
-    }
-    if let Some(l) = &a.ort.ort_lib {
-        cmd.arg("--ort-lib").arg(l);
-    }
-    let out = cmd.stderr(std::process::Stdio::null()).output()?;
-    if !out.status.success() {
-        bail!("RSS probe of {name} failed ({})", out.status);
-    }
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    v["peak_rss_mb"].as_f64().context("no peak_rss_mb")
 }
 
 /// Times toto-2 eager with the embedded script.

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 mod bench;
 mod bench_serve;
+mod bench_support;
 mod bench_toto2;
 mod build_engine;
 mod bundle;

@@ -10,7 +10,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::StagingDir;
 use exporter::manifest::{file_entries, Manifest, Toto2ProfileEntry};
 use exporter::signature::Precision;
@@ -168,11 +167,7 @@ pub fn build_engine(
             total,
         });
     }
-    for f in source.files.iter().filter(|f| f.path.starts_with(&format!("{GOLDEN_DIR}/"))) {
-        let dst = stage.path().join(&f.path);
-        std::fs::create_dir_all(dst.parent().expect("golden/")).map_err(|e| Error::io(&dst, e))?;
-        std::fs::copy(artifacts.join(&f.path), &dst).map_err(|e| Error::io(&dst, e))?;
-    }
+    crate::engine_bundle::copy_golden_cases(source, artifacts, stage.path())?;
     let files = bundle_files(stage.path())?;
     let manifest = EngineManifest {
         format: ENGINE_FORMAT.into(),
@@ -183,16 +178,7 @@ pub fn build_engine(
         precision,
         fp16_emulation: false,
         graphs: GraphForm::PerBucket,
-        source: SourceBundle {
-            manifest_sha256: source_sha,
-            totoc_version: source.totoc_version.clone(),
-            checkpoint: source.checkpoint.clone(),
-            variant: source.variant,
-            opset: source.opset,
-            cache_update: source.cache_update.clone(),
-            precisions: source.precisions.clone(),
-            fp32_regions: source.fp32_regions.clone(),
-        },
+        source: SourceBundle::of(source, source_sha),
         model: source.model.clone(),
         weights_file,
         weights_bytes,
