@@ -120,6 +120,29 @@ impl fmt::Display for Report {
     }
 }
 
+/// The two figures a precision report gives for `actual` against `reference` (both `[variates][n]` row-major):
+/// the worst `|Δ|` / tolerance, the tolerance's σ term per variate from `tol_sigma` (≤ 1 meets it), and the max
+/// `|Δ|/σ` with `sigma` per variate. `totoc verify --compare-engine` and the fp16/int8 error tables use it.
+pub fn precision_errors(
+    actual: &[f32],
+    reference: &[f32],
+    variates: usize,
+    tol_sigma: &[f64],
+    sigma: &[f64],
+    tol: &Tolerance,
+) -> Result<(f64, f64)> {
+    let report = compare("mean", 0, actual, reference, variates, Scale::PerVariate(tol_sigma), tol)?;
+    let ratio = report.worst.map_or(0.0, |w| if w.tol > 0.0 { w.error / w.tol } else { 0.0 });
+    let n = actual.len() / variates.max(1);
+    let per_sigma = actual
+        .iter()
+        .zip(reference)
+        .enumerate()
+        .map(|(i, (x, y))| f64::from((x - y).abs()) / sigma[i / n.max(1)].max(1e-12))
+        .fold(0.0, f64::max);
+    Ok((ratio, per_sigma))
+}
+
 /// Compares `actual` with `reference`, both `[variates][n]` row-major, value by value.
 /// Errors only when the arrays do not match in shape.
 pub fn compare(

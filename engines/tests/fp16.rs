@@ -17,7 +17,7 @@
 //! prints both.
 mod support;
 
-use engines::compare::{compare, context_sigma, Scale, Tolerance};
+use engines::compare::{context_sigma, precision_errors, Tolerance};
 use engines::engine::Engine;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::graph::{Fp16Plan, Fp32Region};
@@ -50,16 +50,7 @@ struct CaseErrors {
 fn errors(got: &[Vec<f32>], want: &[Vec<f32>], sigma: &[f64], tol: &Tolerance) -> (f64, f64) {
     let a: Vec<f32> = got.iter().flatten().copied().collect();
     let r: Vec<f32> = want.iter().flatten().copied().collect();
-    let report = compare("mean", 0, &a, &r, got.len(), Scale::PerVariate(sigma), tol).unwrap();
-    let ratio = report.worst.map_or(0.0, |w| if w.tol > 0.0 { w.error / w.tol } else { 0.0 });
-    let h = got.first().map_or(0, Vec::len);
-    let per_sigma = a
-        .iter()
-        .zip(&r)
-        .enumerate()
-        .map(|(i, (x, y))| f64::from((x - y).abs()) / sigma[i / h.max(1)].max(1e-12))
-        .fold(0.0, f64::max);
-    (ratio, per_sigma)
+    precision_errors(&a, &r, got.len(), sigma, sigma, tol).unwrap()
 }
 
 fn measure(config: &str, plan: Fp16Plan) -> Vec<CaseErrors> {

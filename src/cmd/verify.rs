@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use engines::compare::{compare, context_sigma, Scale};
+use engines::compare::{context_sigma, precision_errors};
 use engines::engine::{Engine, LoadOptions, ModelFamily};
 use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
 use engines::toto2::golden::{self as golden2, Toto2Case};
@@ -151,15 +151,6 @@ fn mean_vs(
     };
     let x: Vec<f32> = a.response.point().iter().flatten().copied().collect();
     let y: Vec<f32> = b.response.point().iter().flatten().copied().collect();
-    let v = req.variates();
-    let r = compare("mean", 0, &x, &y, v, Scale::PerVariate(&sigma_eff), &tol.mean)?;
-    let ratio = r.worst.map_or(0.0, |w| if w.tol > 0.0 { w.error / w.tol } else { 0.0 });
-    let h = x.len() / v.max(1);
-    let per_sigma = x
-        .iter()
-        .zip(&y)
-        .enumerate()
-        .map(|(i, (p, q))| f64::from((p - q).abs()) / sigma[i / h.max(1)].max(1e-12))
-        .fold(0.0, f64::max);
+    let (ratio, per_sigma) = precision_errors(&x, &y, req.variates(), &sigma_eff, &sigma, &tol.mean)?;
     Ok((per_sigma, ratio))
 }
