@@ -29,10 +29,7 @@ use crate::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
 use crate::generation::{AnyConfig, ModelGeneration};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{dynamic_graph, toto_graph, Fp16Plan, GraphBuilder, GraphOptions, WeightStore};
-use crate::manifest::{
-    file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION,
-};
+use crate::manifest::{file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry};
 use crate::profile::Profile;
 use crate::signature::{self, GraphKind, Precision};
 use crate::variant::OpsetVariant;
@@ -325,14 +322,6 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
     }
 
     let manifest = Manifest {
-        format: BUNDLE_FORMAT.into(),
-        format_version: BUNDLE_FORMAT_VERSION,
-        totoc_version: env!("CARGO_PKG_VERSION").into(),
-        checkpoint: ckpt.info(),
-        model: AnyConfig::Toto1(ckpt.config.clone()),
-        variant: opts.variant,
-        opset: opts.variant.opset(),
-        cache_update: opts.variant.cache_update().as_str().into(),
         fp32_regions: if precisions.contains(&Precision::Fp16) {
             opts.fp16_plan.regions().iter().map(|r| r.as_str().to_string()).collect()
         } else {
@@ -341,11 +330,16 @@ pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Re
         weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
         precisions,
         profiles,
-        toto2_profiles: Vec::new(),
         dynamic_graphs,
         files: file_entries(stage.path(), &files)?,
         inputs,
+        ..Manifest::new(ckpt.info(), AnyConfig::Toto1(ckpt.config.clone()), opts.variant)
     };
+    commit_bundle(stage, manifest)
+}
+
+/// Writes `manifest` (and its hash file) into the staged bundle and moves the bundle into place.
+pub(crate) fn commit_bundle(stage: StagingDir, manifest: Manifest) -> Result<Manifest> {
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
     crate::integrity::write_manifest(stage.path(), &json)?;
     stage.commit()?;

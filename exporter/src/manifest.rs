@@ -148,6 +148,29 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// A manifest of this totoc's bundle format for `model` from `checkpoint`, its graphs written at opset
+    /// `variant`; the precisions, weights, graphs and files are the exporter's to fill in.
+    pub fn new(checkpoint: CheckpointInfo, model: AnyConfig, variant: OpsetVariant) -> Manifest {
+        Manifest {
+            format: BUNDLE_FORMAT.into(),
+            format_version: BUNDLE_FORMAT_VERSION,
+            totoc_version: env!("CARGO_PKG_VERSION").into(),
+            checkpoint,
+            model,
+            variant,
+            opset: variant.opset(),
+            cache_update: variant.cache_update().as_str().into(),
+            precisions: Vec::new(),
+            fp32_regions: Vec::new(),
+            weights: Vec::new(),
+            profiles: Vec::new(),
+            toto2_profiles: Vec::new(),
+            dynamic_graphs: Vec::new(),
+            files: Vec::new(),
+            inputs: Default::default(),
+        }
+    }
+
     /// Reads `dir/manifest.json`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);

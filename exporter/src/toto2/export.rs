@@ -8,15 +8,14 @@ use std::path::Path;
 use prost::Message;
 
 use crate::error::{Error, Result};
-use crate::export::{check_cache, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions};
+use crate::export::{
+    check_cache, commit_bundle, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions,
+};
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::generation::AnyConfig;
 use crate::graph::toto2::toto2_graph;
 use crate::graph::{GraphBuilder, WeightStore};
-use crate::manifest::{
-    file_entries, Manifest, Toto2ProfileEntry, Toto2SetEntry, WeightsEntry, BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION,
-};
+use crate::manifest::{file_entries, Manifest, Toto2ProfileEntry, Toto2SetEntry, WeightsEntry};
 use crate::signature::{Precision, TensorSig};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::ladder;
@@ -143,25 +142,12 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         files.extend(copy_golden(dir, stage.path())?);
     }
     let manifest = Manifest {
-        format: BUNDLE_FORMAT.into(),
-        format_version: BUNDLE_FORMAT_VERSION,
-        totoc_version: env!("CARGO_PKG_VERSION").into(),
-        checkpoint: ckpt.info(),
-        model: AnyConfig::Toto2(ckpt.config.clone()),
-        variant: opts.variant,
-        opset: opts.variant.opset(),
-        cache_update: opts.variant.cache_update().as_str().into(),
         precisions: vec![Precision::Fp32],
-        fp32_regions: Vec::new(),
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: wfile }],
-        profiles: Vec::new(),
         toto2_profiles: profiles,
-        dynamic_graphs: Vec::new(),
         files: file_entries(stage.path(), &files)?,
         inputs,
+        ..Manifest::new(ckpt.info(), AnyConfig::Toto2(ckpt.config.clone()), opts.variant)
     };
-    let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
-    crate::integrity::write_manifest(stage.path(), &json)?;
-    stage.commit()?;
-    Ok(manifest)
+    commit_bundle(stage, manifest)
 }
