@@ -62,40 +62,27 @@ pub fn cpu_engine_form(
     Engine::load(&engine, &LoadOptions::default()).unwrap()
 }
 
-/// Exports `config`'s fixture checkpoint once with fp32 and fp16 graphs (`plan`'s fp32 regions) and builds both
-/// CPU engines from it: the fp32 engine and the fp16 emulation engine.
 /// The fp32 and int8 CPU engines of fixture `config` (configs/tiny.yaml profiles), exported into one bundle.
 pub fn fp32_and_int8_engines(config: &str, dir: &Path) -> (Engine, Engine) {
-    let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
-    let bundle = dir.join("bundle");
-    let opts = ExportOptions {
-        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
-        profiles,
-        out: bundle.clone(),
-        precisions: vec![Precision::Fp32, Precision::Int8],
-        variant: OpsetVariant::Opset24,
-        fp16_plan: Fp16Plan::DEFAULT,
-        force: false,
-        golden: None,
-    };
-    export(&opts, &mut |_| {}).unwrap();
-    let engine = |precision: Precision, name: &str| {
-        let out = dir.join(name);
-        let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
-        build_engine(&bundle, &Target::cpu(Some(1)), &out, &opts, &mut |_| {}).unwrap();
-        Engine::load(&out, &LoadOptions::default()).unwrap()
-    };
-    (engine(Precision::Fp32, "engine32"), engine(Precision::Int8, "engine8"))
+    fp32_and(config, dir, Precision::Int8, Fp16Plan::DEFAULT)
 }
 
+/// Exports `config`'s fixture checkpoint once with fp32 and fp16 graphs (`plan`'s fp32 regions) and builds both
+/// CPU engines from it: the fp32 engine and the fp16 emulation engine.
 pub fn fp32_and_fp16_engines(config: &str, dir: &Path, plan: Fp16Plan) -> (Engine, Engine) {
+    fp32_and(config, dir, Precision::Fp16, plan)
+}
+
+/// Exports `config`'s fixture checkpoint (configs/tiny.yaml profiles) once with fp32 and `other` graphs and builds
+/// the CPU engine of each.
+fn fp32_and(config: &str, dir: &Path, other: Precision, plan: Fp16Plan) -> (Engine, Engine) {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
         profiles,
         out: bundle.clone(),
-        precisions: vec![Precision::Fp32, Precision::Fp16],
+        precisions: vec![Precision::Fp32, other],
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
         force: false,
@@ -108,5 +95,5 @@ pub fn fp32_and_fp16_engines(config: &str, dir: &Path, plan: Fp16Plan) -> (Engin
         build_engine(&bundle, &Target::cpu(Some(1)), &out, &opts, &mut |_| {}).unwrap();
         Engine::load(&out, &LoadOptions::default()).unwrap()
     };
-    (engine(Precision::Fp32, "engine32"), engine(Precision::Fp16, "engine16"))
+    (engine(Precision::Fp32, "engine32"), engine(other, &format!("engine-{}", other.as_str())))
 }
