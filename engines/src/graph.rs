@@ -336,21 +336,10 @@ impl SharedWeights {
         }
         let info = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)
             .map_err(|e| ort_error("creating CPU memory info", e))?;
-        let mut ptr: *mut ort::sys::OrtValue = std::ptr::null_mut();
         // SAFETY: the pointer/length stay valid (and unmodified) while `_map` lives; ORT only reads initializers.
-        let status = unsafe {
-            (ort::api().CreateTensorWithDataAsOrtValue)(
-                info.ptr(),
-                map.as_ptr().add(start) as *mut c_void,
-                init.length as usize,
-                init.dims.as_ptr(),
-                init.dims.len(),
-                elem.into(),
-                &mut ptr,
-            )
+        let ptr = unsafe {
+            tensor_over(&info, map.as_ptr().add(start) as *mut c_void, init, elem, "wrapping initializer")?
         };
-        unsafe { ort::Error::result_from_status(status) }
-            .map_err(|e| ort_error(format!("wrapping initializer {}", init.name), e))?;
         let v = Arc::new(RawValue { ptr, _map: map });
         self.values.lock().unwrap_or_else(|p| p.into_inner()).insert(key, v.clone());
         Ok(v)
@@ -378,24 +367,8 @@ impl SharedWeights {
             .map_err(|e| ort_error(format!("allocating {} on CUDA device {}", init.name, dev.device), e))?;
         let buffer = block.into_raw();
         let info = allocator.0.memory_info();
-        let new_value = || -> Result<*mut ort::sys::OrtValue> {
-            let mut ptr: *mut ort::sys::OrtValue = std::ptr::null_mut();
-            // SAFETY: `buffer` holds `length` bytes on the device `info` names; the value does not own it.
-            let status = unsafe {
-                (ort::api().CreateTensorWithDataAsOrtValue)(
-                    info.ptr(),
-                    buffer,
-                    init.length as usize,
-                    init.dims.as_ptr(),
-                    init.dims.len(),
-                    elem.into(),
-                    &mut ptr,
-                )
-            };
-            unsafe { ort::Error::result_from_status(status) }
-                .map_err(|e| ort_error(format!("wrapping device weight {}", init.name), e))?;
-            Ok(ptr)
-        };
+        // SAFETY: `buffer` holds `length` bytes on the device `info` names; the value does not own it.
+        let new_value = || unsafe { tensor_over(info, buffer, init, elem, "wrapping device weight") };
         let value = DeviceValue { value: new_value()?, buffer, allocator: allocator.clone() };
         // Upload through temporary values over the same memory (`copy_into` releases what it is given).
         let host_view = unsafe { host_tensor_view(host.ptr)? };
@@ -573,6 +546,32 @@ fn release_mapped_pages(maps: &Mutex<HashMap<PathBuf, Arc<memmap2::Mmap>>>) {
         // SAFETY: read-only file mapping: discarded pages are re-read from the file on access.
         let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
+}
+
+/// An `OrtValue` of `init`'s shape and element type over `length` bytes at `data` in the memory `info` names; the
+/// value does not own the bytes. `what` prefixes the error.
+///
+/// # Safety
+/// `data` must hold `init.length` bytes, valid and unmoved for as long as the value is used.
+unsafe fn tensor_over(
+    info: &MemoryInfo,
+    data: *mut c_void,
+    init: &ExternalInit,
+    elem: TensorElementType,
+    what: &str,
+) -> Result<*mut ort::sys::OrtValue> {
+    let mut ptr: *mut ort::sys::OrtValue = std::ptr::null_mut();
+    let status = (ort::api().CreateTensorWithDataAsOrtValue)(
+        info.ptr(),
+        data,
+        init.length as usize,
+        init.dims.as_ptr(),
+        init.dims.len(),
+        elem.into(),
+        &mut ptr,
+    );
+    ort::Error::result_from_status(status).map_err(|e| ort_error(format!("{what} {}", init.name), e))?;
+    Ok(ptr)
 }
 
 fn element_type(onnx: i32) -> Option<TensorElementType> {
