@@ -32,6 +32,7 @@ use crate::rope;
 use crate::scaler::ScalerConfig;
 use crate::session::{self, Forecast, Graphs, HostConfig, RunRecord};
 use crate::toto2::engine::Toto2Engine;
+use crate::toto2::Trace;
 
 /// How to load an engine.
 #[derive(Debug, Clone, Default)]
@@ -359,8 +360,12 @@ impl Engine {
     /// [`forecast`](Self::forecast) with [`RunOptions`].
     pub fn forecast_with(&self, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
         if let Some(t2) = &self.toto2 {
-            let results = self.forecast_toto2(t2, reqs, opts.record_steps, None);
-            return results.into_iter().map(|r| r.map(|f| f.0)).collect();
+            let trace = if opts.record_steps { Trace::Blocks } else { Trace::Response };
+            let results = self.forecast_toto2(t2, reqs, trace, None);
+            return results
+                .into_iter()
+                .map(|r| r.map(|f| Forecast { response: f.response, steps: Vec::new() }))
+                .collect();
         }
         let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
         let mut admitted = Vec::new();
@@ -424,8 +429,8 @@ impl Engine {
     ) -> Vec<Result<crate::toto2::Toto2Forecast>> {
         match &self.toto2 {
             Some(t2) => {
-                let results = self.forecast_toto2(t2, reqs, record, decode_block);
-                results.into_iter().map(|r| r.map(|f| f.1)).collect()
+                let trace = if record { Trace::Blocks } else { Trace::Knots };
+                self.forecast_toto2(t2, reqs, trace, decode_block)
             }
             None => reqs
                 .iter()
@@ -444,10 +449,10 @@ impl Engine {
         &self,
         t2: &Toto2Engine,
         reqs: Vec<ForecastRequest>,
-        record: bool,
+        trace: Trace,
         decode_block: Option<Option<usize>>,
-    ) -> Vec<Result<(Forecast, crate::toto2::Toto2Forecast)>> {
-        let mut out: Vec<Option<Result<(Forecast, crate::toto2::Toto2Forecast)>>> =
+    ) -> Vec<Result<crate::toto2::Toto2Forecast>> {
+        let mut out: Vec<Option<Result<crate::toto2::Toto2Forecast>>> =
             (0..reqs.len()).map(|_| None).collect();
         let (mut admitted, mut index) = (Vec::new(), Vec::new());
         for (i, mut req) in reqs.into_iter().enumerate() {
@@ -459,9 +464,9 @@ impl Engine {
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
-        let results = t2.forecast(&self.bundle, &self.info.label, &admitted, record, decode_block);
+        let results = t2.forecast(&self.bundle, &self.info.label, &admitted, trace, decode_block);
         for (i, r) in index.into_iter().zip(results) {
-            out[i] = Some(r.map(|f| (Forecast { response: f.response.clone(), steps: Vec::new() }, f)));
+            out[i] = Some(r);
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
     }

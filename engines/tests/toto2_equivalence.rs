@@ -19,7 +19,7 @@ use engines::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use engines::graph::{GraphRunner, SharedWeights};
 use engines::request::{parse_request, ForecastRequest, Limits, Overrides};
 use engines::toto2::rope::RopeTables;
-use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings};
+use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings, Trace};
 use exporter::export::weights_file;
 use exporter::graph::WeightStore;
 use exporter::signature::Precision;
@@ -144,7 +144,8 @@ fn run(
     reqs: &[&ForecastRequest],
 ) -> Vec<Toto2Forecast> {
     let rope = RopeTables::new(ck.config.rotary_dim(), ck.config.use_xpos);
-    let cfg = ChunkConfig { dims, rope: &rope, profile: "test", engine: "cpu", cap_k: None, record: true };
+    let cfg =
+        ChunkConfig { dims, rope: &rope, profile: "test", engine: "cpu", cap_k: None, trace: Trace::Blocks };
     let runners = match graphs {
         [pass] => Toto2Runners::Pass(pass),
         [prefill, decode] => Toto2Runners::Block { prefill, decode },

@@ -1,12 +1,14 @@
 //! Toto 2.0 end to end with the real binary: the 4m fixture checkpoint (regenerated from its seed, weights
 //! digest checked against the reference's) → `totoc export` (profiles of tests/fixtures/toto2/profiles.yaml,
 //! golden cases carried) → `build-engine` → `forecast` matches toto-2's median and quantiles, `verify` passes on
-//! every golden case (single pass and block decoding), sampling fields are refused with the reason, and
-//! `serve` answers the v2 protocol with `median`.
+//! every golden case (single pass and block decoding), sampling fields are refused with the reason, a CSV
+//! table forecasts as its JSON request does (CSV and Parquet out, with `median` and `q0.1`… columns, and a
+//! chart), and `serve` answers the v2 protocol with `median`.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use arrow_array::cast::AsArray;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -246,4 +248,84 @@ fn serve_answers_v1_and_v2_with_the_median_and_refuses_samples() {
     assert_eq!(median["shape"], json!([1, 1, 100]));
     let got = json!([median["data"].clone()]);
     assert_close(&got, &c["reference"]["median"], &c["request"]["target"], "v2 median");
+}
+
+#[test]
+fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
+    // The data-I/O path on a 2.0 engine: golden case single_1v as series "a" of a long CSV with hourly epoch
+    // timestamps, and the same history again as series "b" (packed into the same pass).
+    let c = case("single_1v");
+    let target = c["request"]["target"][0].as_array().unwrap();
+    let h = c["request"]["horizon"].as_u64().unwrap() as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = String::from("unique_id,ds,y\n");
+    for id in ["a", "b"] {
+        for (i, x) in target.iter().enumerate() {
+            let x = x.as_f64().map(|x| (x as f32).to_string()).unwrap_or_default();
+            table.push_str(&format!("{id},{},{x}\n", 1_700_000_000 + 3600 * i));
+        }
+    }
+    let input = dir.path().join("history.csv");
+    fs::write(&input, table).unwrap();
+    let (csv, parquet, svg) =
+        (dir.path().join("f.csv"), dir.path().join("f.parquet"), dir.path().join("f.svg"));
+    let e = engine().to_str().unwrap();
+    let hs = h.to_string();
+    let base = ["forecast", "--engine", e, "--input", input.to_str().unwrap(), "--horizon", &hs];
+    totoc_ok(&[&base[..], &["--output", csv.to_str().unwrap(), "--plot", svg.to_str().unwrap()]].concat());
+    totoc_ok(&[&base[..], &["--output", parquet.to_str().unwrap()]].concat());
+
+    let text = fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let levels: Vec<String> = (1..=9).map(|k| format!("q{}", k as f64 / 10.0)).collect();
+    let mut want_header = vec!["unique_id", "ds", "median"];
+    want_header.extend(levels.iter().map(String::as_str));
+    assert_eq!(header, want_header);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * h);
+    let sig = sigma(&c["request"]["target"][0]);
+    for (r, row) in rows.iter().enumerate() {
+        let (id, t) = (if r < h { "a" } else { "b" }, r % h);
+        assert_eq!(row[0], id);
+        // the next hours after each series' last point
+        assert_eq!(
+            row[1].parse::<u64>().unwrap(),
+            1_700_000_000 + 3600 * (target.len() + t) as u64,
+            "row {r}"
+        );
+        let want = std::iter::once(&c["reference"]["median"][0][t])
+            .chain((0..9).map(|k| &c["reference"]["quantiles"][k][0][t]));
+        for (col, w) in want.enumerate() {
+            let (got, w) = (row[2 + col].parse::<f64>().unwrap(), w.as_f64().unwrap());
+            let tol = 1e-4 * sig + 1e-6 * w.abs();
+            assert!((got - w).abs() <= tol, "row {r} {}: {got} vs toto-2 {w}", header[2 + col]);
+        }
+        if r >= h {
+            assert_eq!(row[2..], rows[r - h][2..], "b is a's history: the same forecast, row {r}");
+        }
+    }
+
+    // Parquet carries the same numbers as f32
+    let file = fs::File::open(&parquet).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    let b = &batches[0];
+    let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, want_header);
+    assert_eq!(b.num_rows(), 2 * h);
+    for col in 2..names.len() {
+        let values = b.column(col).as_primitive::<arrow_array::types::Float32Type>();
+        for (r, row) in rows.iter().enumerate() {
+            assert_eq!(values.value(r), row[col].parse::<f32>().unwrap(), "{} row {r}", names[col]);
+        }
+    }
+
+    // the chart draws the median as the point forecast
+    let svg = fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("median"), "the legend names the median");
+    assert_eq!(svg.matches("class=\"panel\"").count(), 2, "one panel per series");
 }

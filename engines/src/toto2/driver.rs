@@ -48,8 +48,20 @@ pub struct ChunkConfig<'a> {
     pub engine: &'a str,
     /// toto-2's `quantile_real_cap_k` (`None`: no cap, `Toto2Model.forecast`'s default).
     pub cap_k: Option<f32>,
-    /// Keep each request's per-block raw knots and scaler statistics (equivalence checks).
-    pub record: bool,
+    /// What each forecast keeps beyond its response.
+    pub trace: Trace,
+}
+
+/// What a [`Toto2Forecast`] keeps beyond its response. A plain forecast keeps nothing more: a call of many
+/// series would otherwise hold every series' nine knots twice (as knots and as the response's quantiles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Trace {
+    /// The response only ([`Toto2Forecast::knots`] and `blocks` empty).
+    Response,
+    /// Also all nine sorted knots (`totoc verify` compares every knot, whatever levels were asked).
+    Knots,
+    /// Also each block's raw knots and scaler statistics (equivalence checks).
+    Blocks,
 }
 
 /// Wall time of each graph run, for benchmarks.
@@ -75,7 +87,8 @@ pub struct BlockRecord {
 #[derive(Debug, Clone)]
 pub struct Toto2Forecast {
     pub response: ForecastResponse,
-    /// All nine sorted knots `[9][V][H]` (the response holds the requested levels).
+    /// All nine sorted knots `[9][V][H]` (the response holds the requested levels); empty unless the call
+    /// asked for them ([`Trace::Knots`]).
     pub knots: Vec<Vec<Vec<f32>>>,
     /// Per forecast block (when recorded).
     pub blocks: Vec<BlockRecord>,
@@ -368,7 +381,7 @@ fn decode_call(
 fn take_block(j: &mut Job, out: &[f32], k: usize, m: usize, cfg: &ChunkConfig) -> Result<()> {
     let (p, nq) = (cfg.dims.patch, KNOTS.len());
     let mut record = BlockRecord::default();
-    if cfg.record {
+    if cfg.trace == Trace::Blocks {
         record.raw = vec![vec![Vec::with_capacity(m * p); j.variates()]; nq];
     }
     let mut patch = vec![vec![0f32; p]; nq];
@@ -388,7 +401,7 @@ fn take_block(j: &mut Job, out: &[f32], k: usize, m: usize, cfg: &ChunkConfig) -
             quantiles::patch_quantiles(raw, stats, cap, &mut patch);
             for q in 0..nq {
                 j.knots[q][v].extend_from_slice(&patch[q]);
-                if cfg.record {
+                if cfg.trace == Trace::Blocks {
                     record.raw[q][v].extend((0..p).map(|i| raw[i * nq + q]));
                 }
             }
@@ -396,7 +409,7 @@ fn take_block(j: &mut Job, out: &[f32], k: usize, m: usize, cfg: &ChunkConfig) -
         record.loc.push(stats.loc);
         record.scale.push(stats.scale);
     }
-    if cfg.record {
+    if cfg.trace == Trace::Blocks {
         j.blocks.push(record);
     }
     j.done += m;
@@ -412,10 +425,18 @@ fn finish(mut j: Job, cfg: &ChunkConfig) -> Toto2Forecast {
     }
     let given = j.req.context_cut.map_or(j.ctx.given, |c| c.given);
     let values = j.levels.select(&j.knots);
+    let median = if cfg.trace >= Trace::Knots {
+        j.knots[MEDIAN].clone()
+    } else {
+        std::mem::take(&mut j.knots[MEDIAN])
+    };
+    if cfg.trace < Trace::Knots {
+        j.knots = Vec::new();
+    }
     let response = ForecastResponse {
         id: j.req.id.clone(),
         mean: None,
-        median: Some(j.knots[MEDIAN].clone()),
+        median: Some(median),
         quantiles: j
             .levels
             .levels

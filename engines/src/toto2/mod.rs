@@ -20,4 +20,5 @@ pub mod rope;
 
 pub use driver::{
     check_request, fits, forecast_chunk, BlockRecord, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings,
+    Trace,
 };
