@@ -82,7 +82,7 @@ impl Bucket {
 
     /// Estimated bytes of the bucket's buffers when loaded and run: its inputs and outputs (the KV caches are
     /// most of it) plus a conservative bound on ONNX Runtime's planned intermediates (the widest MLP, attention
-    /// score and unembedding tensors, each counted with its producer and consumer alive). Weights are shared by
+    /// score and output-head tensors, each counted with its producer and consumer alive). Weights are shared by
     /// every bucket and not counted. Caches and activations take `precision`'s bytes; attention scores count as
     /// f32 (an fp16 graph's softmax is an fp32 region).
     pub fn memory_bytes(&self, model: &ModelConfig, precision: Precision) -> u64 {
@@ -98,9 +98,9 @@ impl Bucket {
         let mlp_act = tokens * 4 * mlp * f;
         let time_scores = 2 * n * h * step * s * 4;
         let space_scores = 2 * step * h * n * n * 4;
-        let unembed = 2 * n * p * dm * f;
+        let head = 2 * n * p * 4 * k * f;
         let residual = 6 * tokens * dm * f;
-        cache + io + residual + mlp_act.max(time_scores).max(space_scores).max(unembed)
+        cache + io + residual + mlp_act.max(time_scores).max(space_scores).max(head)
     }
 }
 

@@ -88,7 +88,7 @@ fn fp16_graphs_are_strongly_typed_with_fp32_exactly_in_the_default_regions() {
             let want = if vi.name.contains("cache") { ElemType::F16 } else { ElemType::F32 };
             assert_eq!(ty[&vi.name], want, "{file}: output {}", vi.name);
         }
-        // weights: f16, except the RMSNorm scales and the mixture heads (the fp32 regions' weights)
+        // weights: f16, except the RMSNorm scales and the folded output head (the fp32 regions' weights)
         let externals: Vec<_> = g
             .initializer
             .iter()
@@ -98,7 +98,7 @@ fn fp16_graphs_are_strongly_typed_with_fp32_exactly_in_the_default_regions() {
         for t in &externals {
             let fp32 = t.name.ends_with("norm1.scale")
                 || t.name.ends_with("norm2.scale")
-                || t.name.starts_with("model.output_distribution.heads.");
+                || t.name.starts_with("model.output_distribution.folded.");
             let want = if fp32 { ElemType::F32 } else { ElemType::F16 };
             assert_eq!(ElemType::from_onnx(t.data_type), Some(want), "{file}: weight {}", t.name);
         }
@@ -140,8 +140,8 @@ fn fp16_graphs_are_strongly_typed_with_fp32_exactly_in_the_default_regions() {
             })
             .count();
         // the patch embedding into the residual stream; per layer (4) the attention and MLP outputs into it and
-        // the softmax entry; the head's entry (RMSNorm reads the f32 residual stream directly)
-        assert_eq!(casts_to_f32, 1 + 4 * 3 + 1, "{file}");
+        // the softmax entry (RMSNorm and the folded f32 output head read the f32 residual stream directly)
+        assert_eq!(casts_to_f32, 1 + 4 * 3, "{file}");
     }
 }
 

@@ -1,6 +1,6 @@
 //! int8 graphs: every transformer matmul is a `com.microsoft` `MatMulNBits` (bits 8, block 128, accuracy level 4)
-//! over uint8 codes and f32 scales in `weights.int8.bin`; the patch embedding, the unembedding and the mixture
-//! heads stay fp32 `MatMul`s; the weight file is hashed in the manifest; re-exports are byte-identical.
+//! over uint8 codes and f32 scales in `weights.int8.bin`; the patch embedding and the output head (the
+//! unembedding folded into the mixture heads) stay fp32 `MatMul`s; the weight file is hashed in the manifest; re-exports are byte-identical.
 use std::path::{Path, PathBuf};
 
 use exporter::export::{export, ExportOptions};
@@ -67,7 +67,7 @@ fn int8_graphs_quantize_the_transformer_matmuls_only() {
             assert_eq!(scales.dims, [(nn * blocks) as i64]);
             assert!(codes.external_data.iter().any(|e| e.key == "location" && e.value == "weights.int8.bin"));
         }
-        // the fp32 matmuls left: patch embedding, unembedding, mixture heads, and attention's Q·Kᵀ and P·V
+        // the fp32 matmuls left: patch embedding, the folded output head, and attention's Q·Kᵀ and P·V
         let plain_weights: Vec<_> = graph
             .node
             .iter()
@@ -77,11 +77,7 @@ fn int8_graphs_quantize_the_transformer_matmuls_only() {
             .collect();
         assert_eq!(
             plain_weights,
-            [
-                "model.patch_embed.projection.weight_t",
-                "model.unembed.weight_t",
-                "model.output_distribution.heads.weight_t"
-            ]
+            ["model.patch_embed.projection.weight_t", "model.output_distribution.folded.weight_t"]
         );
     }
 }

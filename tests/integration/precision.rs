@@ -27,10 +27,11 @@ fn fp16_emulation_engine_builds_says_so_and_verifies() {
     let hashed: Vec<&str> =
         m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
     assert!(hashed.contains(&"weights.fp16.bin") && hashed.contains(&"weights.fp32.bin"));
-    // fp16 weights are about half the fp32 ones (the fp32 regions' few weights stay f32)
+    // fp16 weights are about half the fp32 ones (the fp32 regions' weights stay f32, the folded output head most
+    // of them: 0.60 on the tiny model)
     let size = |f: &str| fs::metadata(bundle.join(f)).unwrap().len() as f64;
     let ratio = size("weights.fp16.bin") / size("weights.fp32.bin");
-    assert!(ratio > 0.45 && ratio < 0.6, "{ratio}");
+    assert!(ratio > 0.45 && ratio < 0.65, "{ratio}");
 
     let engine = tmp.path().join("e16");
     let out = totoc(&[

@@ -14,7 +14,8 @@
 //!   floors (`f32::EPSILON` is below fp16's normal range) and the weights' softmax; the outputs are f32 anyway.
 //! * `residual` — the residual stream `x + Attn(·)`, `x + MLP(·)` between layers.
 //! * `rope` — rotary/xPos application, with f32 rotary tables as inputs: xPos scales reach `0.29^±(pos/512)`.
-//! * `unembed` — the `Linear(D → P·D)` unembedding (its weights then stay f32: the largest matrix of the model).
+//! * `unembed` — the output head's one MatMul (the `Linear(D → P·D)` unembedding folded into the four heads at
+//!   export, `graph::toto::folded_head`) in f32 even where the `head` region is off; with `head` on it already is.
 //!
 //! The default ([`Fp16Plan::DEFAULT`]: `rms_norm`, `softmax`, `head`, `residual`) is what the measured error
 //! analysis supports (README, "fp16 and GPU targets"; `engines/tests/fp16.rs` `fp16_region_ablation` measures every
