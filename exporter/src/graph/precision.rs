@@ -10,8 +10,9 @@
 //!   `1e-8` is 0 in fp16 (its smallest subnormal is 6e-8), so an fp16 RMSNorm returns inf/NaN on large
 //!   activations and divides by 0 on a zero row. The scale multiply stays inside, the result is cast back.
 //! * `softmax` — attention scores after `Q·Kᵀ`: the `1/√Dh` scale, the additive mask (−inf) and the softmax.
-//! * `head` — the mixture head: the four `Linear(D → K)` projections, softplus (df, scale), the `max(·, eps)`
-//!   floors (`f32::EPSILON` is below fp16's normal range) and the weights' softmax; the outputs are f32 anyway.
+//! * `head` — the mixture head: its one matmul (the unembedding and the four `Linear(D → K)` projections,
+//!   folded), softplus (df, scale), the `max(·, eps)` floors (`f32::EPSILON` is below fp16's normal range) and the
+//!   weights' softmax; the outputs are f32 anyway.
 //! * `residual` — the residual stream `x + Attn(·)`, `x + MLP(·)` between layers.
 //! * `rope` — rotary/xPos application, with f32 rotary tables as inputs: xPos scales reach `0.29^±(pos/512)`.
 //! * `unembed` — the output head's one MatMul (the `Linear(D → P·D)` unembedding folded into the four heads at
@@ -19,10 +20,10 @@
 //!
 //! The default ([`Fp16Plan::DEFAULT`]: `rms_norm`, `softmax`, `head`, `residual`) is what the measured error
 //! analysis supports (README, "fp16 and GPU targets"; `engines/tests/fp16.rs` `fp16_region_ablation` measures every
-//! region on the fixtures): without the RMSNorm region the worst error grows 6×; the residual region halves it
-//! (it costs two casts and an fp32 add per block, no weights); the head region helps a little and softmax guards
-//! large scores (no change on random weights); rope buys nothing measurable; the unembedding in fp32 halves the
-//! error again but keeps its 38M weights in fp32 (a quarter more bytes per decode step), not needed for the goal.
+//! region on the fixtures): without the RMSNorm region the worst error grows 11×; the residual region thirds it
+//! (it costs two casts and an fp32 add per block, no weights); the head region (with the unembedding folded into
+//! it, 4.7M weights on the base model) nearly halves it; softmax guards large scores (no change on random
+//! weights); rope buys nothing measurable.
 //! `exporter/tests/fp16_graph.rs` asserts the plan.
 
 use crate::signature::{DType, IoTypes, Precision};
