@@ -3,7 +3,8 @@
 //! golden cases carried) → `build-engine` → `forecast` matches toto-2's median and quantiles, `verify` passes on
 //! every golden case (single pass and block decoding), sampling fields are refused with the reason, a CSV
 //! table forecasts as its JSON request does (CSV and Parquet out, with `median` and `q0.1`… columns, and a
-//! chart), and `serve` answers the v2 protocol with `median`.
+//! chart), `bench` times the engine and measures its peak RSS, and `serve` answers the v2 protocol with
+//! `median`.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -328,4 +329,37 @@ fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
     let svg = fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("median"), "the legend names the median");
     assert_eq!(svg.matches("class=\"panel\"").count(), 2, "one panel per series");
+}
+
+#[test]
+fn bench_times_a_toto2_engine_and_measures_its_peak_rss() {
+    // The 2.0 benchmark's own path (toto-2 eager is left out here: it is timed only with --reference-checkpoint).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let e = format!("small={}", engine().display());
+    let out = totoc_ok(&[
+        "bench",
+        "--engine",
+        &e,
+        "--runs",
+        "2",
+        "--throughput-series",
+        "20",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.contains("20 series × 512 points, H=336"), "{out}");
+    let v: Value = serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["model"], "toto-2.0");
+    let row = &v["engines"][0];
+    assert_eq!(row["engine"], "small");
+    assert!(row["single_h336_ms"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["throughput_series_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    let weights = row["weights_bytes"].as_f64().unwrap();
+    for w in ["single_h336", "throughput_h336"] {
+        // measured in a child process: at least the weights, which every forecast reads
+        let rss = row["peak_rss_mb"][w].as_f64().unwrap() * 1e6;
+        assert!(rss > weights, "{w}: peak RSS {rss} below the weights' {weights} bytes");
+    }
+    assert!(v["reference"].is_null(), "no toto-2 timing without --reference-checkpoint: {}", v["reference"]);
 }
