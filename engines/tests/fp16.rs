@@ -17,12 +17,12 @@
 //! prints both.
 mod support;
 
-use engines::compare::{context_sigma, precision_errors, Tolerance};
+use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::graph::{Fp16Plan, Fp32Region};
 use support::ks::check_samples;
-use support::{fp32_and_fp16_engines, root};
+use support::{errors, fp32_and_fp16_engines, root};
 
 /// The fp16 goal against toto-ts on the mean path.
 const GOAL: Tolerance = Tolerance { sigma_rel: 1e-2, ref_rel: 1e-3 };
@@ -44,13 +44,6 @@ struct CaseErrors {
     fp32_sigma: f64,
     /// fp16 mixture parameters (df, loc, scale, weights; scaled units) vs toto-ts: max `|Δ|`.
     params_abs: f64,
-}
-
-/// Worst `|Δ|/bound` and max `|Δ|/σ` of a `[V][H]` forecast against a reference.
-fn errors(got: &[Vec<f32>], want: &[Vec<f32>], sigma: &[f64], tol: &Tolerance) -> (f64, f64) {
-    let a: Vec<f32> = got.iter().flatten().copied().collect();
-    let r: Vec<f32> = want.iter().flatten().copied().collect();
-    precision_errors(&a, &r, got.len(), sigma, sigma, tol).unwrap()
 }
 
 fn measure(config: &str, plan: Fp16Plan) -> Vec<CaseErrors> {

@@ -8,12 +8,12 @@
 //! `int8_error_table` prints the README's table (`cargo test -p engines --test int8 -- --nocapture`).
 mod support;
 
-use engines::compare::{context_sigma, precision_errors, Tolerance};
+use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
 use engines::golden::{check_case, compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::signature::Precision;
 use support::ks::check_samples;
-use support::{fp32_and_int8_engines, root};
+use support::{errors, fp32_and_int8_engines, root};
 
 /// The int8 goal against toto-ts on the mean path.
 const GOAL: Tolerance = Tolerance { sigma_rel: 1e-2, ref_rel: 1e-3 };
@@ -35,13 +35,6 @@ struct CaseErrors {
     params_abs: f64,
     /// `totoc verify`'s verdict on the case with the int8 tolerances.
     verify_ok: bool,
-}
-
-/// Worst `|Δ|/bound` and max `|Δ|/σ` of a `[V][H]` forecast against a reference.
-fn errors(got: &[Vec<f32>], want: &[Vec<f32>], sigma: &[f64], tol: &Tolerance) -> (f64, f64) {
-    let a: Vec<f32> = got.iter().flatten().copied().collect();
-    let r: Vec<f32> = want.iter().flatten().copied().collect();
-    precision_errors(&a, &r, got.len(), sigma, sigma, tol).unwrap()
 }
 
 fn measure(config: &str) -> Vec<CaseErrors> {

@@ -1,10 +1,11 @@
-//! Shared by the equivalence, sampling and fp16 tests: export + build a fixture checkpoint for ONNX Runtime CPU.
+//! Shared by the equivalence, sampling, fp16 and int8 tests: export + build a fixture checkpoint for ONNX Runtime CPU.
 #![allow(dead_code)]
 
 pub mod ks;
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
+use engines::compare::{precision_errors, Tolerance};
 use engines::engine::{Engine, LoadOptions};
 use engines::engine_bundle::{build_engine, BuildOptions, GraphForm};
 use exporter::export::{export, ExportOptions};
@@ -12,6 +13,14 @@ use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
 use exporter::signature::Precision;
 use exporter::variant::OpsetVariant;
+
+/// Worst `|Δ|/bound` and max `|Δ|/σ` of a `[V][H]` forecast against a reference (the fp16 and int8 error
+/// tables).
+pub fn errors(got: &[Vec<f32>], want: &[Vec<f32>], sigma: &[f64], tol: &Tolerance) -> (f64, f64) {
+    let a: Vec<f32> = got.iter().flatten().copied().collect();
+    let r: Vec<f32> = want.iter().flatten().copied().collect();
+    precision_errors(&a, &r, got.len(), sigma, sigma, tol).unwrap()
+}
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
