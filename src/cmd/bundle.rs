@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use engines::engine_bundle::EngineManifest;
 use engines::memory::human;
+use exporter::bucket::Bucket;
 use exporter::integrity::{check_bundle, MANIFEST_HASH_FILE};
 use exporter::manifest::{FileEntry, FormatTag, Manifest, MANIFEST_FILE};
 use serde::Serialize;
@@ -145,6 +146,18 @@ fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One bucket graph of an export or engine bundle, as `bundle info` lists it.
+fn bucket_info(bucket: &Bucket, precision: &str, file: &str, memory_bytes: u64) -> BucketInfo {
+    BucketInfo {
+        kind: bucket.kind.as_str().into(),
+        rows: bucket.rows,
+        slots: bucket.slots,
+        precision: precision.into(),
+        file: file.to_string(),
+        memory_bytes,
+    }
+}
+
 fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
     let profiles = m
         .profiles
@@ -153,14 +166,7 @@ fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
             let buckets = p
                 .graphs
                 .iter()
-                .map(|g| BucketInfo {
-                    kind: g.bucket.kind.as_str().into(),
-                    rows: g.bucket.rows,
-                    slots: g.bucket.slots,
-                    precision: g.precision.as_str().into(),
-                    file: g.file.clone(),
-                    memory_bytes: g.memory_bytes,
-                })
+                .map(|g| bucket_info(&g.bucket, g.precision.as_str(), &g.file, g.memory_bytes))
                 .collect();
             profile_info(&p.profile, buckets)
         })
@@ -194,18 +200,8 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
         .profiles
         .iter()
         .map(|p| {
-            let buckets = p
-                .graphs
-                .iter()
-                .map(|g| BucketInfo {
-                    kind: g.bucket.kind.as_str().into(),
-                    rows: g.bucket.rows,
-                    slots: g.bucket.slots,
-                    precision: precision.into(),
-                    file: g.file.clone(),
-                    memory_bytes: g.memory_bytes,
-                })
-                .collect();
+            let buckets =
+                p.graphs.iter().map(|g| bucket_info(&g.bucket, precision, &g.file, g.memory_bytes)).collect();
             profile_info(&p.profile, buckets)
         })
         .chain(m.toto2_profiles.iter().map(|p| toto2_profile_info(p, precision)))
