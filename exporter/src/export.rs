@@ -86,14 +86,20 @@ pub enum ExportEvent {
 /// Directory of golden cases inside a bundle.
 pub const GOLDEN_DIR: &str = "golden";
 
-/// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
-pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
+/// The `*.json` files of a golden-case directory, sorted by name (what is copied and what the cache key hashes).
+fn golden_files(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     names.sort();
+    Ok(names)
+}
+
+/// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
+pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
+    let names = golden_files(dir)?;
     if names.is_empty() {
         return Err(Error::Config { message: format!("--golden {}: no *.json case files", dir.display()) });
     }
@@ -128,12 +134,7 @@ pub(crate) fn export_inputs(
     let golden = match &opts.golden {
         None => "none".to_string(),
         Some(dir) => {
-            let mut names: Vec<_> = std::fs::read_dir(dir)
-                .map_err(|e| Error::io(dir, e))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            names.sort();
+            let names = golden_files(dir)?;
             let mut all = Vec::new();
             for p in names {
                 all.extend(p.file_name().expect("file").as_encoded_bytes());
