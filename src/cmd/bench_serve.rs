@@ -32,7 +32,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
 use crate::cli::BenchServeArgs;
-use crate::cmd::bench_support::bench_series;
+use crate::cmd::bench_support::{bench_series, engine_options};
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
@@ -281,15 +281,7 @@ impl Server {
             "--max-batch",
             &a.max_batch.to_string(),
         ]);
-        if let Some(t) = a.threads {
-            cmd.args(["--threads", &t.to_string()]);
-        }
-        if let Some(m) = &a.memory_budget {
-            cmd.args(["--memory-budget", m]);
-        }
-        if let Some(l) = &a.ort.ort_lib {
-            cmd.arg("--ort-lib").arg(l);
-        }
+        engine_options(&mut cmd, a.threads, a.memory_budget.as_deref(), a.ort.ort_lib.as_deref());
         cmd.args(extra).env("RUST_LOG", "warn").stdout(Stdio::piped()).stderr(log.reopen()?);
         let mut child = cmd.spawn().context("starting totoc serve")?;
         let stdout = child.stdout.take().context("server stdout")?;

@@ -40,6 +40,24 @@ pub(crate) fn proc_status_mb(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
 }
 
+/// Passes the engine options a benchmark was given on to a child `totoc` (an RSS probe or a server).
+pub(crate) fn engine_options(
+    cmd: &mut Command,
+    threads: Option<usize>,
+    budget: Option<&str>,
+    ort_lib: Option<&Path>,
+) {
+    if let Some(t) = threads {
+        cmd.args(["--threads", &t.to_string()]);
+    }
+    if let Some(m) = budget {
+        cmd.args(["--memory-budget", m]);
+    }
+    if let Some(l) = ort_lib {
+        cmd.arg("--ort-lib").arg(l);
+    }
+}
+
 /// Peak RSS (MB) of the workload `name` run alone in a fresh `totoc bench --rss-probe` child process on the engine
 /// at `dir` (so each workload's peak is its own).
 pub(crate) fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result<f64> {
@@ -52,15 +70,7 @@ pub(crate) fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result
         &a.context.to_string(),
     ]);
     cmd.args(["--throughput-series", &a.throughput_series.to_string()]);
-    if let Some(t) = a.threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    if let Some(m) = &a.memory_budget {
-        cmd.args(["--memory-budget", m]);
-    }
-    if let Some(l) = &a.ort.ort_lib {
-        cmd.arg("--ort-lib").arg(l);
-    }
+    engine_options(&mut cmd, a.threads, a.memory_budget.as_deref(), a.ort.ort_lib.as_deref());
     let out = cmd.stderr(std::process::Stdio::null()).output()?;
     if !out.status.success() {
         bail!("RSS probe of {name} failed ({})", out.status);
