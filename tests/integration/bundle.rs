@@ -18,13 +18,7 @@ fn pristine() -> &'static (PathBuf, PathBuf) {
         let (bundle, engine) = (dir.join("bundle"), dir.join("engine"));
         let golden = root().join("tests/fixtures/tiny/cases");
         export_fixture_with("tiny", &bundle, &["--golden", golden.to_str().unwrap()]);
-        totoc_ok(&[
-            "build-engine",
-            "--artifacts",
-            bundle.to_str().unwrap(),
-            "--out",
-            engine.to_str().unwrap(),
-        ]);
+        build_engine(&bundle, &engine);
         (bundle, engine)
     })
 }

@@ -80,6 +80,11 @@ pub fn export_fixture_with(config: &str, out: &Path, extra: &[&str]) {
 }
 
 /// Copies a directory tree.
+/// `totoc build-engine --artifacts bundle --out engine` (CPU, defaults), which must succeed.
+pub fn build_engine(bundle: &Path, engine: &Path) {
+    totoc_ok(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {

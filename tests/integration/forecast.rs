@@ -28,13 +28,7 @@ pub fn engine() -> &'static Path {
             bundle.to_str().unwrap(),
         ]);
         let engine = dir.join("engine");
-        totoc_ok(&[
-            "build-engine",
-            "--artifacts",
-            bundle.to_str().unwrap(),
-            "--out",
-            engine.to_str().unwrap(),
-        ]);
+        build_engine(&bundle, &engine);
         engine
     })
 }
@@ -267,7 +261,7 @@ fn int8_engine_verifies_and_reports_against_fp32() {
         bundle.to_str().unwrap(),
     ]);
     let int8 = tmp.path().join("int8");
-    totoc_ok(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", int8.to_str().unwrap()]);
+    build_engine(&bundle, &int8);
     let out = totoc_ok(&[
         "verify",
         "--engine",

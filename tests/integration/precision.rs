@@ -58,7 +58,7 @@ fn fp16_emulation_engine_builds_says_so_and_verifies() {
 
     // the same bundle's fp32 engine by default; --precision fp32 explicitly
     let e32 = tmp.path().join("e32");
-    totoc_ok(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", e32.to_str().unwrap()]);
+    build_engine(&bundle, &e32);
     assert_eq!(manifest(&e32)["precision"], "fp32");
     let verify = totoc_ok(&["verify", "--engine", e32.to_str().unwrap()]);
     assert!(verify.contains("1e-4·σ + 1e-6·|ref|"), "{verify}");

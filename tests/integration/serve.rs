@@ -26,7 +26,7 @@ fn build_engine_in(dir: &Path, config: &str, golden: Option<&Path>) -> PathBuf {
     }
     export_fixture_with(config, &bundle, &extra);
     let engine = dir.join("engine");
-    totoc_ok(&["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    crate::common::build_engine(&bundle, &engine);
     engine
 }
 

@@ -53,13 +53,7 @@ fn engine() -> &'static Path {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stderr).contains("toto-2.0"));
         let engine = dir.join("engine");
-        totoc_ok(&[
-            "build-engine",
-            "--artifacts",
-            bundle.to_str().unwrap(),
-            "--out",
-            engine.to_str().unwrap(),
-        ]);
+        build_engine(&bundle, &engine);
         engine
     })
 }
