@@ -238,8 +238,8 @@ class Mismatch(Exception):
     pass
 
 
-def compare(a, b, path, stats, slack=0.0):
-    """Structural equality; numbers within RTOL * (1 + |b| + slack). a = regenerated, b = committed.
+def compare(a, b, path, stats, slack=0.0, rtol=RTOL):
+    """Structural equality; numbers within rtol * (1 + |b| + slack). a = regenerated, b = committed.
 
     slack is non-zero only for the scaled input patches: (x - loc) / scale of a raw value x
     near a large offset loc carries an f32 rounding error of about eps * |loc| / scale, so a
@@ -254,32 +254,32 @@ def compare(a, b, path, stats, slack=0.0):
                 if k == "patches" and len(x[k]) == len(y[k]):
                     for v, (pa, pb) in enumerate(zip(x[k], y[k])):
                         extra = abs(y["scaler_loc"][v]) / y["scaler_scale"][v]
-                        compare(pa, pb, f"{path}[{i}].{k}[{v}]", stats, extra)
+                        compare(pa, pb, f"{path}[{i}].{k}[{v}]", stats, extra, rtol)
                 else:
-                    compare(x[k], y[k], f"{path}[{i}].{k}", stats)
+                    compare(x[k], y[k], f"{path}[{i}].{k}", stats, rtol=rtol)
         return
     if isinstance(b, dict):
         if not isinstance(a, dict) or sorted(a) != sorted(b):
             raise Mismatch(f"{path}: keys differ ({sorted(a) if isinstance(a, dict) else type(a).__name__} vs {sorted(b)})")
         for k in b:
-            compare(a[k], b[k], f"{path}.{k}", stats, slack)
+            compare(a[k], b[k], f"{path}.{k}", stats, slack, rtol)
     elif isinstance(b, list):
         if not isinstance(a, list) or len(a) != len(b):
             raise Mismatch(f"{path}: length differs")
         for i, (x, y) in enumerate(zip(a, b)):
-            compare(x, y, f"{path}[{i}]", stats, slack)
+            compare(x, y, f"{path}[{i}]", stats, slack, rtol)
     elif isinstance(b, float) or (isinstance(b, int) and not isinstance(b, bool) and isinstance(a, float)):
         if not isinstance(a, (int, float)) or isinstance(a, bool):
             raise Mismatch(f"{path}: type differs")
         d = abs(a - b)
-        tol = RTOL * (1.0 + abs(b) + slack)
+        tol = rtol * (1.0 + abs(b) + slack)
         if d > stats["max_abs"]:
             stats["max_abs"], stats["at_abs"] = d, path
         if d / tol > stats["ratio"]:
             stats["ratio"], stats["at_ratio"] = d / tol, path
         if d > tol:
             raise Mismatch(
-                f"{path}: {a!r} (regenerated) vs {b!r} (committed), |diff| {d:.3g} > 1e-6*(1+|b|+{slack:.3g})"
+                f"{path}: {a!r} (regenerated) vs {b!r} (committed), |diff| {d:.3g} > {rtol:g}*(1+|b|+{slack:.3g})"
             )
     elif a != b or type(a) is not type(b):
         raise Mismatch(f"{path}: {a!r} (regenerated) vs {b!r} (committed)")

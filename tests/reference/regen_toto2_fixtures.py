@@ -17,7 +17,11 @@ sharded (two safetensors files and an index).
 
 Generation is deterministic (inputs from numpy PCG64 with a fixed seed per case, torch on one thread, every
 float a float32 value in Python's shortest repr, sorted keys). --check: config.json and requests must be
-byte-identical and the weights digests equal; reference outputs must match within 1e-6 * (1 + |b|).
+byte-identical and the weights digests equal; reference outputs must match within 3e-5 * (1 + |b|), the median
+and quantiles (series units) within 3e-5 * (1 + |b| + the variate's largest scaler scale). Why that wide: on a
+CPU with other torch kernels (AVX-512 against the AVX2 machine the fixtures were made on) toto-2's outputs moved
+by up to 0.85 * 1e-5 on that scale (block decoding feeds each block's output back, and the random-weight 2.0
+models amplify last-bit differences); totoc's own equivalence tolerance is 1e-4·σ + 1e-6·|ref|.
 """
 
 import argparse
@@ -38,6 +42,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "toto2")
 # config -> safetensors shards it is written (and read back by the reference) in
 SHARDS = {"4m": 1, "22m": 1, "small": 2}
+# --check tolerance, relative to 1 + |committed| (see the module docstring for why it is wider than toto-ts's 1e-6)
+RTOL = 3e-5
 
 
 def log(*a):
@@ -181,6 +187,32 @@ def generate(out_root, work):
         f.write(json.dumps(prov, sort_keys=True, indent=2) + "\n")
 
 
+def compare_reference(a, b, stats):
+    """v1.compare on a case's reference outputs (a = regenerated, b = committed), with the median and quantiles
+    (series units: raw * scale + loc) held to the tolerance of the raw outputs times their variate's largest
+    scaler scale, as toto-ts's scaled patches are in regen_fixtures.py."""
+    if sorted(a) != sorted(b):
+        raise v1.Mismatch(f"reference: keys differ ({sorted(a)} vs {sorted(b)})")
+    variates = len(b["median"])
+    slack = [max(abs(blk["scale"][v]) for blk in b["blocks"]) for v in range(variates)]
+    for key in sorted(b):
+        if key == "median":
+            if len(a[key]) != variates:
+                raise v1.Mismatch("reference.median: length differs")
+            for v in range(variates):
+                v1.compare(a[key][v], b[key][v], f"reference.median[{v}]", stats, slack[v], RTOL)
+        elif key == "quantiles":
+            if len(a[key]) != len(b[key]):
+                raise v1.Mismatch("reference.quantiles: length differs")
+            for q, (qa, qb) in enumerate(zip(a[key], b[key])):
+                if len(qa) != variates or len(qb) != variates:
+                    raise v1.Mismatch(f"reference.quantiles[{q}]: length differs")
+                for v in range(variates):
+                    v1.compare(qa[v], qb[v], f"reference.quantiles[{q}][{v}]", stats, slack[v], RTOL)
+        else:
+            v1.compare(a[key], b[key], f"reference.{key}", stats, rtol=RTOL)
+
+
 def check(committed_root):
     failures = []
     with tempfile.TemporaryDirectory(prefix="totoc-toto2-fixtures-") as tmp:
@@ -229,12 +261,12 @@ def check(committed_root):
                 continue
             stats = {"max_abs": 0.0, "at_abs": "-", "ratio": 0.0, "at_ratio": "-"}
             try:
-                v1.compare(cn["reference"], co["reference"], "reference", stats)
+                compare_reference(cn["reference"], co["reference"], stats)
             except v1.Mismatch as e:
                 failures.append(f"{rel}: {e}")
                 print(f"{'MISMATCH':>14}  toto2/{rel}: {e}")
                 continue
-            tag = "bit-identical" if nb == ob else "within 1e-6"
+            tag = "bit-identical" if nb == ob else f"within {RTOL:g}"
             print(
                 f"{tag:>14}  toto2/{rel}  max|diff| {stats['max_abs']:.3g} at {stats['at_abs']};"
                 f" max |diff|/tolerance {stats['ratio']:.3g} at {stats['at_ratio']}"
