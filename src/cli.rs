@@ -26,8 +26,9 @@ pub enum PrecisionArg {
     Fp32,
     /// fp16 weights, activations and KV caches, with fp32 where precision needs it (strongly typed).
     Fp16,
-    /// int8 weight-only: every large matmul reads int8 block-quantized weights (ONNX Runtime `MatMulNBits`;
-    /// CPU and CUDA), activations and KV caches stay fp32.
+    /// int8: every large matmul reads int8 weights (one scale per output column) and runs on per-row int8
+    /// activation codes (ONNX `MatMulInteger`; CPU engines only); everything else, the KV caches included, stays
+    /// fp32.
     Int8,
 }
 

@@ -413,17 +413,19 @@ pub fn check_variant(
 }
 
 /// Whether `target` can run graphs of `precision`; the error says why not and what to build instead. int8
-/// graphs use `com.microsoft` `MatMulNBits`, which ONNX Runtime's CPU provider (MLAS, int8 compute at
-/// `accuracy_level` 4) and its CUDA provider (bits 4 and 8) implement; TensorRT does not import the contrib op,
-/// and its provider would split each graph around every quantized matmul, so an int8 TensorRT engine is refused.
+/// graphs are CPU graphs: their matmuls are ONNX `MatMulInteger` over uint8 activation codes and int8 weights
+/// (`exporter::quantize`), which ONNX Runtime's CPU provider runs with MLAS's prepacked u8·s8 GEMM. Its CUDA
+/// provider implements `MatMulInteger` for int8 × int8 only, so ONNX Runtime would place every quantized matmul
+/// on the CPU between GPU nodes, and TensorRT imports quantized graphs as Q/DQ pairs, not `MatMulInteger`: an
+/// int8 GPU engine is refused rather than built slow.
 pub fn check_precision(target: &Target, precision: Precision) -> std::result::Result<(), String> {
     match (target, precision) {
-        (Target::TensorRt { .. }, Precision::Int8) => Err(
-            "int8 graphs use ONNX Runtime's MatMulNBits (a com.microsoft contrib op), which TensorRT cannot \
-             import: build the int8 engine with `--target cpu` or `--target cuda`, or build the TensorRT engine \
-             from fp16 or fp32 graphs (`--precision fp16`)"
-                .to_string(),
-        ),
+        (Target::TensorRt { .. } | Target::Cuda { .. }, Precision::Int8) => Err(format!(
+            "int8 engines are CPU engines: their MatMulInteger nodes (uint8 activations × int8 weights) have no \
+             {} kernel, so they would run on the CPU between GPU nodes; build the int8 engine with \
+             `--target cpu`, or a GPU engine from fp16 or fp32 graphs (`--precision fp16`)",
+            if matches!(target, Target::TensorRt { .. }) { "TensorRT" } else { "CUDA" }
+        )),
         _ => Ok(()),
     }
 }
@@ -590,14 +592,20 @@ mod tests {
     }
 
     #[test]
-    fn int8_runs_on_cpu_and_cuda_not_tensorrt() {
+    fn int8_runs_on_cpu_only() {
         for p in Precision::ALL {
             assert!(check_precision(&Target::cpu(None), p).is_ok());
-            assert!(check_precision(&Target::cuda(0, false), p).is_ok());
         }
-        assert!(check_precision(&Target::tensorrt(0, false), Precision::Fp16).is_ok());
-        let e = check_precision(&Target::tensorrt(0, false), Precision::Int8).unwrap_err();
-        assert!(e.contains("MatMulNBits") && e.contains("--target cpu"), "{e}");
+        for gpu in [Target::cuda(0, false), Target::tensorrt(0, false)] {
+            assert!(
+                check_precision(&gpu, Precision::Fp16).is_ok()
+                    && check_precision(&gpu, Precision::Fp32).is_ok()
+            );
+            let e = check_precision(&gpu, Precision::Int8).unwrap_err();
+            assert!(e.contains("MatMulInteger") && e.contains("--target cpu"), "{e}");
+        }
+        let e = check_precision(&Target::cuda(0, false), Precision::Int8).unwrap_err();
+        assert!(e.contains("no CUDA kernel"), "{e}");
     }
 
     fn build_stage() -> Stage {

@@ -21,6 +21,7 @@ use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
 use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::graph::{Fp16Plan, Fp32Region};
+use exporter::signature::Precision;
 use support::ks::check_samples;
 use support::{errors, fp32_and_fp16_engines, root};
 
@@ -192,39 +193,7 @@ fn fp16_region_ablation() {
 #[test]
 #[ignore = "needs the base checkpoint ($TOTOC_BASE_CHECKPOINT) and ≈4 GB of disk; ≈5 min"]
 fn base_model_fp16_vs_fp32() {
-    use engines::engine_bundle::{build_engine, BuildOptions};
-    use engines::request::ForecastRequest;
-    use exporter::export::{export, ExportOptions};
-    use exporter::profile::ProfileSet;
-    use exporter::signature::Precision;
-    use exporter::variant::OpsetVariant;
-    let Some(ckpt) = std::env::var_os("TOTOC_BASE_CHECKPOINT").map(std::path::PathBuf::from) else {
-        eprintln!("skipping: set TOTOC_BASE_CHECKPOINT to a base-size checkpoint directory");
-        return;
-    };
-    let yaml = "profiles:\n  - name: base\n    batch: 1\n    variates: 3\n    context: 512\n    horizon: 256\n    buckets:\n      prefill: [{rows: 3, context: 512}]\n      decode: [{rows: 3, context: 512, horizon: 256}]\n";
-    let profiles = ProfileSet::from_yaml(yaml, "base.yaml").unwrap().profiles;
-    let (len, h) = (512usize, 256usize);
-    let wave = |t: usize, amp: f32, period: f32| amp * (2.0 * std::f32::consts::PI * t as f32 / period).sin();
-    let noise =
-        |t: usize, k: u32| ((t as u32).wrapping_mul(2654435761).wrapping_add(k) % 1000) as f32 / 1000.0 - 0.5;
-    let target: Vec<Vec<Option<f32>>> = vec![
-        (0..len).map(|t| Some(1000.0 + wave(t, 50.0, 48.0) + 10.0 * noise(t, 1))).collect(),
-        (0..len).map(|t| Some(26000.0 + wave(t, 1300.0, 96.0) + 200.0 * noise(t, 2))).collect(),
-        (0..len).map(|t| Some(0.0105 + wave(t, 0.002, 24.0) + 0.0005 * noise(t, 3))).collect(),
-    ];
-    let req = ForecastRequest {
-        id: None,
-        target: target.clone(),
-        id_mask: vec![0, 0, 1],
-        horizon: h,
-        samples: 0,
-        quantiles: vec![],
-        seed: 0,
-        strict_context: false,
-        context_cut: None,
-    };
-    let sigma: Vec<f64> = target.iter().map(|s| context_sigma(s)).collect();
+    let Some(base) = support::BaseModelCase::from_env() else { return };
     let all = Fp32Region::ALL.into_iter().fold(Fp16Plan::NONE, |p, r| p.with(r, true));
     let plans = [
         ("fp16 everywhere", Fp16Plan::NONE),
@@ -237,39 +206,9 @@ fn base_model_fp16_vs_fp32() {
     println!("|---|---|---|---|");
     for (label, plan) in plans {
         let tmp = tempfile::tempdir().unwrap();
-        let bundle = tmp.path().join("bundle");
-        let opts = ExportOptions {
-            checkpoint: ckpt.clone(),
-            profiles: profiles.clone(),
-            out: bundle.clone(),
-            precisions: vec![Precision::Fp32, Precision::Fp16],
-            variant: OpsetVariant::Opset24,
-            fp16_plan: plan,
-            force: false,
-            golden: None,
-        };
-        export(&opts, &mut |_| {}).unwrap();
-        let run = |precision: Precision| {
-            let out = tmp.path().join(precision.as_str());
-            let o = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
-            build_engine(&bundle, &engines::backend::Target::cpu(None), &out, &o, &mut |_| {}).unwrap();
-            let e = Engine::load(&out, &engines::engine::LoadOptions::default()).unwrap();
-            e.forecast_traced(vec![req.clone()], true).remove(0).unwrap()
-        };
-        let (f32_out, f16_out) = (run(Precision::Fp32), run(Precision::Fp16));
-        let scale = &f32_out.steps[0].scaler_scale;
-        let sigma_eff: Vec<f64> = sigma.iter().zip(scale).map(|(s, c)| s.max(f64::from(*c))).collect();
-        let (p32, p16) = (f32_out.response.point(), f16_out.response.point());
-        let per_variate: Vec<String> = (0..3)
-            .map(|v| {
-                let (r, _) = errors(&p16[v..=v], &p32[v..=v], &sigma[v..=v], &GOAL);
-                let (_, per_sigma) = errors(&p16[v..=v], &p32[v..=v], &sigma[v..=v], &GOAL);
-                let _ = r;
-                format!("{per_sigma:.1e}")
-            })
-            .collect();
-        let (goal, _) = errors(p16, p32, &sigma, &GOAL);
-        let (goal_eff, _) = errors(p16, p32, &sigma_eff, &GOAL);
+        let (f32_out, f16_out) = base.forecasts(tmp.path(), Precision::Fp16, plan);
+        let (per_variate, goal, goal_eff) = base.errors(&f16_out, &f32_out, &GOAL);
+        let per_variate: Vec<String> = per_variate.iter().map(|e| format!("{e:.1e}")).collect();
         println!("| {label} | {} | {goal:.2} | {goal_eff:.2} |", per_variate.join(", "));
     }
 }

@@ -38,9 +38,9 @@ pub enum DType {
 }
 
 /// Float precision of a graph: the type of its weights, activations and KV caches (with the fp32 islands an fp16
-/// graph keeps where precision needs them, see `crate::graph::precision`). `int8` is weight-only: its large
-/// matmuls read block-quantized int8 weights (`com.microsoft` `MatMulNBits`, see [`crate::quantize`]) and
-/// everything else — activations, KV caches, small weights — is fp32. A bundle may hold graphs of several
+/// graph keeps where precision needs them, see `crate::graph::precision`). `int8`: its large matmuls read int8
+/// weights with per-column scales and quantize their input per row (ONNX `MatMulInteger`, see
+/// [`crate::quantize`]); everything else — activations between matmuls, KV caches, small weights — is fp32. A bundle may hold graphs of several
 /// precisions, each over its own weight file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -271,14 +271,19 @@ fn int8_engine_verifies_and_reports_against_fp32() {
     ]);
     assert!(out.contains("35 of 35 output checks passed") && out.contains("cpu int8"), "{out}");
     assert!(out.contains("mean forecast vs cpu") && out.contains("mean_short"), "{out}");
-    let err = totoc_err(&[
-        "build-engine",
-        "--artifacts",
-        bundle.to_str().unwrap(),
-        "--target",
-        "tensorrt",
-        "--out",
-        tmp.path().join("trt").to_str().unwrap(),
-    ]);
-    assert!(err.contains("MatMulNBits") && err.contains("--target cpu"), "{err}");
+    // int8 engines are CPU engines: both GPU targets refuse them, naming the target that works
+    for target in ["tensorrt", "cuda"] {
+        let out = tmp.path().join(target);
+        let err = totoc_err(&[
+            "build-engine",
+            "--artifacts",
+            bundle.to_str().unwrap(),
+            "--target",
+            target,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(err.contains("MatMulInteger") && err.contains("--target cpu"), "{target}: {err}");
+        assert!(!out.exists(), "{target}: a refused build left {}", out.display());
+    }
 }

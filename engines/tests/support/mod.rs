@@ -106,3 +106,96 @@ fn fp32_and(config: &str, dir: &Path, other: Precision, plan: Fp16Plan) -> (Engi
     };
     (engine(Precision::Fp32, "engine32"), engine(other, &format!("engine-{}", other.as_str())))
 }
+
+/// The base-size model's check (`base_model_*_vs_fp32`, ignored): the checkpoint at `$TOTOC_BASE_CHECKPOINT`
+/// (`tests/reference/make_checkpoints.py --config base`: 151M parameters, random weights), a one-bucket profile
+/// for it and one request of three synthetic series — an ordinary one, a large-valued one and a nearly constant
+/// one (the scaler-floor case) — with each series' context σ.
+pub struct BaseModelCase {
+    pub checkpoint: PathBuf,
+    pub profiles: Vec<exporter::profile::Profile>,
+    pub request: engines::request::ForecastRequest,
+    pub sigma: Vec<f64>,
+}
+
+impl BaseModelCase {
+    /// `None` (with a note on stderr) when `$TOTOC_BASE_CHECKPOINT` is not set.
+    pub fn from_env() -> Option<Self> {
+        let Some(checkpoint) = std::env::var_os("TOTOC_BASE_CHECKPOINT").map(PathBuf::from) else {
+            eprintln!("skipping: set TOTOC_BASE_CHECKPOINT to a base-size checkpoint directory");
+            return None;
+        };
+        let yaml = "profiles:\n  - name: base\n    batch: 1\n    variates: 3\n    context: 512\n    horizon: 256\n    buckets:\n      prefill: [{rows: 3, context: 512}]\n      decode: [{rows: 3, context: 512, horizon: 256}]\n";
+        let profiles = ProfileSet::from_yaml(yaml, "base.yaml").unwrap().profiles;
+        let (len, h) = (512usize, 256usize);
+        let wave =
+            |t: usize, amp: f32, period: f32| amp * (2.0 * std::f32::consts::PI * t as f32 / period).sin();
+        let noise = |t: usize, k: u32| {
+            ((t as u32).wrapping_mul(2654435761).wrapping_add(k) % 1000) as f32 / 1000.0 - 0.5
+        };
+        let target: Vec<Vec<Option<f32>>> = vec![
+            (0..len).map(|t| Some(1000.0 + wave(t, 50.0, 48.0) + 10.0 * noise(t, 1))).collect(),
+            (0..len).map(|t| Some(26000.0 + wave(t, 1300.0, 96.0) + 200.0 * noise(t, 2))).collect(),
+            (0..len).map(|t| Some(0.0105 + wave(t, 0.002, 24.0) + 0.0005 * noise(t, 3))).collect(),
+        ];
+        let sigma = target.iter().map(|s| engines::compare::context_sigma(s)).collect();
+        let request = engines::request::ForecastRequest {
+            id: None,
+            target,
+            id_mask: vec![0, 0, 1],
+            horizon: h,
+            samples: 0,
+            quantiles: vec![],
+            seed: 0,
+            strict_context: false,
+            context_cut: None,
+        };
+        Some(Self { checkpoint, profiles, request, sigma })
+    }
+
+    /// Exports the checkpoint into `dir` with fp32 and `other` graphs (`plan`'s fp32 regions for fp16), builds
+    /// both CPU engines and returns their traced forecasts of the request: `(fp32, other)`.
+    pub fn forecasts(
+        &self,
+        dir: &Path,
+        other: Precision,
+        plan: Fp16Plan,
+    ) -> (engines::session::Forecast, engines::session::Forecast) {
+        let bundle = dir.join("bundle");
+        let opts = ExportOptions {
+            checkpoint: self.checkpoint.clone(),
+            profiles: self.profiles.clone(),
+            out: bundle.clone(),
+            precisions: vec![Precision::Fp32, other],
+            variant: OpsetVariant::Opset24,
+            fp16_plan: plan,
+            force: false,
+            golden: None,
+        };
+        export(&opts, &mut |_| {}).unwrap();
+        let run = |precision: Precision| {
+            let out = dir.join(precision.as_str());
+            let o = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
+            build_engine(&bundle, &Target::cpu(None), &out, &o, &mut |_| {}).unwrap();
+            let e = Engine::load(&out, &LoadOptions::default()).unwrap();
+            e.forecast_traced(vec![self.request.clone()], true).remove(0).unwrap()
+        };
+        (run(Precision::Fp32), run(other))
+    }
+
+    /// Each variate's max `|Δ|/σ` of `got` against `want`, and the worst `|Δ| / goal` with σ and with
+    /// `σ_eff = max(σ, scaler scale)`.
+    pub fn errors(
+        &self,
+        got: &engines::session::Forecast,
+        want: &engines::session::Forecast,
+        goal: &Tolerance,
+    ) -> (Vec<f64>, f64, f64) {
+        let scale = &want.steps[0].scaler_scale;
+        let sigma_eff: Vec<f64> = self.sigma.iter().zip(scale).map(|(s, c)| s.max(f64::from(*c))).collect();
+        let (g, w) = (got.response.point(), want.response.point());
+        let per_variate =
+            (0..g.len()).map(|v| errors(&g[v..=v], &w[v..=v], &self.sigma[v..=v], goal).1).collect();
+        (per_variate, errors(g, w, &self.sigma, goal).0, errors(g, w, &sigma_eff, goal).0)
+    }
+}

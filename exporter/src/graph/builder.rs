@@ -22,8 +22,12 @@ use crate::signature::{DType, Dim, DynSig, TensorSig};
 
 use crate::variant::OpsetVariant;
 
-/// The ONNX Runtime contrib-op domain (`MatMulNBits`).
+/// The ONNX Runtime contrib-op domain.
 pub const MS_DOMAIN: &str = "com.microsoft";
+
+/// The smallest row maximum [`GraphBuilder::matmul_int8`] quantizes against: keeps an all-zero row's scale
+/// positive (f32 normal after the division by 127) without touching any row a model produces.
+const ROW_AMAX_FLOOR: f32 = 1e-30;
 
 /// An ONNX attribute value.
 pub enum Attr {
@@ -125,6 +129,8 @@ pub struct GraphBuilder<'w> {
     types: HashMap<String, ElemType>,
     /// Typing errors, reported by `finish` (ops return names, not results, to keep block code readable).
     type_errors: Vec<String>,
+    /// Per-row int8 codes and scales of each value an int8 matmul has read (`quantize_rows`).
+    row_codes: HashMap<String, (String, String)>,
 }
 
 impl<'w> GraphBuilder<'w> {
@@ -142,6 +148,7 @@ impl<'w> GraphBuilder<'w> {
             variant,
             types: HashMap::new(),
             type_errors: Vec::new(),
+            row_codes: HashMap::new(),
         }
     }
 
@@ -388,23 +395,46 @@ impl<'w> GraphBuilder<'w> {
         Ok(name.to_string())
     }
 
-    /// `x · W` for a `[K, N]` weight `name` stored as int8 codes and block scales ([`crate::quantize`]) and run
-    /// by `com.microsoft` `MatMulNBits` (bits 8, block 128, `accuracy_level` 4: MLAS quantizes each row block of
-    /// `x` to int8 and accumulates in int32, so a row's result does not depend on the other rows of the call).
-    /// `make` computes the f32 `[K, N]` weight and runs only the first time `name` is seen; `x` must be f32.
+    /// `x` quantized per row for [`Self::matmul_int8`]: uint8 codes `round(x / s) + 128` (zero point 128) and
+    /// the f32 row scales `s = max(max|x_row|, floor) / 127` (`[.., 1]`), computed once per value `x` however many
+    /// int8 matmuls read it. The floor keeps an all-zero row's scale positive (its codes are then all 128).
+    fn quantize_rows(&mut self, x: &str) -> (String, String) {
+        if let Some(q) = self.row_codes.get(x) {
+            return q.clone();
+        }
+        let amax = self.op("Abs", &[x], vec![]);
+        let axis = self.const_i64(&[1], &[-1]);
+        let amax = self.op("ReduceMax", &[&amax, &axis], vec![("keepdims", Attr::Int(1))]);
+        let floor = self.scalar(ROW_AMAX_FLOOR);
+        let amax = self.binary("Max", &amax, &floor);
+        let inv = self.scalar((1.0 / quantize::QMAX) as f32);
+        let scale = self.binary("Mul", &amax, &inv);
+        let unit = self.binary("Div", x, &scale);
+        let one = self.scalar(1.0);
+        let zero_point = self.constant(ElemType::U8, &[], vec![quantize::ACTIVATION_ZERO_POINT]);
+        // QuantizeLinear rounds half to even and saturates to [0, 255]; |unit| ≤ 127 by construction.
+        let codes = self.op("QuantizeLinear", &[&unit, &one, &zero_point], vec![]);
+        let q = (codes, scale);
+        self.row_codes.insert(x.to_string(), q.clone());
+        q
+    }
+
+    /// `x · W` for a `[K, N]` f32 weight `name` stored as int8 codes with one scale per output column
+    /// ([`crate::quantize`]), run by ONNX's `MatMulInteger` on `x` quantized per row ([`Self::quantize_rows`]):
+    /// `(xq − 128) · q` accumulates exactly in int32 and is scaled back by the row's and the column's scales, so a
+    /// row's result does not depend on the other rows of the call. `make` computes the f32 `[K, N]` weight and
+    /// runs only the first time `name` is seen; `x` must be f32.
     pub fn matmul_int8(
         &mut self,
         x: &str,
         name: &str,
         k: usize,
         n: usize,
-        block: usize,
         make: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<String> {
-        let (codes, scales) = (format!("{name}.q8"), format!("{name}.q8_scales"));
-        let blocks = k.div_ceil(block);
+        let (codes, scales) = (format!("{name}.i8"), format!("{name}.i8_scales"));
         let mut quantized: Option<QuantizedMatrix> = None;
-        self.weights.add_u8(&codes, &[n, blocks, block], || {
+        self.weights.add_i8(&codes, &[k, n], || {
             let w = make()?;
             if w.len() != k * n {
                 return Err(Error::Graph {
@@ -412,27 +442,25 @@ impl<'w> GraphBuilder<'w> {
                     message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
                 });
             }
-            let q = quantize::quantize_kn(&w, k, n, block);
-            let c = q.codes.clone();
+            let q = quantize::quantize_kn(&w, k, n);
+            let c = q.code_bytes();
             quantized = Some(q);
             Ok(c)
         })?;
-        self.weights.add(&scales, &[n * blocks], DType::F32, || {
+        self.weights.add(&scales, &[n], DType::F32, || {
             quantized.map(|q| q.scales).ok_or_else(|| Error::Graph {
                 graph: self.name.clone(),
                 message: format!("{scales} is missing from the weight file while {codes} is there"),
             })
         })?;
-        self.types.insert(codes.clone(), ElemType::U8);
+        self.types.insert(codes.clone(), ElemType::I8);
         self.types.insert(scales.clone(), ElemType::F32);
-        let attrs = vec![
-            ("K", Attr::Int(k as i64)),
-            ("N", Attr::Int(n as i64)),
-            ("bits", Attr::Int(i64::from(quantize::BITS))),
-            ("block_size", Attr::Int(block as i64)),
-            ("accuracy_level", Attr::Int(4)),
-        ];
-        Ok(self.op_in(MS_DOMAIN, "MatMulNBits", &[x, &codes, &scales], 1, attrs).pop().expect("one output"))
+        let (xq, row_scale) = self.quantize_rows(x);
+        let zero_point = self.constant(ElemType::U8, &[], vec![quantize::ACTIVATION_ZERO_POINT]);
+        let acc = self.op("MatMulInteger", &[&xq, &codes, &zero_point], vec![]);
+        let acc = self.cast(&acc, DType::F32);
+        let y = self.binary("Mul", &acc, &row_scale);
+        Ok(self.binary("Mul", &y, &scales))
     }
 
     /// `x` converted to `to` (nothing when it already has that type).

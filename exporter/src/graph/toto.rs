@@ -575,7 +575,7 @@ fn folded_head(ckpt: &Checkpoint, dm: usize, p: usize, k: usize) -> Result<(Vec<
 }
 
 /// A large `Linear` (`x · Wᵀ + b`, `W = {prefix}.weight` with rows permuted first if asked) in `dtype`; in an
-/// int8 graph its weight is int8 block-quantized ([`GraphBuilder::matmul_int8`]) and its bias stays f32.
+/// int8 graph its weight is int8 per output channel ([`GraphBuilder::matmul_int8`]) and its bias stays f32.
 fn dense(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
@@ -591,7 +591,7 @@ fn dense(
     }
     let w = ckpt.tensor(&format!("{prefix}.weight"))?;
     let (out, inp) = (w.shape[0], w.shape[1]);
-    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, crate::quantize::BLOCK, || {
+    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, || {
         Ok(transpose(&linear_rows(w.to_f32_vec(), row_perm, inp), out, inp))
     })?;
     let bname = format!("{prefix}.bias");

@@ -488,7 +488,7 @@ pub struct FoldedLinear {
     factor: Vec<f64>,
     /// A scale of the layer's input, folded into the weight only.
     input_scale: f64,
-    /// Stored int8 block-quantized and run by `MatMulNBits` ([`GraphBuilder::matmul_int8`]).
+    /// Stored int8 per output channel and run by `MatMulInteger` ([`GraphBuilder::matmul_int8`]).
     int8: bool,
     has_bias: bool,
 }
@@ -576,7 +576,7 @@ impl FoldedLinear {
     pub fn wire_no_bias(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
         if self.int8 {
             let name = format!("{}.weight.folded", self.prefix);
-            return g.matmul_int8(x, &name, self.inp, self.out, crate::quantize::BLOCK, || self.weight(ckpt));
+            return g.matmul_int8(x, &name, self.inp, self.out, || self.weight(ckpt));
         }
         let w = self.store_weight(g, ckpt)?;
         Ok(g.binary("MatMul", x, &w))

@@ -15,8 +15,12 @@ pub enum ElemType {
     F16,
     I64,
     Bool,
-    /// Quantized weight codes (`MatMulNBits`' `B`); never a graph input or output.
+    /// Row-quantized activation codes (`MatMulInteger`'s `A`, zero point 128); never a graph input or output.
     U8,
+    /// Quantized weight codes (`MatMulInteger`'s `B`); never a graph input or output.
+    I8,
+    /// `MatMulInteger`'s exact int32 accumulators.
+    I32,
 }
 
 impl ElemType {
@@ -32,6 +36,8 @@ impl ElemType {
             ElemType::I64 => DataType::Int64,
             ElemType::Bool => DataType::Bool,
             ElemType::U8 => DataType::Uint8,
+            ElemType::I8 => DataType::Int8,
+            ElemType::I32 => DataType::Int32,
         }) as i32
     }
 
@@ -43,6 +49,8 @@ impl ElemType {
             DataType::Int64 => Some(ElemType::I64),
             DataType::Bool => Some(ElemType::Bool),
             DataType::Uint8 => Some(ElemType::U8),
+            DataType::Int8 => Some(ElemType::I8),
+            DataType::Int32 => Some(ElemType::I32),
             _ => None,
         }
     }
@@ -70,9 +78,10 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Max" | "Min" | "Neg" | "Reciprocal" | "Sqrt"
         | "Sigmoid" | "Softplus" | "Softmax" | "ReduceMean" | "ReduceSum" | "Reshape" | "Transpose"
         | "Unsqueeze" | "Expand" | "Split" | "Concat" | "Identity" | "Gather" | "GatherND"
-        | "TensorScatter" | "ScatterND" | "Slice" | "Pad" => inputs.first().copied(),
-        // `com.microsoft`: A [.., K] float · dequantized B → [.., N] in A's type
-        "MatMulNBits" => inputs.first().copied(),
+        | "TensorScatter" | "ScatterND" | "Slice" | "Pad" | "Abs" | "ReduceMax" => inputs.first().copied(),
+        // codes of the zero point's type
+        "QuantizeLinear" => inputs.get(2).copied(),
+        "MatMulInteger" => Some(ElemType::I32),
         _ => None,
     }
 }
@@ -86,8 +95,9 @@ pub fn same_type_inputs(op: &str, n_inputs: usize) -> Vec<usize> {
         "Concat" => (0..n_inputs).collect(),
         "TensorScatter" => vec![0, 1],
         "ScatterND" => vec![0, 2],
-        // A and its scales (B is uint8 codes)
-        "MatMulNBits" => vec![0, 2],
+        // the value and its scale; the codes and their zero point
+        "QuantizeLinear" => vec![0, 1],
+        "MatMulInteger" => vec![0, 2],
         _ => Vec::new(),
     }
 }
@@ -114,6 +124,8 @@ pub fn exact_in_input_type(op: &str) -> bool {
             | "Max"
             | "Min"
             | "Where"
+            | "Abs"
+            | "ReduceMax"
     )
 }
 
@@ -136,7 +148,10 @@ mod tests {
         assert!(exact_in_input_type("TensorScatter") && !exact_in_input_type("Add"));
         assert_eq!(ElemType::from_onnx(F16.onnx()), Some(F16));
         assert_eq!(ElemType::from_onnx(U8.onnx()), Some(U8));
-        assert_eq!(output_type("MatMulNBits", &[F32, U8, F32], None), Some(F32));
-        assert_eq!(same_type_inputs("MatMulNBits", 3), vec![0, 2]);
+        assert_eq!(output_type("QuantizeLinear", &[F32, F32, U8], None), Some(U8));
+        assert_eq!(output_type("MatMulInteger", &[U8, I8, U8], None), Some(I32));
+        assert_eq!(same_type_inputs("MatMulInteger", 3), vec![0, 2]);
+        assert_eq!(ElemType::from_onnx(I8.onnx()), Some(I8));
+        assert_eq!(output_type("Cast", &[I32], Some(1)), Some(F32));
     }
 }

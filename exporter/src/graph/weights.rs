@@ -80,19 +80,20 @@ impl WeightStore {
         })
     }
 
-    /// Stores `name` as uint8 `dims` (quantized weight codes) unless it is already there; `make` computes them.
-    pub fn add_u8(
+    /// Stores `name` as int8 `dims` (quantized weight codes, two's complement bytes) unless it is already there;
+    /// `make` computes them.
+    pub fn add_i8(
         &mut self,
         name: &str,
         dims: &[usize],
         make: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<()> {
-        self.add_bytes(name, dims, ElemType::U8, || {
+        self.add_bytes(name, dims, ElemType::I8, || {
             let codes = make()?;
             if codes.len() != dims.iter().product::<usize>() {
                 return Err(Error::Graph {
                     graph: "weights".into(),
-                    message: format!("weight {name}: {} bytes for uint8 dims {dims:?}", codes.len()),
+                    message: format!("weight {name}: {} bytes for int8 dims {dims:?}", codes.len()),
                 });
             }
             Ok(codes)
