@@ -272,13 +272,14 @@ fn toto2_small_sharded_gqa_matches_toto2() {
     check_config("small", OpsetVariant::Opset24, Precision::Fp32);
 }
 
-/// int8 weight-only graphs (the transformer's matmuls through `MatMulNBits`) on every fixture. Not met yet: on
-/// the random-weight 4m fixture the median/quantiles are 28–66× the int8 goal (raw knots off by up to 0.1 in asinh
-/// units), so the 2.0 int8 graphs are not offered by any command; run it to measure. Ablations on 4m: weights
-/// dequantized in fp32 arithmetic (`accuracy_level` 1, no activation quantization) still 10–21×; attention or FFN
-/// matmuls left in fp32, 12–46×: the random-weight 2.0 models amplify the weights' ≈0.4% rounding itself.
+/// int8 graphs (the transformer's matmuls through `MatMulInteger`: per-column int8 weights, per-row int8
+/// activations) on every fixture. Not met: on the random-weight 4m fixture the median/quantiles are 33–52× the
+/// int8 goal (raw knots off by up to 0.1 in asinh units), so `export` refuses int8 for Toto 2.0; run it to measure.
+/// Measured with the earlier `MatMulNBits` layout (block-128 weights): 28–66×; with weights dequantized in fp32
+/// arithmetic (no activation quantization) still 10–21×; attention or FFN matmuls left in fp32, 12–46× — the
+/// random-weight 2.0 models amplify the weights' ≈0.4% rounding itself.
 #[test]
-#[ignore = "issue 15 open item: Toto 2.0 int8 graphs miss the goal (measured 28-66x on 4m)"]
+#[ignore = "issue 15 open item: Toto 2.0 int8 graphs miss the goal (measured 33-52x on 4m)"]
 fn toto2_int8_matches_toto2_within_the_int8_goal() {
     for config in ["4m", "22m", "small"] {
         check_config(config, OpsetVariant::Opset24, Precision::Int8);

@@ -357,3 +357,30 @@ fn bench_times_a_toto2_engine_and_measures_its_peak_rss() {
     }
     assert!(v["reference"].is_null(), "no toto-2 timing without --reference-checkpoint: {}", v["reference"]);
 }
+
+/// Toto 2.0 graphs are fp32 only: `export --precision int8` (which misses the int8 accuracy goal on the 2.0
+/// fixtures) and `--precision fp16` are refused with the reason and the fix, and nothing is written.
+#[test]
+fn int8_and_fp16_exports_are_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ck = tmp.path().join("checkpoint");
+    checkpoint_4m(&ck);
+    let profiles = fixtures().join("profiles.yaml");
+    for (precision, why) in [("int8", "int8 accuracy goal"), ("fp16", "not built")] {
+        let out = tmp.path().join(precision);
+        let err = totoc_err(&[
+            "export",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--config",
+            profiles.to_str().unwrap(),
+            "--precision",
+            precision,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(err.contains("fp32 only") && err.contains(why), "{precision}: {err}");
+        assert!(err.contains(&format!("drop `--precision {precision}`")), "{precision}: {err}");
+        assert!(!out.exists(), "{precision}: a refused export left {}", out.display());
+    }
+}

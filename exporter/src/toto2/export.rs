@@ -90,9 +90,18 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     if opts.profiles.is_empty() {
         return Err(Error::Profile { message: "no profile selected".into() });
     }
-    if opts.precisions.iter().any(|&p| p != Precision::Fp32) {
+    if let Some(p) = opts.precisions.iter().find(|&&p| p != Precision::Fp32) {
+        let why = match p {
+            Precision::Int8 => {
+                "int8 2.0 graphs miss the int8 accuracy goal on the 2.0 fixtures (README, int8 engines)"
+            }
+            _ => "fp16 2.0 graphs are not built",
+        };
         return Err(Error::Config {
-            message: "Toto 2.0 graphs are exported in fp32 only: drop `--precision fp16`".into(),
+            message: format!(
+                "Toto 2.0 graphs are exported in fp32 only ({why}): drop `--precision {}`",
+                p.as_str()
+            ),
         });
     }
     let ladders =
