@@ -225,6 +225,25 @@ fn check(case: &Case, f: &Toto2Forecast, precision: Precision) -> Vec<Report> {
 fn check_config(config: &str, update: OpsetVariant, precision: Precision) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let ck = checkpoint(config, &tmp.path().join("checkpoint"));
+    let (worst, failures) = measure_config(config, &ck, tmp.path(), update, precision, precision);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!(
+        "{config}: {precision}: every case matches toto-2; worst |Δ|/tolerance on the median and quantiles \
+         {worst:.3}"
+    );
+    worst
+}
+
+/// Runs every golden case of `config` on `ck` through `graphs`-precision graphs and checks it with the
+/// tolerances of `tolerances`: the worst `|Δ|/tolerance` on the median and quantiles, and the failed checks.
+fn measure_config(
+    config: &str,
+    ck: &Toto2Checkpoint,
+    dir: &Path,
+    update: OpsetVariant,
+    graphs: Precision,
+    tolerances: Precision,
+) -> (f64, Vec<String>) {
     let cases = read_cases(config);
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
@@ -232,11 +251,11 @@ fn check_config(config: &str, update: OpsetVariant, precision: Precision) -> f64
     for (i, case) in cases.iter().enumerate() {
         let dims = padded_dims(&ck.config, &[&case.request], case.decode_block);
         assert_eq!(dims.block.is_some(), case.reference.blocks.len() > 1, "{}: block decoding", case.name);
-        let dir = tmp.path().join(format!("g{i}"));
-        let mut graphs = load_graphs(&ck, &dims, &dir, &case.name, update, precision);
-        let f = run(&mut graphs, &ck, &dims, &[&case.request]).remove(0);
+        let gdir = dir.join(format!("g{i}"));
+        let mut runners = load_graphs(ck, &dims, &gdir, &case.name, update, graphs);
+        let f = run(&mut runners, ck, &dims, &[&case.request]).remove(0);
         let mut case_worst: f64 = 0.0;
-        for r in check(case, &f, precision) {
+        for r in check(case, &f, tolerances) {
             if !r.passed() {
                 failures.push(format!("{config}/{}: {r}", case.name));
             }
@@ -246,15 +265,13 @@ fn check_config(config: &str, update: OpsetVariant, precision: Precision) -> f64
                 }
             }
         }
-        eprintln!("{config}/{}: {precision}: worst |Δ|/tolerance {case_worst:.3}", case.name);
+        eprintln!(
+            "{config}/{}: {graphs}: worst |Δ|/tolerance ({tolerances} goal) {case_worst:.3}",
+            case.name
+        );
         worst = worst.max(case_worst);
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    eprintln!(
-        "{config}: {precision}: every case matches toto-2; worst |Δ|/tolerance on the median and quantiles \
-         {worst:.3}"
-    );
-    worst
+    (worst, failures)
 }
 
 #[test]
@@ -283,6 +300,85 @@ fn toto2_small_sharded_gqa_matches_toto2() {
 fn toto2_int8_matches_toto2_within_the_int8_goal() {
     for config in ["4m", "22m", "small"] {
         check_config(config, OpsetVariant::Opset24, Precision::Int8);
+    }
+}
+
+/// Why int8 misses on Toto 2.0: how far the random-weight 4m fixture model moves when only the weights that
+/// int8 quantizes (`in_proj`, `out_proj`, `fc1`, `fc2`) are perturbed, computed in fp32 graphs and held to the int8
+/// goal. The checkpoint itself is perturbed (folding multiplies each weight row by a factor, so a relative
+/// perturbation of the checkpoint is one of the folded weights): fp16 rounding (≤ 2⁻¹¹ relative), int8
+/// per-column rounding in fp32 arithmetic (no activation quantization), and uniform relative noise of ±1e-4 and
+/// ±1e-3. Measured: 1.6×, 24×, 0.54× and 5.4× the int8 goal — the goal allows about ±2e-4 of weight noise, well
+/// under the ±0.4% (half a step of 127) that 8-bit weights carry, and fp16 weights miss it too.
+#[test]
+#[ignore = "diagnostic (≈1 min): the 4m fixture model's weight sensitivity against the int8 goal"]
+fn toto2_weight_sensitivity_against_the_int8_goal() {
+    let prov: Provenance =
+        serde_json::from_slice(&std::fs::read(fixtures().join("provenance.json")).unwrap()).unwrap();
+    let p = &prov.checkpoints["4m"];
+    let json = std::fs::read_to_string(fixtures().join("4m").join("config.json")).unwrap();
+    let cfg = Toto2Config::from_json(&json).unwrap();
+    let quantized = |name: &str| {
+        [".attn.in_proj.weight", ".attn.out_proj.weight", ".ffn.fc1.weight", ".ffn.fc2.weight"]
+            .iter()
+            .any(|s| name.ends_with(s))
+    };
+    let noise = |rel: f64| {
+        move |w: &[f32], _: &[usize]| -> Vec<f32> {
+            let mut st = 0x9e37_79b9_7f4a_7c15u64;
+            w.iter()
+                .map(|&v| {
+                    st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let u = (st >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                    (f64::from(v) * (1.0 + rel * u)) as f32
+                })
+                .collect()
+        }
+    };
+    type Perturb = Box<dyn Fn(&[f32], &[usize]) -> Vec<f32>>;
+    let perturbations: Vec<(&str, Perturb)> = vec![
+        (
+            "fp16 rounding",
+            Box::new(|w: &[f32], _: &[usize]| w.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect()),
+        ),
+        (
+            "int8 per-column rounding",
+            Box::new(|w: &[f32], shape: &[usize]| {
+                // a torch Linear weight is [out, in]; its columns in totoc's [in, out] layout are its rows
+                let (out, inp) = (shape[0], shape[1]);
+                let kn: Vec<f32> = (0..inp * out).map(|i| w[(i % out) * inp + i / out]).collect();
+                let back = exporter::quantize::quantize_kn(&kn, inp, out).dequantize_kn();
+                (0..out * inp).map(|i| back[(i % inp) * out + i / inp]).collect()
+            }),
+        ),
+        ("noise ±1e-4", Box::new(noise(1e-4))),
+        ("noise ±1e-3", Box::new(noise(1e-3))),
+    ];
+    println!("| 4m weights (fp32 graphs) | worst \\|Δ\\| / int8 goal, median and quantiles |");
+    println!("|---|---|");
+    for (label, perturb) in perturbations {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("checkpoint");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), &json).unwrap();
+        let mut touched = 0;
+        let items: Vec<_> = synth::tensors(&cfg, p.seed)
+            .map(|(name, shape, v)| {
+                if quantized(&name) {
+                    touched += 1;
+                    let v = perturb(&v, &shape);
+                    (name, shape, v)
+                } else {
+                    (name, shape, v)
+                }
+            })
+            .collect();
+        assert_eq!(touched, 4 * cfg.num_layers, "the quantized weights of every layer");
+        synth::write_safetensors(&dir.join("model.safetensors"), &items).unwrap();
+        let ck = Toto2Checkpoint::load(&dir).unwrap();
+        let (worst, _) =
+            measure_config("4m", &ck, tmp.path(), OpsetVariant::Opset24, Precision::Fp32, Precision::Int8);
+        println!("| {label} | {worst:.2} |");
     }
 }
 

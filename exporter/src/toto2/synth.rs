@@ -145,7 +145,7 @@ pub fn write_checkpoint(dir: &Path, config_json: &str, seed: u64, shards: usize)
 }
 
 /// One safetensors file (F32, `__metadata__ {"format": "pt"}`, data in the given order).
-pub(crate) fn write_safetensors(path: &Path, items: &[(String, Vec<usize>, Vec<f32>)]) -> Result<()> {
+pub fn write_safetensors(path: &Path, items: &[(String, Vec<usize>, Vec<f32>)]) -> Result<()> {
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
     let mut offset = 0usize;
