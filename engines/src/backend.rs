@@ -450,6 +450,32 @@ fn smt_ratio(cpuinfo: &str) -> Option<usize> {
     (cores > 0 && siblings >= cores).then(|| siblings / cores)
 }
 
+/// This machine's CPU as benchmarks record it: the model name and the SIMD features that decide which MLAS kernels
+/// run (fp32 GEMM width, and whether int8 GEMMs have dot-product instructions), e.g.
+/// `AMD EPYC (avx2 avx512f avx512_vnni)`. `None` where `/proc/cpuinfo` is unreadable.
+pub fn cpu_summary() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| cpu_summary_of(&t))
+}
+
+/// The kernel-relevant flags, in this order (x86 and Arm names; absent ones are left out).
+const CPU_FLAGS: [&str; 8] =
+    ["avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"];
+
+fn cpu_summary_of(cpuinfo: &str) -> Option<String> {
+    let value = |name: &str| -> Option<&str> {
+        cpuinfo
+            .lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':').map(|(_, v)| v.trim()))
+    };
+    let model = value("model name").or_else(|| value("Model name")).unwrap_or("unknown CPU");
+    let flags: Vec<&str> =
+        value("flags").or_else(|| value("Features")).unwrap_or("").split_whitespace().collect();
+    let have: Vec<&str> = CPU_FLAGS.into_iter().filter(|f| flags.contains(f)).collect();
+    (!cpuinfo.trim().is_empty())
+        .then(|| format!("{model} ({})", if have.is_empty() { "no AVX2".into() } else { have.join(" ") }))
+}
+
 /// What to install when a GPU provider cannot be registered.
 pub fn provider_help(target: &Target) -> String {
     let cuda = format!(
@@ -721,6 +747,17 @@ mod tests {
         assert!(check_variant(&cpu, OpsetVariant::Opset18, v("1.24.4"), None).is_ok());
         // unknown versions are left to the loader
         assert!(check_variant(&trt, OpsetVariant::Opset24, None, None).is_ok());
+    }
+
+    #[test]
+    fn cpu_summary_names_the_model_and_the_kernel_flags() {
+        let x86 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma avx512f avx512bw avx512_vnni\n";
+        assert_eq!(cpu_summary_of(x86).unwrap(), "AMD EPYC (avx2 fma avx512f avx512_vnni)");
+        let old = "model name\t: Old Xeon\nflags\t\t: fpu sse sse2\n";
+        assert_eq!(cpu_summary_of(old).unwrap(), "Old Xeon (no AVX2)");
+        let arm = "processor\t: 0\nFeatures\t: fp asimd asimddp i8mm\n";
+        assert_eq!(cpu_summary_of(arm).unwrap(), "unknown CPU (asimddp i8mm)");
+        assert_eq!(cpu_summary_of(""), None);
     }
 
     #[test]

@@ -271,6 +271,8 @@ fn print_report(
         a.context,
         a.runs
     );
+    let cpu = engines::backend::cpu_summary();
+    println!("  cpu          {}", cpu.as_deref().unwrap_or("unknown (no /proc/cpuinfo)"));
     for b in benches {
         println!("  {:<12} {} ({})", b.label, b.dir.display(), b.engine.info().label);
     }
@@ -357,7 +359,7 @@ fn print_report(
         println!("toto-ts: peak RSS {r:.0} MB");
     }
     if let Some(path) = &a.json {
-        let doc = json!({"runs": a.runs, "context": a.context, "threads": threads, "read_bandwidth_gbs": bw,
+        let doc = json!({"runs": a.runs, "context": a.context, "threads": threads, "cpu": cpu, "read_bandwidth_gbs": bw,
             "engines": benches.iter().enumerate().map(|(bi, b)| json!({"label": b.label, "dir": b.dir,
                 "weights_bytes": b.engine.manifest().weights_bytes,
                 "decode_step_ms": median(b.decode_step_ms.clone()), "prefill_ms": median(b.prefill_ms.clone()),

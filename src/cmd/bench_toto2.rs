@@ -76,11 +76,13 @@ pub fn run(
     }
     let threads = engines::runtime::intra_threads();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let cpu = engines::backend::cpu_summary();
     println!(
-        "Toto 2.0: {} series × {} points, H={HORIZON}, single pass; {threads} threads; load average {}",
+        "Toto 2.0: {} series × {} points, H={HORIZON}, single pass; {threads} threads; load average {}; cpu {}",
         a.throughput_series,
         a.context,
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        cpu.as_deref().unwrap_or("unknown")
     );
     println!(
         "{:<14} {:>16} {:>14} {:>8} {:>18} {:>14} {:>8}",
@@ -127,7 +129,7 @@ pub fn run(
         println!("toto-2 eager: peak RSS {} MB", fmt(r["peak_rss_mb"].as_f64(), 0));
     }
     if let Some(path) = &a.json {
-        let v = json!({"model": "toto-2.0", "threads": threads, "context": a.context, "horizon": HORIZON,
+        let v = json!({"model": "toto-2.0", "threads": threads, "cpu": cpu, "context": a.context, "horizon": HORIZON,
             "loadavg": load.trim(), "engines": out_rows, "reference": reference});
         std::fs::write(path, serde_json::to_vec_pretty(&v)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -393,6 +393,9 @@ fn bench_plot_draws_a_bar_per_timed_workload() {
         .map(|l| l.split_whitespace().last().unwrap())
         .collect();
     assert_eq!(cells.len(), 6, "{stdout}");
+    // the machine is recorded beside the figures (it decides which kernels ran)
+    let cpu = engines::backend::cpu_summary().expect("Linux /proc/cpuinfo");
+    assert!(stdout.contains(&format!("  cpu          {cpu}")), "{stdout}");
     let timed = cells.iter().filter(|c| **c != "-").count();
     assert!((1..6).contains(&timed), "{stdout}");
     let text = fs::read_to_string(&svg).unwrap();

@@ -345,6 +345,7 @@ fn bench_times_a_toto2_engine_and_measures_its_peak_rss() {
     assert!(out.contains("20 series × 512 points, H=336"), "{out}");
     let v: Value = serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["model"], "toto-2.0");
+    assert_eq!(v["cpu"].as_str(), engines::backend::cpu_summary().as_deref(), "{v}");
     let row = &v["engines"][0];
     assert_eq!(row["engine"], "small");
     assert!(row["single_h336_ms"].as_f64().unwrap() > 0.0, "{row}");
