@@ -8,11 +8,14 @@
 //! `y[m, n] = s_row[m] · scale_n · Σ_k (xq[m, k] − 128) · q[k, n]`, accumulated exactly in int32 — so a row's
 //! result depends on nothing but that row, whatever else is packed into the call.
 //!
-//! Why this scheme (measured with ONNX Runtime 1.31.1 CPU, the base model's 48 transformer matmuls, 2 threads,
-//! AVX2 without VNNI): MLAS's uint8 × int8 GEMM prepacks `B` once and is 2.6–3× the fp32 SGEMM at 64 rows, where
-//! `MatMulNBits` (block-quantized weights, activations quantized per block inside the kernel) is 1.5× and a
-//! uint8 × uint8 GEMM 1.2×; int8 × int8 has no prepacked x86 kernel (0.3×). The per-channel scales cost little
-//! accuracy against 128-value blocks (chain error 7.8% against 6.8%, same random weights with outlier channels).
+//! Why this scheme (measured with ONNX Runtime 1.31.1 CPU, the base model's 48 transformer matmuls, 2 threads):
+//! MLAS's uint8 × int8 GEMM prepacks `B` once and is 3.1× the fp32 SGEMM at 64 rows, where `MatMulNBits`
+//! (block-quantized weights, activations quantized per block inside the kernel, with results that change with
+//! the number of rows in the call) is 1.8×; int8 × int8 has no prepacked x86 kernel (0.3×). The per-channel
+//! scales cost little accuracy against 128-value blocks (chain error 8.8% against 7.1%, same random weights with
+//! outlier channels;
+//! `scripts/int8-kernels.py`). Measured on a CPU with AVX-512 VNNI; without VNNI, ONNX Runtime converts the int8
+//! weights to uint8 at load (`vpmaddubsw` could saturate) and runs its exact u8 × u8 kernel.
 //!
 //! Quantization is calibration-free and deterministic: f64 arithmetic, round half to even, the scale rounded to
 //! f32 *before* the values are divided by it (so the stored scale is the one the codes were made for), and no
