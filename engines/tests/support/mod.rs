@@ -86,9 +86,24 @@ pub fn fp32_and_fp16_engines(config: &str, dir: &Path, plan: Fp16Plan) -> (Engin
 /// the CPU engine of each.
 fn fp32_and(config: &str, dir: &Path, other: Precision, plan: Fp16Plan) -> (Engine, Engine) {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
+    let checkpoint = root().join("tests/fixtures").join(config).join("checkpoint");
+    let bundle = export_fp32_and(checkpoint, profiles, dir, other, plan);
+    let engine =
+        |precision: Precision, name: &str| cpu_engine_of(&bundle, &dir.join(name), precision, Some(1));
+    (engine(Precision::Fp32, "engine32"), engine(other, &format!("engine-{}", other.as_str())))
+}
+
+/// Exports `checkpoint` into `dir/bundle` with fp32 and `other` graphs (`plan`'s fp32 regions for fp16).
+fn export_fp32_and(
+    checkpoint: PathBuf,
+    profiles: Vec<exporter::profile::Profile>,
+    dir: &Path,
+    other: Precision,
+    plan: Fp16Plan,
+) -> PathBuf {
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
-        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
+        checkpoint,
         profiles,
         out: bundle.clone(),
         precisions: vec![Precision::Fp32, other],
@@ -98,13 +113,14 @@ fn fp32_and(config: &str, dir: &Path, other: Precision, plan: Fp16Plan) -> (Engi
         golden: None,
     };
     export(&opts, &mut |_| {}).unwrap();
-    let engine = |precision: Precision, name: &str| {
-        let out = dir.join(name);
-        let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
-        build_engine(&bundle, &Target::cpu(Some(1)), &out, &opts, &mut |_| {}).unwrap();
-        Engine::load(&out, &LoadOptions::default()).unwrap()
-    };
-    (engine(Precision::Fp32, "engine32"), engine(other, &format!("engine-{}", other.as_str())))
+    bundle
+}
+
+/// Builds `bundle`'s `precision` CPU engine into `out` (`threads`: default when `None`) and loads it.
+fn cpu_engine_of(bundle: &Path, out: &Path, precision: Precision, threads: Option<usize>) -> Engine {
+    let opts = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
+    build_engine(bundle, &Target::cpu(threads), out, &opts, &mut |_| {}).unwrap();
+    Engine::load(out, &LoadOptions::default()).unwrap()
 }
 
 /// The base-size model's check (`base_model_*_vs_fp32`, ignored): the checkpoint at `$TOTOC_BASE_CHECKPOINT`
@@ -161,23 +177,9 @@ impl BaseModelCase {
         other: Precision,
         plan: Fp16Plan,
     ) -> (engines::session::Forecast, engines::session::Forecast) {
-        let bundle = dir.join("bundle");
-        let opts = ExportOptions {
-            checkpoint: self.checkpoint.clone(),
-            profiles: self.profiles.clone(),
-            out: bundle.clone(),
-            precisions: vec![Precision::Fp32, other],
-            variant: OpsetVariant::Opset24,
-            fp16_plan: plan,
-            force: false,
-            golden: None,
-        };
-        export(&opts, &mut |_| {}).unwrap();
+        let bundle = export_fp32_and(self.checkpoint.clone(), self.profiles.clone(), dir, other, plan);
         let run = |precision: Precision| {
-            let out = dir.join(precision.as_str());
-            let o = BuildOptions { precision: Some(precision), ..BuildOptions::default() };
-            build_engine(&bundle, &Target::cpu(None), &out, &o, &mut |_| {}).unwrap();
-            let e = Engine::load(&out, &LoadOptions::default()).unwrap();
+            let e = cpu_engine_of(&bundle, &dir.join(precision.as_str()), precision, None);
             e.forecast_traced(vec![self.request.clone()], true).remove(0).unwrap()
         };
         (run(Precision::Fp32), run(other))
