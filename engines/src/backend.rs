@@ -439,13 +439,7 @@ pub fn physical_cores() -> usize {
 }
 
 fn smt_ratio(cpuinfo: &str) -> Option<usize> {
-    let field = |name: &str| -> Option<usize> {
-        cpuinfo
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split(':').nth(1))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let field = |name: &str| -> Option<usize> { cpuinfo_value(cpuinfo, name)?.parse().ok() };
     let (siblings, cores) = (field("siblings")?, field("cpu cores")?);
     (cores > 0 && siblings >= cores).then(|| siblings / cores)
 }
@@ -461,13 +455,13 @@ pub fn cpu_summary() -> Option<String> {
 const CPU_FLAGS: [&str; 8] =
     ["avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"];
 
+/// The value of the first `key : value` line of `/proc/cpuinfo` text (the first CPU's), trimmed.
+fn cpuinfo_value<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
+    cpuinfo.lines().filter_map(|l| l.split_once(':')).find(|(k, _)| k.trim() == key).map(|(_, v)| v.trim())
+}
+
 fn cpu_summary_of(cpuinfo: &str) -> Option<String> {
-    let value = |name: &str| -> Option<&str> {
-        cpuinfo
-            .lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-            .and_then(|l| l.split_once(':').map(|(_, v)| v.trim()))
-    };
+    let value = |key: &str| cpuinfo_value(cpuinfo, key);
     let model = value("model name").or_else(|| value("Model name")).unwrap_or("unknown CPU");
     let flags: Vec<&str> =
         value("flags").or_else(|| value("Features")).unwrap_or("").split_whitespace().collect();
