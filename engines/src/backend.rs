@@ -240,6 +240,15 @@ pub fn session_config(target: &Target, stage: &Stage, precision: Precision) -> S
             EXTERNAL_INITIALIZER_MIN_BYTES.to_string(),
         ));
     }
+    // int8 graphs on a CPU without VNNI: ONNX Runtime's u8·s8 GEMM (`vpmaddubsw`) adds pairs of u8·s8 products in
+    // saturating int16, so full-range int8 weights overflow and the forecast drifts (measured on an AMD EPYC
+    // without VNNI: mixture parameters off by 0.26, 8× the int8 goal). With this entry ONNX Runtime converts the
+    // constant int8 weights to uint8 at load (`Avx2WeightS8ToU8Transformer`) and runs the exact u8·u8 kernel;
+    // it does nothing on CPUs with VNNI (`MlasPlatformU8S8Overflow()` is false there), whose u8·s8 path is exact.
+    // Load only: the build's saved model must stay the same on every CPU.
+    if let (Target::Cpu { .. }, Stage::Load { .. }, Precision::Int8) = (target, stage, precision) {
+        config_entries.push(kv("session.x64quantprecision", "1".into()));
+    }
     // Lets `GraphRunner` report which provider each node landed on (`Session_GetEpGraphAssignmentInfo`).
     config_entries.push(kv("session.record_ep_graph_assignment_info", "1".into()));
     let providers = match target {
@@ -664,6 +673,24 @@ mod tests {
         assert_eq!(get(&l.config_entries, "session.optimized_model_external_initializers_file_name"), None);
         assert!(session_config(&Target::cpu(None), &build_stage(), Precision::Fp32).intra_threads >= 1);
         assert!(provider_options(&t, &build_stage(), Precision::Fp32).is_empty());
+    }
+
+    /// int8 CPU sessions ask ONNX Runtime for the exact u8·u8 GEMM on CPUs without VNNI, at load only (the built
+    /// model stays CPU-independent), and no other session does.
+    #[test]
+    fn int8_cpu_loads_ask_for_the_exact_gemm() {
+        let key = "session.x64quantprecision";
+        let load = Stage::Load { bundle_dir: "/eng".into() };
+        let cpu = Target::cpu(Some(2));
+        assert_eq!(get(&session_config(&cpu, &load, Precision::Int8).config_entries, key), Some("1"));
+        for (t, s, p) in [
+            (&cpu, &load, Precision::Fp32),
+            (&cpu, &load, Precision::Fp16),
+            (&cpu, &build_stage(), Precision::Int8),
+            (&Target::cuda(0, false), &load, Precision::Fp32),
+        ] {
+            assert_eq!(get(&session_config(t, s, p).config_entries, key), None, "{t:?} {p:?}");
+        }
     }
 
     #[test]
