@@ -10,6 +10,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Which machine this log comes from: CI machines differ (AMD AVX2, AMD AVX-512, Intel AVX-512 + AMX), and the SIMD
+# flags pick ONNX Runtime's MLAS kernels, MKL's code path and torch's ATen kernels.
+echo "== CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')," \
+  "$(nproc) cores; kernel-picking flags:" \
+  "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'sse4_2|avx|fma|avx2|avx512f|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8' | tr '\n' ' ')"
+if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" != 1 ]; then
+  echo "== reference kernels (torch's CPU capability and MKL's branch, native and as the live checks pin them)"
+  reference_python=$(tests/reference/setup_venv.sh | tail -n 1)
+  for setting in native pinned; do
+    TOTOC_REFERENCE_KERNELS=$setting "$reference_python" -c \
+      'import sys; sys.path.insert(0, "tests/reference"); import kernels; kernels.pin(); print(kernels.describe())'
+  done
+fi
+
 echo "== fetching ONNX Runtime"
 TOTOC_ORT_LIB=$(scripts/fetch-onnxruntime.sh)
 export TOTOC_ORT_LIB
@@ -57,6 +71,16 @@ else
   "$data_python" tests/data/convert.py --check tests/fixtures/data
   echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
   tests/reference/regen_toto2_fixtures.sh --check
+  echo "== the live checks fail on a perturbed weight, input or seed (|diff|/tolerance >= 10)"
+  live_log=$(mktemp)
+  "$reference_python" tests/reference/test_live_checks.py 2>"$live_log" | tee -a "$log" || {
+    tail -n 40 "$live_log" >&2
+    exit 1
+  }
+  rm -f "$live_log"
+  read -r live_passed live_failed < <(awk '/^live checks:/ { print $3, $5 }' "$log")
+  passed=$((passed + live_passed))
+  failed=$((failed + live_failed))
 fi
 echo "== all tests passed"
 echo "totoc: $passed passed, $failed failed, $ignored skipped"

@@ -90,7 +90,13 @@ fn smallest_and_largest_buckets_agree() {
             worst = worst.max(((x - y).abs() / y.abs().max(1e-6)) as f64);
         }
     }
-    eprintln!("{:?} vs {:?}: max relative difference {worst:.2e}", a.response.buckets, b.response.buckets);
+    // The margin is printed so a CPU with other MLAS kernels shows how close it comes (README "CPUs").
+    eprintln!(
+        "{:?} vs {:?}: max relative difference {worst:.2e} = {:.3} of the 1e-6 bound",
+        a.response.buckets,
+        b.response.buckets,
+        worst / 1e-6
+    );
     assert!(worst <= 1e-6, "{worst}");
 }
 
@@ -155,13 +161,17 @@ fn batching_matches_single_requests() {
     let prefill_runs =
         runs.iter().filter(|r| r.bucket.kind == exporter::signature::GraphKind::Prefill).count();
     assert!(prefill_runs < reqs.len(), "packed: {runs:?}");
+    let mut worst = 0.0f64;
     for (i, r) in reqs.iter().enumerate() {
         let alone = f.forecast(vec![r.clone()]).remove(0).unwrap();
         let (a, b) = (together[i].point(), alone.point());
         for (va, vb) in a.iter().zip(b) {
             for (x, y) in va.iter().zip(vb) {
-                assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "request {i}: {x} packed vs {y} alone");
+                let tol = 1e-6 * y.abs().max(1.0);
+                worst = worst.max(f64::from((x - y).abs() / tol));
+                assert!((x - y).abs() <= tol, "request {i}: {x} packed vs {y} alone");
             }
         }
     }
+    eprintln!("packed vs alone: worst |Δ| = {worst:.3} of the 1e-6·max(|ref|, 1) bound");
 }

@@ -12,14 +12,19 @@ Layout (see tests/reference/README.md for every field):
 
 Generation is deterministic: checkpoints come from numpy PCG64 (make_checkpoints.py),
 request inputs from numpy PCG64 with a fixed seed per case, toto-ts runs on CPU with one
-thread, every float is a float32 value written with Python's shortest repr, JSON is
-written with sorted keys and fixed separators. On the same machine and venv a rerun is
-bit-for-bit identical.
+thread and its kernels pinned to a branch every x86-64 CPU has (kernels.py: MKL's
+COMPATIBLE,STRICT reproducibility branch, ATen's default kernels), every float is a float32
+value written with Python's shortest repr, JSON is written with sorted keys and fixed
+separators. A rerun is bit-for-bit identical on the same machine, and near-bitwise on others.
 
---check: checkpoints and requests must be byte-identical; reference outputs must match
-within |a - b| <= 1e-6 * (1 + |b|) (a different CPU's BLAS may change the last bits);
-prints per file whether it is bit-identical and the max difference; exits 1 naming the
-file and field on any mismatch.
+--check: checkpoints and requests must be byte-identical; every reference number must
+satisfy |a - b| <= tau * (unit + |b|) in its own scale (live_check.py: scaled units for
+the mixture parameters, the variate's scaler scale for the mean, scaler statistics and
+samples; TAUS below from the drift kernel_drift.py measured); prints per file whether it
+is bit-identical and its worst |diff|/tolerance; exits 1 naming the file, the JSON path,
+the quantity class and |diff|/tolerance of the worst number on any mismatch.
+--only CONFIG/CASE,...: check only those cases. test_live_checks.py perturbs a weight, an
+input point and the seed and expects this check to fail by >= 10x.
 """
 
 import argparse
@@ -36,11 +41,14 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import kernels  # noqa: E402
+
+kernels.pin()  # before anything imports torch: MKL and ATen read their kernel settings once
+import live_check  # noqa: E402
 import make_checkpoints  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-RTOL = 1e-6
 QUANTILES = [0.1, 0.5, 0.9]
 
 
@@ -175,7 +183,9 @@ def self_consistency(name, request, ref):
     return float(err.max())
 
 
-def generate(out_root):
+def generate(out_root, only=None, perturb=None):
+    """Writes every fixture under out_root; `only` ({"config/case"}) restricts it to those cases (no provenance is
+    written then), `perturb` (see `perturbations`) changes the model or the request on purpose."""
     import torch
 
     import run_reference
@@ -191,11 +201,16 @@ def generate(out_root):
             "numpy": np.__version__,
             "safetensors": _pkg_version("safetensors"),
         },
+        "kernels": kernels.describe_setting(),
         "torch_threads": 1,
         "checkpoints": {},
         "cases": {},
     }
     for config, case_names in CONFIG_CASES.items():
+        if only is not None:
+            case_names = [c for c in case_names if f"{config}/{c}" in only]
+            if not case_names:
+                continue
         t0 = time.time()
         ck = os.path.join(out_root, config, "checkpoint")
         make_checkpoints.write_checkpoint(config, ck)
@@ -206,14 +221,18 @@ def generate(out_root):
             "model.safetensors": sha256_file(os.path.join(ck, "model.safetensors")),
         }
         model = run_reference.load_model(ck)
+        if perturb == "weight":
+            perturb_weight(model)
         cases = cases_for(config)
         assert set(case_names) <= set(cases), f"{config}: unknown case in {case_names}"
         os.makedirs(os.path.join(out_root, config, "cases"), exist_ok=True)
         for case in case_names:
             req = cases[case]
-            ref = run_reference.run(model, req)
+            fed = perturb_request(req, perturb)
+            ref = run_reference.run(model, fed)
             name = f"{config}/{case}"
-            self_consistency(name, req, ref)
+            if perturb is None:
+                self_consistency(name, req, ref)
             with open(os.path.join(out_root, config, "cases", case + ".json"), "w") as f:
                 f.write(dumps({"request": req, "reference": ref}))
             prov["cases"][name] = {
@@ -221,8 +240,9 @@ def generate(out_root):
                 "reference_sha256": sha256_bytes(dumps(ref).encode()),
             }
         log(f"{config}: {len(case_names)} cases in {time.time() - t0:.1f}s")
-    with open(os.path.join(out_root, "provenance.json"), "w") as f:
-        f.write(json.dumps(prov, sort_keys=True, indent=2) + "\n")
+    if only is None:
+        with open(os.path.join(out_root, "provenance.json"), "w") as f:
+            f.write(json.dumps(prov, sort_keys=True, indent=2) + "\n")
 
 
 def _pkg_version(name):
@@ -231,64 +251,112 @@ def _pkg_version(name):
     return version(name)
 
 
+# ----------------------------------------------------------------------------- perturbations (tests of the check)
+
+# What test_live_checks.py changes on purpose; each must fail the check by |diff|/tolerance >= 10.
+PERTURBATIONS = {
+    "weight": "the largest-magnitude weight of layer 0's attention output projection x (1 + 1e-3)",
+    "input": "the last context point of variate 0 + 1e-3 x its context sigma",
+    "seed": "the sampling seed + 1",
+}
+
+
+def perturb_weight(model):
+    """Multiplies the largest-magnitude weight of the first transformer layer's attention output projection (every
+    case runs it, and it adds straight into the residual stream) by 1 + 1e-3; returns its name."""
+    import torch
+
+    name = next(
+        n for n, _ in model.named_parameters() if ".layers.0." in n and n.endswith(("wO.weight", "out_proj.weight"))
+    )
+    p = dict(model.named_parameters())[name]
+    with torch.no_grad():
+        flat = p.view(-1)
+        i = int(flat.abs().argmax())
+        flat[i] *= 1.0 + 1e-3
+    log(f"perturbed {name}[{i}] x (1 + 1e-3)")
+    return name
+
+
+def perturb_request(req, perturb):
+    """The request the model is fed: `req` itself, or a copy changed as `perturb` says."""
+    if perturb not in ("input", "seed"):
+        return req
+    fed = json.loads(json.dumps(req))
+    if perturb == "input":
+        row = fed["target"][0]
+        j = max(i for i, x in enumerate(row) if x is not None)
+        row[j] = float(np.float32(row[j] + 1e-3 * live_check.sigma(row)))
+    else:
+        fed["seed"] = int(fed.get("seed") or 0) + 1
+    return fed
+
+
 # ----------------------------------------------------------------------------- check
 
+Mismatch = live_check.Mismatch
 
-class Mismatch(Exception):
-    pass
-
-
-def compare(a, b, path, stats, slack=0.0, rtol=RTOL):
-    """Structural equality; numbers within rtol * (1 + |b| + slack). a = regenerated, b = committed.
-
-    slack is non-zero only for the scaled input patches: (x - loc) / scale of a raw value x
-    near a large offset loc carries an f32 rounding error of about eps * |loc| / scale, so a
-    different BLAS upstream moves it by more than 1e-6 * (1 + |b|)."""
-    if isinstance(b, list) and path.endswith(".steps"):
-        if not isinstance(a, list) or len(a) != len(b):
-            raise Mismatch(f"{path}: length differs")
-        for i, (x, y) in enumerate(zip(a, b)):
-            if sorted(x) != sorted(y):
-                raise Mismatch(f"{path}[{i}]: keys differ")
-            for k in y:
-                if k == "patches" and len(x[k]) == len(y[k]):
-                    for v, (pa, pb) in enumerate(zip(x[k], y[k])):
-                        extra = abs(y["scaler_loc"][v]) / y["scaler_scale"][v]
-                        compare(pa, pb, f"{path}[{i}].{k}[{v}]", stats, extra, rtol)
-                else:
-                    compare(x[k], y[k], f"{path}[{i}].{k}", stats, rtol=rtol)
-        return
-    if isinstance(b, dict):
-        if not isinstance(a, dict) or sorted(a) != sorted(b):
-            raise Mismatch(f"{path}: keys differ ({sorted(a) if isinstance(a, dict) else type(a).__name__} vs {sorted(b)})")
-        for k in b:
-            compare(a[k], b[k], f"{path}.{k}", stats, slack, rtol)
-    elif isinstance(b, list):
-        if not isinstance(a, list) or len(a) != len(b):
-            raise Mismatch(f"{path}: length differs")
-        for i, (x, y) in enumerate(zip(a, b)):
-            compare(x, y, f"{path}[{i}]", stats, slack, rtol)
-    elif isinstance(b, float) or (isinstance(b, int) and not isinstance(b, bool) and isinstance(a, float)):
-        if not isinstance(a, (int, float)) or isinstance(a, bool):
-            raise Mismatch(f"{path}: type differs")
-        d = abs(a - b)
-        tol = rtol * (1.0 + abs(b) + slack)
-        if d > stats["max_abs"]:
-            stats["max_abs"], stats["at_abs"] = d, path
-        if d / tol > stats["ratio"]:
-            stats["ratio"], stats["at_ratio"] = d / tol, path
-        if d > tol:
-            raise Mismatch(
-                f"{path}: {a!r} (regenerated) vs {b!r} (committed), |diff| {d:.3g} > {rtol:g}*(1+|b|+{slack:.3g})"
-            )
-    elif a != b or type(a) is not type(b):
-        raise Mismatch(f"{path}: {a!r} (regenerated) vs {b!r} (committed)")
+# τ per quantity class (live_check.py): SAFETY_FACTOR x the worst drift tests/reference/kernel_drift.py measured
+# over the kernel settings, rounded up (the table is in the README; the measurement is in the comment).
+TAUS = {
+    "scaled": 1e-6,  # mixture df/loc/scale/weights and the scaled input patches
+    "series": 1e-6,  # mean and scaler statistics, in units of the variate's scaler scale
+    "samples": 1e-6,  # sample paths and their quantiles: heavy-tailed draws amplify the scale's drift
+}
 
 
-def check(committed_root):
+def compare_reference(a, b, request, taus=TAUS):
+    """A Tally of the regenerated reference `a` against the committed `b` of one case (see live_check.py)."""
+    t = live_check.Tally(taus)
+    if not isinstance(a, dict) or sorted(a) != sorted(b):
+        raise Mismatch("reference: keys differ")
+    steps_a, steps_b = a["steps"], b["steps"]
+    if len(steps_a) != len(steps_b):
+        raise Mismatch("reference.steps: length differs")
+    variates = len(b["mean"])
+    s = [max(st["scaler_scale"][v] for st in steps_b) for v in range(variates)]
+    sig = [live_check.sigma(row) for row in request["target"]]
+
+    def totoc_mean(v, y):  # totoc's own tolerance for the mean and scaler statistics: 1e-4·σ + 1e-6·|ref|
+        return 1e-4 * sig[v] + 1e-6 * abs(y)
+
+    for i, (sa, sb) in enumerate(zip(steps_a, steps_b)):
+        if sorted(sa) != sorted(sb):
+            raise Mismatch(f"reference.steps[{i}]: keys differ")
+        for k in sorted(sb):
+            for path, idx, x, y in live_check.numbers(sa[k], sb[k], f"reference.steps[{i}].{k}"):
+                v = idx[0]
+                if k == "patches":
+                    t.add("scaled", path, x, y, 1.0 + abs(sb["scaler_loc"][v]) / sb["scaler_scale"][v])
+                elif k in ("scaler_loc", "scaler_scale"):
+                    t.add("series", path, x, y, s[v], totoc_mean(v, y))
+                else:  # df, loc, scale, weights: totoc holds them to 1e-4 + 1e-6·|ref|
+                    t.add("scaled", path, x, y, 1.0, 1e-4 + 1e-6 * abs(y))
+    for key in sorted(b):
+        if key == "steps":
+            continue
+        for path, idx, x, y in live_check.numbers(a[key], b[key], f"reference.{key}"):
+            if key == "meta":  # counts: exact
+                if x != y:
+                    raise Mismatch(f"{path}: {x!r} (regenerated) vs {y!r} (committed)")
+            elif key == "mean":
+                t.add("series", path, x, y, s[idx[0]], totoc_mean(idx[0], y))
+            elif key == "samples":  # [N][V][H]; totoc checks sampled paths by their distribution
+                t.add("samples", path, x, y, s[idx[1]])
+            elif key == "quantiles":  # {q: [V][H]}
+                t.add("samples", path, x, y, s[idx[0]])
+            else:
+                raise Mismatch(f"{path}: a number outside the compared outputs")
+    return t
+
+
+def check(committed_root, only=None, perturb=None, report=None):
+    """Regenerates and compares; returns (exit code, [failure messages], merged Tally)."""
     failures = []
+    total = live_check.Tally(TAUS)
+    log(kernels.describe())
     with tempfile.TemporaryDirectory(prefix="totoc-fixtures-") as tmp:
-        generate(tmp)
+        generate(tmp, only, perturb)
         rel_files = set()
         for root_dir in (tmp, committed_root):
             for d, _, files in os.walk(root_dir):
@@ -297,6 +365,8 @@ def check(committed_root):
         # tests/fixtures/toto2/ belongs to regen_toto2_fixtures.py (the Toto 2.0 oracle) and tests/fixtures/data/ to
         # tests/data/convert.py (public datasets); each checks its own
         rel_files = {r for r in rel_files if not r.startswith(("toto2" + os.sep, "data" + os.sep))}
+        if only is not None:
+            rel_files = {r for r in rel_files if r.replace(os.sep + "cases" + os.sep, "/")[: -len(".json")] in only}
         for rel in sorted(rel_files):
             new, old = os.path.join(tmp, rel), os.path.join(committed_root, rel)
             if not os.path.exists(old):
@@ -331,36 +401,43 @@ def check(committed_root):
                 failures.append(f"{rel}: request is not byte-identical")
                 print(f"{'DIFFERENT':>14}  {rel} (request)")
                 continue
-            stats = {"max_abs": 0.0, "at_abs": "-", "ratio": 0.0, "at_ratio": "-"}
             try:
-                compare(cn["reference"], co["reference"], "reference", stats)
+                tally = compare_reference(cn["reference"], co["reference"], co["request"])
             except Mismatch as e:
                 failures.append(f"{rel}: {e}")
                 print(f"{'MISMATCH':>14}  {rel}: {e}")
                 continue
-            tag = "bit-identical" if nb == ob else "within 1e-6"
-            print(
-                f"{tag:>14}  {rel}  max|diff| {stats['max_abs']:.3g} at {stats['at_abs']};"
-                f" max |diff|/tolerance {stats['ratio']:.3g} at {stats['at_ratio']}"
-            )
+            total.merge(tally)
+            bad = tally.failure()
+            if bad:
+                failures.append(f"{rel}: {bad}")
+                print(f"{'MISMATCH':>14}  {rel}: {bad}")
+                continue
+            r, at = tally.ratio()
+            tag = "bit-identical" if nb == ob else "within tol"
+            print(f"{tag:>14}  {rel}  max |diff|/tolerance {r:.3g} at {at}")
+    if report:
+        live_check.write_report(report, "toto-ts", total)
     if failures:
         print("\nFIXTURE CHECK FAILED:", file=sys.stderr)
         for f in failures:
             print("  " + f, file=sys.stderr)
         print("regenerate with tests/reference/regen_fixtures.sh if the change is intended", file=sys.stderr)
-        return 1
+        return 1, failures, total
     print("fixture check passed")
-    return 0
+    return 0, failures, total
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare a fresh regeneration with the committed fixtures")
     ap.add_argument("--out", default=FIXTURES, help="fixture root (default: tests/fixtures)")
+    ap.add_argument("--report", help="--check: also write the worst drift per quantity class as JSON here")
+    ap.add_argument("--only", help="--check: only these cases, comma-separated CONFIG/CASE (e.g. tiny/mean_short)")
     a = ap.parse_args(argv)
     t0 = time.time()
     if a.check:
-        rc = check(a.out)
+        rc, _, _ = check(a.out, only=a.only and set(a.only.split(",")), report=a.report)
         log(f"check took {time.time() - t0:.1f}s")
         return rc
     # write next to the target, then swap in the directories this script owns
