@@ -167,7 +167,8 @@ def generate(out_root, work, only=None, perturb=None):
         t0 = time.time()
         ck = os.path.join(work, config)
         cfg, seed = make_checkpoints.CONFIGS[config]
-        if perturb == "seed":
+        kind, size = v1.parse_perturb(perturb)
+        if kind == "seed":
             seed += 1
         _, digest = make_checkpoints.write_checkpoint(config, ck, seed=seed, shards=SHARDS[config])
         os.makedirs(os.path.join(out_root, config, "cases"), exist_ok=True)
@@ -181,11 +182,11 @@ def generate(out_root, work, only=None, perturb=None):
             "weights_sha256": digest,
         }
         model = run_reference.load_model(ck)
-        if perturb == "weight":
-            v1.perturb_weight(model)
+        if kind == "weight":
+            v1.perturb_weight(model, size)
         for case in case_names:
             req, block = cases[case]
-            fed = v1.perturb_request(req, "input" if perturb == "input" else None)
+            fed = v1.perturb_request(req, kind if kind == "input" else None, size)
             ref = run_reference.run(model, fed, block)
             name = f"{config}/{case}"
             if perturb is None:
@@ -207,8 +208,9 @@ def generate(out_root, work, only=None, perturb=None):
 # τ per quantity class (live_check.py): SAFETY_FACTOR x the worst drift tests/reference/kernel_drift.py measured
 # over the kernel settings, rounded up (the table is in the README).
 TAUS = {
-    "scaled": 3e-5,  # the head's raw knots (asinh units)
-    "series": 3e-5,  # median, quantiles and the blocks' scaler statistics, in units of the variate's scaler scale
+    "knots": 3e-5,  # the head's raw knots (asinh units)
+    "scaler": 3e-5,  # the blocks' scaler loc and scale (series units)
+    "quantiles": 6e-5,  # median and quantiles (series units)
 }
 
 
@@ -230,15 +232,15 @@ def compare_reference(a, b, request, taus=TAUS):
                 if x != y:
                     raise v1.Mismatch(f"{path}: {x!r} (regenerated) vs {y!r} (committed)")
             elif key == "median":  # [V][H]
-                t.add("series", path, x, y, s[idx[0]], totoc_series(idx[0], y))
+                t.add("quantiles", path, x, y, s[idx[0]], totoc_series(idx[0], y))
             elif key == "quantiles":  # [9][V][H]
-                t.add("series", path, x, y, s[idx[1]], totoc_series(idx[1], y))
+                t.add("quantiles", path, x, y, s[idx[1]], totoc_series(idx[1], y))
             elif key == "blocks":
                 field = path.split("].", 1)[1].split("[", 1)[0]
                 if field == "raw":  # [9][V][P]: totoc holds the knots to 1e-4 + 1e-6·|ref|
-                    t.add("scaled", path, x, y, 1.0, 1e-4 + 1e-6 * abs(y))
+                    t.add("knots", path, x, y, 1.0, 1e-4 + 1e-6 * abs(y))
                 elif field in ("loc", "scale"):  # [V]: totoc holds them to 1e-6·|ref|
-                    t.add("series", path, x, y, s[idx[1]], 1e-6 * abs(y))
+                    t.add("scaler", path, x, y, s[idx[1]], 1e-6 * abs(y))
                 else:
                     raise v1.Mismatch(f"{path}: a number outside the compared outputs")
             else:
