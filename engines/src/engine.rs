@@ -22,6 +22,7 @@ use exporter::bucket::Bucket;
 use exporter::generation::AnyConfig;
 use exporter::signature::{self, GraphKind};
 
+use crate::budget::{Budget, RequestSize};
 use crate::engine_bundle::{EngineBundle, EngineGraph, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
@@ -343,6 +344,13 @@ impl Engine {
         crate::plan::fits(&self.shape(req), &self.available, Pins::default())
             .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
         Ok(req.context_cut)
+    }
+
+    /// Checks the counts of one request (its `sizes`, before any series is built) against the engine's limits
+    /// (variates, horizon, samples) and `budget` (series, quantile levels, response size, engine work; the
+    /// context counted up to what the engine keeps). `at` names the request in errors.
+    pub fn check_size(&self, budget: &Budget, sizes: &[RequestSize], at: &str) -> Result<()> {
+        check_size(&self.info, budget, sizes, at)
     }
 
     /// Forecasts a group of requests: one result per request, in order (see the module docs). Each request is
@@ -705,6 +713,27 @@ fn admit_toto2(
     admit(limits, req, at)?;
     t2.check_fits(req, at)?;
     Ok(req.context_cut)
+}
+
+/// [`Engine::check_size`] on an engine's info.
+pub fn check_size(info: &EngineInfo, budget: &Budget, sizes: &[RequestSize], at: &str) -> Result<()> {
+    let limits = &info.limits;
+    let err = |what: String, limit: usize| Err(Error::Limit { at: at.to_string(), what, limit });
+    for s in sizes {
+        if s.variates > limits.max_variates {
+            return err(format!("{} variates", s.variates), limits.max_variates);
+        }
+        if s.horizon > limits.max_horizon {
+            return err(format!("horizon {}", s.horizon), limits.max_horizon);
+        }
+        // A Toto 2.0 engine refuses samples with its own reason (admit).
+        if info.model == ModelFamily::Toto1 && s.samples > limits.max_samples {
+            return err(format!("{} samples", s.samples), limits.max_samples);
+        }
+    }
+    let kept: Vec<RequestSize> =
+        sizes.iter().map(|s| RequestSize { context: s.context.min(limits.max_context), ..*s }).collect();
+    budget.check(&kept, at)
 }
 
 /// The context policy and limit checks of [`Engine::admit`], on plain limits.
