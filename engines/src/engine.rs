@@ -788,6 +788,39 @@ mod tests {
         EngineLimits { max_variates: 2, max_context: 8, max_horizon: 16, max_samples: 4 };
 
     #[test]
+    fn sizes_are_checked_against_the_engine_and_the_budget_before_anything_is_built() {
+        let info = EngineInfo {
+            model: ModelFamily::Toto1,
+            target: "cpu".into(),
+            ort_version: "x".into(),
+            label: "cpu".into(),
+            limits: LIMITS,
+            has_golden: false,
+        };
+        let size = |series, variates, context, horizon, samples| RequestSize {
+            series,
+            variates,
+            context,
+            horizon,
+            samples,
+            quantiles: 3,
+        };
+        let b = Budget::DEFAULT;
+        assert!(
+            check_size(&info, &b, &[size(256, 2, 1 << 40, 16, 4)], "r").is_ok(),
+            "context counts up to 8"
+        );
+        let e = |s| check_size(&info, &b, &[s], "r").unwrap_err().to_string();
+        assert!(e(size(1, 3, 1, 1, 0)).contains("3 variates exceed this engine's limit of 2"));
+        assert!(e(size(1, 1, 1, usize::MAX, 0)).contains("this engine's limit of 16"));
+        assert!(e(size(1, 1, 1, 1, 1 << 40)).contains("samples exceed this engine's limit of 4"));
+        assert!(e(size(usize::MAX, 1, 1, 1, 0)).contains("--max-series"));
+        let tight = Budget { max_cost: 50, ..b };
+        let e = check_size(&info, &tight, &[size(1, 1, 1 << 40, 16, 4)], "r").unwrap_err().to_string();
+        assert!(e.contains("cost of 96") && e.contains("--max-request-cost"), "{e}");
+    }
+
+    #[test]
     fn long_contexts_keep_their_most_recent_points() {
         let mut r = req(20);
         let cut = admit(&LIMITS, &mut r, "r").unwrap();
