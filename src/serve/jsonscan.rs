@@ -161,6 +161,31 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Token soup (brackets, keys, strings with escapes, the non-finite tokens): never a panic, and what it
+        /// gives back differs from the input only where a token was rewritten.
+        #[test]
+        fn any_token_soup_is_walked_without_panic(parts in proptest::collection::vec(proptest::prop_oneof![
+            proptest::strategy::Just("{"), proptest::strategy::Just("}"), proptest::strategy::Just("["),
+            proptest::strategy::Just("]"), proptest::strategy::Just(","), proptest::strategy::Just(":"),
+            proptest::strategy::Just("\"inputs\""), proptest::strategy::Just("\"data\""),
+            proptest::strategy::Just("\"a\\\"b\""), proptest::strategy::Just("\"\\"),
+            proptest::strategy::Just("NaN"), proptest::strategy::Just("Infinity"),
+            proptest::strategy::Just("-Infinity"), proptest::strategy::Just("1.5"), proptest::strategy::Just("null"),
+        ], 0..200)) {
+            let text = parts.concat();
+            if let Ok(Some(out)) = rewrite(text.as_bytes()) {
+                let back = String::from_utf8(out).unwrap()
+                    .replace("null", "NaN")
+                    .replace(r#""\u0000+inf""#, "Infinity")
+                    .replace(r#""\u0000-inf""#, "-Infinity");
+                proptest::prop_assert_eq!(back, text.replace("null", "NaN"));
+            }
+        }
+    }
+
     #[test]
     fn deep_nesting_is_refused_and_nothing_panics() {
         let deep = "[".repeat(100_000);
