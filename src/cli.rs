@@ -140,6 +140,43 @@ pub struct ServeArgs {
     /// On SIGTERM, how long to wait for requests in flight before exiting anyway, in seconds.
     #[arg(long, default_value_t = 30)]
     pub shutdown_timeout_s: u64,
+    /// Bytes of request bodies and gRPC messages held at once, from their first byte until answered (e.g.
+    /// 256MiB); a body that does not fit is refused with 503 / RESOURCE_EXHAUSTED and Retry-After.
+    #[arg(long, default_value = "256MiB")]
+    pub max_bytes_in_flight: String,
+    /// Series one request may hold (v2 `target` [N, V, T]: N; /v1/forecast: requests in the body).
+    #[arg(long, default_value_t = 256)]
+    pub max_series: usize,
+    /// Variates one series may hold (the engine's own limit applies too).
+    #[arg(long, default_value_t = 1024)]
+    pub max_variates: usize,
+    /// Quantile levels one request may ask for.
+    #[arg(long, default_value_t = 99)]
+    pub max_quantile_levels: usize,
+    /// Values one response may hold: series × variates × horizon × (1 + quantile levels + samples).
+    #[arg(long, default_value_t = 1 << 24)]
+    pub max_response_values: u64,
+    /// Estimated engine work one request may cost: series × variates × (context + horizon) × max(1, samples),
+    /// the context counted up to what the engine keeps. Refused before it runs.
+    #[arg(long, default_value_t = 1 << 32)]
+    pub max_request_cost: u64,
+    /// How long a client may take to send a request's headers (HTTP/1.1; also bounds the wait for the next
+    /// request on a keep-alive connection), in ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// How long a client may take to send a request body or gRPC message, in ms (408 / DEADLINE_EXCEEDED).
+    #[arg(long, default_value_t = 30_000)]
+    pub body_read_timeout_ms: u64,
+    /// A connection that moves no byte for this long while none of its requests is being computed is closed
+    /// (idle keep-alive and HTTP/2 connections, readers that stopped reading), in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+    /// Connections one client address may hold open on each port; more are closed at once.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections_per_peer: usize,
+    /// Concurrent HTTP/2 streams (gRPC calls) per connection.
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrent_streams: u32,
     /// File holding a bearer token every request but the health probes must send (`Authorization: Bearer`).
     #[arg(long)]
     pub token_file: Option<PathBuf>,

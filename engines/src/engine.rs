@@ -22,6 +22,7 @@ use exporter::bucket::Bucket;
 use exporter::generation::AnyConfig;
 use exporter::signature::{self, GraphKind};
 
+use crate::budget::{Budget, RequestSize};
 use crate::engine_bundle::{EngineBundle, EngineGraph, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
@@ -343,6 +344,13 @@ impl Engine {
         crate::plan::fits(&self.shape(req), &self.available, Pins::default())
             .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
         Ok(req.context_cut)
+    }
+
+    /// Checks the counts of one request (its `sizes`, before any series is built) against the engine's limits
+    /// (variates, horizon, samples) and `budget` (series, quantile levels, response size, engine work; the
+    /// context counted up to what the engine keeps). `at` names the request in errors.
+    pub fn check_size(&self, budget: &Budget, sizes: &[RequestSize], at: &str) -> Result<()> {
+        check_size(&self.info, budget, sizes, at)
     }
 
     /// Forecasts a group of requests: one result per request, in order (see the module docs). Each request is
@@ -707,6 +715,27 @@ fn admit_toto2(
     Ok(req.context_cut)
 }
 
+/// [`Engine::check_size`] on an engine's info.
+pub fn check_size(info: &EngineInfo, budget: &Budget, sizes: &[RequestSize], at: &str) -> Result<()> {
+    let limits = &info.limits;
+    let err = |what: String, limit: usize| Err(Error::Limit { at: at.to_string(), what, limit });
+    for s in sizes {
+        if s.variates > limits.max_variates {
+            return err(format!("{} variates", s.variates), limits.max_variates);
+        }
+        if s.horizon > limits.max_horizon {
+            return err(format!("horizon {}", s.horizon), limits.max_horizon);
+        }
+        // A Toto 2.0 engine refuses samples with its own reason (admit).
+        if info.model == ModelFamily::Toto1 && s.samples > limits.max_samples {
+            return err(format!("{} samples", s.samples), limits.max_samples);
+        }
+    }
+    let kept: Vec<RequestSize> =
+        sizes.iter().map(|s| RequestSize { context: s.context.min(limits.max_context), ..*s }).collect();
+    budget.check(&kept, at)
+}
+
 /// The context policy and limit checks of [`Engine::admit`], on plain limits.
 pub fn admit(limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
     let err = |what: String, limit: usize| Error::Limit { at: at.to_string(), what, limit };
@@ -757,6 +786,39 @@ mod tests {
 
     const LIMITS: EngineLimits =
         EngineLimits { max_variates: 2, max_context: 8, max_horizon: 16, max_samples: 4 };
+
+    #[test]
+    fn sizes_are_checked_against_the_engine_and_the_budget_before_anything_is_built() {
+        let info = EngineInfo {
+            model: ModelFamily::Toto1,
+            target: "cpu".into(),
+            ort_version: "x".into(),
+            label: "cpu".into(),
+            limits: LIMITS,
+            has_golden: false,
+        };
+        let size = |series, variates, context, horizon, samples| RequestSize {
+            series,
+            variates,
+            context,
+            horizon,
+            samples,
+            quantiles: 3,
+        };
+        let b = Budget::DEFAULT;
+        assert!(
+            check_size(&info, &b, &[size(256, 2, 1 << 40, 16, 4)], "r").is_ok(),
+            "context counts up to 8"
+        );
+        let e = |s| check_size(&info, &b, &[s], "r").unwrap_err().to_string();
+        assert!(e(size(1, 3, 1, 1, 0)).contains("3 variates exceed this engine's limit of 2"));
+        assert!(e(size(1, 1, 1, usize::MAX, 0)).contains("this engine's limit of 16"));
+        assert!(e(size(1, 1, 1, 1, 1 << 40)).contains("samples exceed this engine's limit of 4"));
+        assert!(e(size(usize::MAX, 1, 1, 1, 0)).contains("--max-series"));
+        let tight = Budget { max_cost: 50, ..b };
+        let e = check_size(&info, &tight, &[size(1, 1, 1 << 40, 16, 4)], "r").unwrap_err().to_string();
+        assert!(e.contains("cost of 96") && e.contains("--max-request-cost"), "{e}");
+    }
 
     #[test]
     fn long_contexts_keep_their_most_recent_points() {

@@ -89,6 +89,11 @@ pub enum Error {
     #[error("{at}: variate {variate} has no observed point in the last {used} points the engine keeps; drop it or send a context with recent observations")]
     AllMissingAfterCut { at: String, variate: usize, used: usize },
 
+    /// A request over one of the caller's [`crate::budget::Budget`] limits, refused from its counts before
+    /// anything per series is built; `flag` raises it, `reason` labels the refusal in metrics.
+    #[error("{at}: {what} exceed the server's limit of {limit}; send less per request, or raise {flag}")]
+    OverBudget { at: String, what: String, limit: u64, flag: &'static str, reason: &'static str },
+
     // --- profile selection
     #[error("{at}: this engine cannot run it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine, or give a larger --memory-budget")]
     Unservable { at: String, why: String },

@@ -34,6 +34,7 @@
 //! Errors are one [`Error`] enum ([`error`]).
 
 pub mod backend;
+pub mod budget;
 pub mod compare;
 pub mod doctor;
 pub mod engine;

@@ -3,10 +3,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::bail;
+use engines::budget::Budget;
 use engines::engine::LoadOptions;
 
 use crate::cli::ServeArgs;
 use crate::serve::batcher::BatcherConfig;
+use crate::serve::conn::ConnLimits;
 use crate::serve::service::Limits;
 use crate::serve::{self, Options};
 
@@ -37,6 +39,30 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
         bail!("--shadow-rate {shadow_rate} must be a fraction in 0..=1");
     }
     let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    let max_bytes_in_flight = engines::memory::parse_size(&a.max_bytes_in_flight)
+        .map_err(|e| anyhow::anyhow!("--max-bytes-in-flight: {e}"))?;
+    if max_bytes_in_flight < a.max_body_bytes as u64 {
+        bail!(
+            "--max-bytes-in-flight {max_bytes_in_flight} is below --max-body-bytes {}: the largest body could \
+             never be received; give at least as much",
+            a.max_body_bytes
+        );
+    }
+    for (flag, v) in [
+        ("--max-series", a.max_series as u64),
+        ("--max-variates", a.max_variates as u64),
+        ("--max-response-values", a.max_response_values),
+        ("--max-request-cost", a.max_request_cost),
+        ("--header-read-timeout-ms", a.header_read_timeout_ms),
+        ("--body-read-timeout-ms", a.body_read_timeout_ms),
+        ("--idle-timeout-ms", a.idle_timeout_ms),
+        ("--max-connections-per-peer", a.max_connections_per_peer as u64),
+        ("--max-concurrent-streams", u64::from(a.max_concurrent_streams)),
+    ] {
+        if v == 0 {
+            bail!("{flag} must be at least 1");
+        }
+    }
     Ok(Options {
         engine: a.engine,
         load: LoadOptions { ort_lib: a.ort.ort_lib, threads: a.threads, memory_budget },
@@ -52,6 +78,21 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
             max_body_bytes: a.max_body_bytes,
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             max_in_flight: a.max_in_flight,
+            max_bytes_in_flight,
+            body_read_timeout: Duration::from_millis(a.body_read_timeout_ms),
+            budget: Budget {
+                max_series: a.max_series,
+                max_variates: a.max_variates,
+                max_quantiles: a.max_quantile_levels,
+                max_response_values: a.max_response_values,
+                max_cost: a.max_request_cost,
+            },
+        },
+        conn: ConnLimits {
+            max_per_peer: a.max_connections_per_peer,
+            header_read_timeout: Duration::from_millis(a.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(a.idle_timeout_ms),
+            max_concurrent_streams: a.max_concurrent_streams,
         },
         token_file: a.token_file,
         shadow_engine: a.shadow_engine,

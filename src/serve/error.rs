@@ -22,6 +22,8 @@ pub enum Overload {
     Draining,
     /// More requests are being received or served than `--max-in-flight` (503).
     InFlight,
+    /// The bodies being received hold `--max-bytes-in-flight` (503; gRPC RESOURCE_EXHAUSTED).
+    BytesInFlight,
 }
 
 impl Overload {
@@ -32,6 +34,7 @@ impl Overload {
             Overload::NotReady => "not_ready",
             Overload::Draining => "draining",
             Overload::InFlight => "in_flight",
+            Overload::BytesInFlight => "bytes_in_flight",
         }
     }
 }
@@ -59,6 +62,11 @@ pub enum ServeError {
     /// A content type or encoding the route does not read (415).
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The client did not send its body within `--body-read-timeout-ms` (408; gRPC DEADLINE_EXCEEDED).
+    #[error(
+        "the request body did not arrive within {ms} ms; send it faster, or raise --body-read-timeout-ms"
+    )]
+    BodyTimeout { ms: u128 },
     /// Overloaded or not serving (429 for a full queue, else 503), with the seconds to wait before retrying.
     #[error("{message}")]
     Overloaded { kind: Overload, message: String, retry_after_s: u64 },
@@ -74,7 +82,7 @@ impl ServeError {
 
     pub fn overloaded(kind: Overload, message: impl Into<String>) -> Self {
         let retry_after_s = match kind {
-            Overload::QueueFull | Overload::Deadline | Overload::InFlight => 1,
+            Overload::QueueFull | Overload::Deadline | Overload::InFlight | Overload::BytesInFlight => 1,
             Overload::NotReady => 5,
             Overload::Draining => 10,
         };
@@ -89,6 +97,7 @@ impl ServeError {
             ServeError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ServeError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServeError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ServeError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ServeError::Overloaded { kind: Overload::QueueFull, .. } => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ServeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -109,9 +118,11 @@ impl ServeError {
             ServeError::Unauthorized => tonic::Code::Unauthenticated,
             ServeError::NotFound(_) => tonic::Code::NotFound,
             ServeError::MethodNotAllowed(_) => tonic::Code::Unimplemented,
-            ServeError::PayloadTooLarge { .. } | ServeError::Overloaded { kind: Overload::QueueFull, .. } => {
+            ServeError::PayloadTooLarge { .. }
+            | ServeError::Overloaded { kind: Overload::QueueFull | Overload::BytesInFlight, .. } => {
                 tonic::Code::ResourceExhausted
             }
+            ServeError::BodyTimeout { .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { kind: Overload::Deadline, .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { .. } => tonic::Code::Unavailable,
             ServeError::Internal(_) => tonic::Code::Internal,
@@ -149,6 +160,7 @@ impl From<engines::Error> for ServeError {
             | E::QuantileOutsideKnots { .. }
             | E::NoSamplingInToto2 { .. }
             | E::ContextTooShort { .. }
+            | E::OverBudget { .. }
             | E::Unservable { .. } => ServeError::BadRequest(e.to_string()),
             other => ServeError::Internal(other.to_string()),
         }
@@ -187,7 +199,13 @@ mod tests {
         assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
         let resp = full.into_response();
         assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
-        for kind in [Overload::Deadline, Overload::NotReady, Overload::Draining, Overload::InFlight] {
+        for kind in [
+            Overload::Deadline,
+            Overload::NotReady,
+            Overload::Draining,
+            Overload::InFlight,
+            Overload::BytesInFlight,
+        ] {
             let e = ServeError::overloaded(kind, "x");
             assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
             assert!(e.into_response().headers().contains_key(header::RETRY_AFTER));

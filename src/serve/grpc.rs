@@ -6,7 +6,13 @@
 //! outputs always go back as `raw_output_contents` (little-endian, row-major), as Triton does. The deadline is
 //! the sooner of the call's `grpc-timeout` and the `timeout` parameter (µs). The request id comes from the
 //! `x-request-id` metadata (or is minted) and is echoed in the response metadata; `--token-file` applies to every
-//! RPC but `ServerLive` and `ServerReady`.
+//! RPC but `ServerLive` and `ServerReady` (the health probes, open as on REST).
+//!
+//! [`Front`] stands before tonic: it checks the token from the headers, before a byte of the message is read,
+//! and gives tonic the message body through [`Guarded`], which takes every byte it lets through from the
+//! `--max-bytes-in-flight` budget (RESOURCE_EXHAUSTED when it is spent) and ends a message that is not in within
+//! `--body-read-timeout-ms` (DEADLINE_EXCEEDED). Messages over `--max-body-bytes` are RESOURCE_EXHAUSTED
+//! (tonic's decoder limit).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -43,6 +49,137 @@ pub fn server(svc: Arc<Service>) -> GrpcInferenceServiceServer<Grpc> {
     GrpcInferenceServiceServer::new(Grpc { svc })
         .max_decoding_message_size(limit)
         .max_encoding_message_size(usize::MAX)
+}
+
+/// The gRPC port's handler for [`super::conn`]: the token, then tonic with a [`Guarded`] body.
+#[derive(Clone)]
+pub struct Front {
+    svc: Arc<Service>,
+    inner: GrpcInferenceServiceServer<Grpc>,
+}
+
+impl Front {
+    pub fn new(svc: Arc<Service>) -> Self {
+        Front { inner: server(svc.clone()), svc }
+    }
+}
+
+impl super::conn::Handler for Front {
+    type Body = tonic::body::Body;
+
+    fn handle(
+        &self,
+        _peer: std::net::IpAddr,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> super::conn::Reply<tonic::body::Body> {
+        use tonic::codegen::Service as _;
+        // Label values come from a fixed set, never from the request.
+        let method = match req.uri().path().rsplit('/').next().unwrap_or("") {
+            m @ ("ServerLive" | "ServerReady" | "ModelReady" | "ServerMetadata" | "ModelMetadata"
+            | "ModelInfer") => m,
+            _ => "unknown",
+        }
+        .to_string();
+        let open = matches!(method.as_str(), "ServerLive" | "ServerReady");
+        if !open {
+            let given = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+            if let Err(e) = self.svc.authorize(given) {
+                let labels = GrpcLabels { method, code: format!("{:?}", tonic::Code::Unauthenticated) };
+                self.svc.metrics.grpc_requests.get_or_create(&labels).inc();
+                return Box::pin(async move { Ok(Status::from(e).into_http()) });
+            }
+        }
+        let (parts, body) = req.into_parts();
+        let body = Guarded {
+            inner: body,
+            svc: self.svc.clone(),
+            held: self.svc.no_bytes(),
+            received: 0,
+            prefix: Vec::new(),
+            deadline: Box::pin(tokio::time::sleep(self.svc.limits.body_read_timeout)),
+        };
+        let mut inner = self.inner.clone();
+        Box::pin(async move { inner.call(hyper::Request::from_parts(parts, body)).await })
+    }
+}
+
+/// A gRPC request body that holds its bytes from `--max-bytes-in-flight` as they arrive, and must be in
+/// within `--body-read-timeout-ms` (see the module docs).
+pub struct Guarded {
+    inner: hyper::body::Incoming,
+    svc: Arc<Service>,
+    held: super::service::BytesHeld,
+    received: u64,
+    /// The first message's 5-byte prefix (compression flag, length), as it arrives.
+    prefix: Vec<u8>,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = bytes::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Status>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received = this.received.saturating_add(data.len() as u64);
+                    let mut want = this.received;
+                    if this.prefix.len() < 5 {
+                        let take = (5 - this.prefix.len()).min(data.len());
+                        this.prefix.extend_from_slice(&data[..take]);
+                        if this.prefix.len() == 5 {
+                            // tonic reserves the declared length at once: refuse or hold it before it does.
+                            let len = u32::from_be_bytes([
+                                this.prefix[1],
+                                this.prefix[2],
+                                this.prefix[3],
+                                this.prefix[4],
+                            ]);
+                            let limit = this.svc.limits.max_body_bytes;
+                            if len as usize > limit {
+                                this.svc.metrics.reject("body_too_large");
+                                return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                                    "the message of {len} bytes exceeds the server's limit of {limit} bytes; send \
+                                     fewer series per request or raise --max-body-bytes"
+                                )))));
+                            }
+                            want = want.max(5 + u64::from(len));
+                        }
+                    }
+                    if let Err(e) = this.svc.hold_bytes(&mut this.held, want) {
+                        return Poll::Ready(Some(Err(Status::from(e))));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                Poll::Ready(Some(Err(Status::cancelled(format!("reading the message: {e}")))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.svc.metrics.reject("body_timeout");
+                    let ms = this.svc.limits.body_read_timeout.as_millis();
+                    Poll::Ready(Some(Err(Status::from(ServeError::BodyTimeout { ms }))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The `grpc-timeout` header (gRPC over HTTP/2: up to 8 digits and a unit H, M, S, m, u or n).
@@ -120,8 +257,8 @@ pub fn decode_infer(req: pb::ModelInferRequest) -> Result<InferRequest, ServeErr
                     t.name
                 )));
             }
-            let want = count as u64 * kserve::element_size(&t.datatype) as u64;
-            if bytes.len() as u64 != want {
+            let want = kserve::byte_size(&t.name, &shape, count, &t.datatype)?;
+            if bytes.len() != want {
                 return Err(bad(format!(
                     "input `{}`: raw_input_contents has {} bytes but shape {shape:?} of {} takes {want}",
                     t.name,
@@ -349,7 +486,9 @@ impl GrpcInferenceService for Grpc {
             // Decoding a large message is CPU work: keep it off the runtime's workers.
             let svc2 = svc.clone();
             let mut plan = tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-                let mut plan = model::plan(&svc2.spec, decode_infer(r)?)?;
+                let req = decode_infer(r)?;
+                let mut plan =
+                    model::plan_checked(&svc2.spec, req, &|size| svc2.check_size(&[size], "request"))?;
                 svc2.admit_plan(&mut plan)?;
                 Ok(plan)
             })

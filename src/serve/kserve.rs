@@ -10,8 +10,13 @@
 //! input: every malformed body is a [`ServeError::BadRequest`] naming the field and the fix (property-tested).
 //!
 //! totoc's model takes only `FP32` and `INT64` tensors, so those are the datatypes decoded; any other valid
-//! datatype is an error naming the one expected. JSON has no NaN: in JSON tensor data `null` is a missing point
-//! (NaN in binary data).
+//! datatype is an error naming the one expected. In JSON tensor data `null` is a missing point (NaN in binary
+//! data); the non-JSON tokens `NaN` (missing), `Infinity` and `-Infinity` that Python clients write are read
+//! there too, and only there ([`super::jsonscan`]).
+//!
+//! Sizes from the client (shapes, `binary_data_size`, the header length) are checked with checked arithmetic
+//! against the data actually sent before anything is allocated for them: a declared count never allocates more
+//! than the body holds.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::ServeError;
+use super::jsonscan::{NEG_INF_MARK, POS_INF_MARK};
 
 /// Every datatype the protocol defines (an unknown name is a different error from an unsupported one).
 pub const DATATYPES: [&str; 14] = [
@@ -172,8 +178,8 @@ struct WireOutput {
     parameters: Option<Map<String, Value>>,
 }
 
-/// JSON tensor data, flat or nested, flattened row-major into f64 with NaN for `null` (JSON has no NaN, so NaN
-/// here only ever means `null`). f64 holds every FP32 value and every INT64 up to 2^53 exactly.
+/// JSON tensor data, flat or nested, flattened row-major into f64 with NaN for `null` (and the `NaN` token) and
+/// ±inf for the `±Infinity` tokens ([`super::jsonscan`]'s markers). f64 holds every FP32 value and every INT64 up to 2^53 exactly.
 struct FlatData(Vec<f64>);
 
 impl<'de> Deserialize<'de> for FlatData {
@@ -234,7 +240,18 @@ impl<'de> Visitor<'de> for FlatSeed<'_> {
         Err(E::custom("tensor data holds a boolean; totoc's tensors are FP32 or INT64 numbers"))
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        match v {
+            POS_INF_MARK => {
+                self.0.push(f64::INFINITY);
+                return Ok(());
+            }
+            NEG_INF_MARK => {
+                self.0.push(f64::NEG_INFINITY);
+                return Ok(());
+            }
+            _ => {}
+        }
         Err(E::custom(
             "tensor data holds a string; totoc's tensors are FP32 or INT64 numbers (null = missing)",
         ))
@@ -254,8 +271,8 @@ fn parse_json<T: for<'de> Deserialize<'de>>(json: &[u8]) -> Result<T, ServeError
         let rest = rest.trim_start_matches(['-', '+']);
         if rest.starts_with("NaN") || rest.starts_with("Infinity") {
             bad(format!(
-                "request JSON: {e}: NaN/Infinity are not JSON; in JSON tensor data use null for a missing point, \
-                 or send the tensor as binary data (NaN = missing)"
+                "request JSON: {e}: NaN/Infinity are not JSON; they are read only as elements of an input's \
+                 `data` (NaN = a missing point, like null)"
             ))
         } else {
             bad(format!("request JSON: {e}"))
@@ -351,6 +368,13 @@ pub fn element_size(datatype: &str) -> usize {
     }
 }
 
+/// The bytes `count` elements of `datatype` take, or an error naming the input when that overflows.
+pub fn byte_size(input: &str, shape: &[usize], count: usize, datatype: &str) -> Result<usize, ServeError> {
+    count.checked_mul(element_size(datatype)).ok_or_else(|| {
+        bad(format!("input `{input}`: shape {shape:?} of {datatype} has more bytes than fit in memory"))
+    })
+}
+
 /// Decodes a REST inference request body. `header_length` is the `Inference-Header-Content-Length` header
 /// (present when the body carries binary tensor data).
 pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferRequest, ServeError> {
@@ -371,7 +395,8 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
         }
     };
     let (json, mut binary) = body.split_at(json_len);
-    let wire: WireRequest = parse_json(json)?;
+    let rewritten = super::jsonscan::rewrite(json).map_err(|e| bad(format!("request JSON: {e}")))?;
+    let wire: WireRequest = parse_json(rewritten.as_deref().unwrap_or(json))?;
     let mut parameters = params_from_json(wire.parameters)?;
     let binary_data_output = match parameters.remove("binary_data_output") {
         None => false,
@@ -429,7 +454,7 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
                          header saying where its JSON ends"
                     )));
                 }
-                let want = count as u64 * element_size(&input.datatype) as u64;
+                let want = byte_size(&name, &shape, count, &input.datatype)? as u64;
                 if size != want {
                     return Err(bad(format!(
                         "input `{name}`: binary_data_size is {size} bytes but shape {shape:?} of {} takes {want}",
@@ -622,8 +647,14 @@ mod tests {
             (&input(r#""datatype": "FP32", "shape": [1]"#), "has no data".into()),
             (&input(r#""datatype": "FP32", "shape": [1], "data": ["a"]"#), "holds a string".into()),
             (
-                &input(r#""datatype": "FP32", "shape": [1], "data": [NaN]"#),
-                "use null for a missing point".into(),
+                r#"{"inputs": [], "parameters": {"x": NaN}}"#,
+                "read only as elements of an input's `data`".into(),
+            ),
+            (
+                &input(
+                    r#""datatype": "FP32", "shape": [4611686018427387904, 1], "parameters": {"binary_data_size": 0}"#,
+                ),
+                "no Inference-Header-Content-Length".into(),
             ),
             (&input(r#""datatype": "INT64", "shape": [1], "data": [1.5]"#), "not an integer".into()),
             (&input(r#""datatype": "INT64", "shape": [1], "data": [null]"#), "no missing values".into()),
@@ -647,6 +678,29 @@ mod tests {
         for (json, want) in cases {
             let msg = h(json);
             assert!(msg.contains(&want), "{json}\n  gave: {msg}\n  want: {want}");
+        }
+    }
+
+    #[test]
+    fn nan_and_infinity_tokens_are_read_in_tensor_data_only() {
+        let body = br#"{"inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 4], "data": [[1, NaN, Infinity, -Infinity]]}]}"#;
+        let r = decode_request(body, None).unwrap();
+        let TensorData::Fp32(t) = &r.inputs[0].data else { panic!() };
+        assert!(t[0] == 1.0 && t[1].is_nan() && t[2] == f32::INFINITY && t[3] == f32::NEG_INFINITY, "{t:?}");
+        let e = decode_request(br#"{"id": NaN, "inputs": []}"#, None).unwrap_err().to_string();
+        assert!(e.contains("NaN/Infinity are not JSON"), "{e}");
+    }
+
+    #[test]
+    fn wrapping_binary_sizes_are_refused() {
+        // 2^62 elements × 4 bytes wraps to 0 in u64: the request that aborted the release binary.
+        for (shape, dt) in [("[4611686018427387904, 1, 1]", "FP32"), ("[2305843009213693952]", "INT64")] {
+            let header = format!(
+                r#"{{"inputs": [{{"name": "target", "datatype": "{dt}", "shape": {shape}, "parameters": {{"binary_data_size": 0}}}}]}}"#
+            );
+            let e =
+                decode_request(header.as_bytes(), Some(&header.len().to_string())).unwrap_err().to_string();
+            assert!(e.contains("more bytes than fit in memory"), "{e}");
         }
     }
 

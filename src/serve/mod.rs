@@ -15,11 +15,14 @@
 //! prints them (`totoc serve: http 127.0.0.1:PORT`, `... grpc ...` on stdout, so `--addr 127.0.0.1:0` works),
 //! runs the readiness gate on its own thread while already answering health probes, and on SIGTERM or SIGINT
 //! stops reporting ready, stops accepting connections, finishes every request in flight (and everything queued),
-//! then exits.
+//! then exits, within `--shutdown-timeout-s` whatever clients still hold open. Both ports run on [`conn`]
+//! (per-peer connection cap, header-read and idle timeouts, HTTP/2 stream limit).
 
 pub mod batcher;
+pub mod conn;
 pub mod error;
 pub mod grpc;
+pub mod jsonscan;
 pub mod kserve;
 pub mod metrics;
 pub mod model;
@@ -30,7 +33,6 @@ pub mod routes;
 pub mod service;
 pub mod shadow;
 
-use std::future::IntoFuture;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +60,8 @@ pub struct Options {
     pub model_name: String,
     pub batcher: BatcherConfig,
     pub limits: Limits,
+    /// Per-connection limits and timeouts of both ports.
+    pub conn: conn::ConnLimits,
     pub token_file: Option<PathBuf>,
     pub shadow_engine: Option<PathBuf>,
     pub shadow_rate: f64,
@@ -125,7 +129,11 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(opts, engine, shadow_engine, token))
+    let result = runtime.block_on(serve(opts, engine, shadow_engine, token));
+    // Whatever is left after --shutdown-timeout-s (a stalled upload, a decode on the blocking pool) is dropped
+    // rather than waited for.
+    runtime.shutdown_background();
+    result
 }
 
 async fn serve(
@@ -203,22 +211,11 @@ async fn serve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let app = routes::router(svc.clone());
-    let http_task = tokio::spawn(
-        axum::serve(http, app.into_make_service())
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
+    let app = routes::Rest(routes::router(svc.clone()));
+    let http_task = tokio::spawn(conn::serve(http, app, opts.conn, false, metrics.clone(), stop_rx.clone()));
     let grpc_task = grpc.map(|listener| {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        let service = grpc::server(svc.clone());
-        let stop = stopped(stop_rx.clone());
-        tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, stop)
-                .await
-        })
+        let front = grpc::Front::new(svc.clone());
+        tokio::spawn(conn::serve(listener, front, opts.conn, true, metrics.clone(), stop_rx.clone()))
     });
 
     // Wait for the signal, then for both servers to finish their requests, within --shutdown-timeout.
@@ -233,9 +230,9 @@ async fn serve(
     };
     match tokio::time::timeout(opts.shutdown_timeout, drain).await {
         Ok((h, g)) => {
-            h.context("HTTP server task")?.context("HTTP server")?;
+            h.context("HTTP server task")?;
             if let Some(g) = g {
-                g.context("gRPC server task")?.context("gRPC server")?;
+                g.context("gRPC server task")?;
             }
         }
         Err(_) => {

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use engines::budget::RequestSize;
 use engines::engine::{EngineInfo, ModelFamily};
 use engines::request::{ForecastRequest, ForecastResponse, RequestFields};
 use serde::Serialize;
@@ -176,9 +177,20 @@ fn series_label(batched: bool, i: usize) -> String {
     }
 }
 
-/// Turns a decoded request into forecast requests (validated like JSON requests), checking every input's
-/// name, datatype and shape. `limits` are the engine's.
+/// [`plan_checked`] with no size check (tests).
+#[cfg(test)]
 pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
+    plan_checked(spec, req, &|_| Ok(()))
+}
+
+/// Turns a decoded request into forecast requests (validated like JSON requests), checking every input's
+/// name, datatype and shape. `check` sees the request's counts ([`RequestSize`]) before any series is built
+/// (the server checks them against the engine's limits and its request budget).
+pub fn plan_checked(
+    spec: &ModelSpec,
+    req: InferRequest,
+    check: &dyn Fn(RequestSize) -> Result<(), ServeError>,
+) -> Result<Plan, ServeError> {
     let InferRequest { id, parameters, inputs, outputs, binary_data_output } = req;
     // Parameters.
     let (mut horizon, mut samples, mut seed, mut strict_context, mut timeout) =
@@ -246,6 +258,34 @@ pub fn plan(spec: &ModelSpec, req: InferRequest) -> Result<Plan, ServeError> {
         return Err(bad(format!(
             "input `target` has shape {:?}; every dimension must be >= 1",
             target.shape
+        )));
+    }
+    if n.checked_mul(v).and_then(|nv| nv.checked_mul(t)) != Some(values.len()) {
+        return Err(bad(format!(
+            "input `target` has shape {:?} but {} elements",
+            target.shape,
+            values.len()
+        )));
+    }
+    // The counts, before anything per series is built.
+    let samples_n = samples.unwrap_or(0);
+    let quantile_count = match &levels {
+        Some(x) => x.data.count(),
+        None if spec.info.model == ModelFamily::Toto2 => 9,
+        None if samples_n > 0 => engines::request::DEFAULT_QUANTILES.len(),
+        None => 0,
+    };
+    check(RequestSize {
+        series: n,
+        variates: v,
+        context: t,
+        horizon: horizon.unwrap_or(0),
+        samples: samples_n,
+        quantiles: quantile_count,
+    })?;
+    if let Some((i, x)) = values.iter().enumerate().find(|(_, x)| x.is_infinite()) {
+        return Err(bad(format!(
+            "input `target`: element {i} is {x}, not finite; send finite values (NaN or null for a missing point)"
         )));
     }
     let int_input = |tensor: Option<super::kserve::InputTensor>, name: &str| -> Result<_, ServeError> {
@@ -610,7 +650,8 @@ mod tests {
             (req(vec![target(vec![3], vec![1.0; 3])], &h), "must be [V, T]"),
             (req(vec![target(vec![1, 0], vec![])], &h), "every dimension must be >= 1"),
             (req(vec![target(vec![1, 2], vec![f32::NAN; 2])], &h), "variate 0 has no observed point"),
-            (req(vec![target(vec![1, 2], vec![1.0, f32::INFINITY])], &h), "is not a finite f32"),
+            (req(vec![target(vec![1, 2], vec![1.0, f32::INFINITY])], &h), "element 1 is inf, not finite"),
+            (req(vec![target(vec![1, 2], vec![1.0])], &h), "but 1 elements"),
             (req(vec![ints("target", vec![1, 1], vec![1])], &h), "input `target` is INT64; it must be FP32"),
             (req(vec![target(vec![1, 1], vec![1.0]), ints("x", vec![1], vec![1])], &h), "unknown input `x`"),
             (

@@ -3,19 +3,24 @@
 //! and the CLI's JSON / JSON Lines reader behind `/v1/forecast`. Each gets thousands of generated inputs —
 //! random bytes, and valid requests with random edits (byte flips, deletions, insertions, truncation, wrong
 //! header lengths) — and must answer every one with a value or an error, never a panic. Valid requests must
-//! decode.
+//! decode. Declared dimensions go up to 2^63 (and negative): whatever a client declares, a decoded tensor holds
+//! exactly the elements it sent, and what reaches the model mapping passes the request budget before anything
+//! per series is built (a wrapping size would abort the test process here, as it aborted the release server).
 
 use proptest::prelude::*;
 use prost::Message;
 
-use engines::engine::{admit, EngineInfo, EngineLimits, ModelFamily};
+use engines::budget::Budget;
+use engines::engine::{admit, check_size, EngineInfo, EngineLimits, ModelFamily};
 use engines::request::{Limits, Overrides};
 
 use crate::data::{self, Dataset, Format, ReadOptions};
 
+use super::error::ServeError;
 use super::grpc::{decode_infer, pb};
 use super::kserve::decode_request;
-use super::model::{plan, ModelSpec};
+use super::kserve::InferRequest;
+use super::model::{plan, plan_checked, ModelSpec};
 
 const CASES: u32 = 3000;
 
@@ -333,6 +338,117 @@ proptest! {
         let edited = apply(valid.into_bytes(), &e);
         for fmt in [Format::Json, Format::JsonLines] {
             let _ = parse(&edited, fmt);
+        }
+    }
+}
+
+/// A dimension as a hostile client declares it: small, powers of two up to 2^62, up to 2^63 - 1, or negative.
+fn dim() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        4 => 0i64..6,
+        3 => (20u32..63).prop_map(|k| 1i64 << k),
+        1 => Just(i64::MAX),
+        1 => 1i64..=i64::MAX,
+        1 => prop_oneof![Just(-1i64), Just(i64::MIN), i64::MIN..0],
+    ]
+}
+
+/// A shape whose element count is 2^61..2^63 (split over its dimensions): count × element size wraps to a small
+/// number in unchecked u64 arithmetic, as it did in the release binary.
+fn wrapping_shape() -> impl Strategy<Value = Vec<i64>> {
+    (61u32..=63, 0u32..=63, 0usize..3).prop_map(|(e, split, at)| {
+        let a = split.min(e);
+        let (x, y) = (1i64 << a.min(62), 1i64 << (e - a).min(62));
+        let mut v = vec![x, y];
+        v.insert(at.min(2), 1);
+        v
+    })
+}
+
+/// Every decoded tensor holds the elements its shape declares, and no more than were sent.
+fn holds_what_was_sent(req: &InferRequest, sent: usize) -> Result<(), TestCaseError> {
+    for t in &req.inputs {
+        let count = t.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        prop_assert_eq!(count, Some(t.data.count()), "input {} shape {:?}", t.name, t.shape);
+        prop_assert!(
+            t.data.count() <= sent,
+            "input {}: {} elements from {} sent",
+            t.name,
+            t.data.count(),
+            sent
+        );
+    }
+    Ok(())
+}
+
+/// The model mapping with the server's size check (engine limits and the default budget).
+fn plan_within_budget(req: InferRequest) -> Result<(), TestCaseError> {
+    let info = spec().info;
+    let check = |size| check_size(&info, &Budget::DEFAULT, &[size], "r").map_err(ServeError::from);
+    if let Ok(p) = plan_checked(&spec(), req, &check) {
+        prop_assert!(p.requests.len() <= Budget::DEFAULT.max_series);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn huge_declared_dimensions_never_allocate_or_panic(
+        shape in prop_oneof![3 => prop::collection::vec(dim(), 1..4), 1 => wrapping_shape()],
+        int64 in any::<bool>(),
+        name in prop_oneof![Just("target"), Just("lengths"), Just("quantile_levels"), Just("id_mask")],
+        sent in 0usize..48,
+        size_choice in 0u8..4,
+        any_size in any::<u64>(),
+        horizon in prop_oneof![1i64..8, Just(i64::MAX)],
+    ) {
+        let datatype = if int64 { "INT64" } else { "FP32" };
+        let esize = if int64 { 8u64 } else { 4 };
+        // The element count × size as a release build computed it (wrapping), among the sizes declared.
+        let wrapped = shape.iter().fold(1u64, |a, &d| a.wrapping_mul(d as u64)).wrapping_mul(esize);
+        let size = [wrapped, 0, any_size, sent as u64 * esize][size_choice as usize];
+        let bytes = vec![0x3fu8; sent * esize as usize];
+        let params = serde_json::json!({"horizon": horizon});
+
+        // REST, binary extension.
+        let header = serde_json::json!({"parameters": params, "inputs": [
+            {"name": name, "datatype": datatype, "shape": shape, "parameters": {"binary_data_size": size}}]}).to_string();
+        let mut body = header.clone().into_bytes();
+        body.extend_from_slice(&bytes);
+        if let Ok(req) = decode_request(&body, Some(&header.len().to_string())) {
+            holds_what_was_sent(&req, sent)?;
+            plan_within_budget(req)?;
+        }
+        // REST, JSON data.
+        let body = serde_json::json!({"parameters": params, "inputs": [
+            {"name": name, "datatype": datatype, "shape": shape, "data": vec![1; sent]}]}).to_string();
+        if let Ok(req) = decode_request(body.as_bytes(), None) {
+            holds_what_was_sent(&req, sent)?;
+            plan_within_budget(req)?;
+        }
+        // gRPC, raw and typed contents.
+        for raw in [true, false] {
+            let contents = (!raw).then(|| pb::InferTensorContents {
+                fp32_contents: vec![1.0; sent],
+                int64_contents: vec![1; sent],
+                ..Default::default()
+            });
+            let msg = pb::ModelInferRequest {
+                parameters: [("horizon".to_string(), pb::InferParameter {
+                    parameter_choice: Some(pb::infer_parameter::ParameterChoice::Int64Param(horizon)),
+                })].into(),
+                inputs: vec![pb::model_infer_request::InferInputTensor {
+                    name: name.into(), datatype: datatype.into(), shape: shape.clone(), parameters: Default::default(), contents,
+                }],
+                raw_input_contents: if raw { vec![bytes.clone()] } else { vec![] },
+                ..Default::default()
+            };
+            if let Ok(req) = decode_infer(msg) {
+                holds_what_was_sent(&req, sent)?;
+                plan_within_budget(req)?;
+            }
         }
     }
 }

@@ -5,8 +5,12 @@
 //!   `totoc_http_requests_total` / `totoc_http_request_seconds` by route template and status;
 //! * `auth`: with `--token-file`, every route but the health probes needs `Authorization: Bearer <token>`.
 //!
-//! Bodies are read up to `--max-body-bytes` (413 beyond, checked against `Content-Length` before reading), and
-//! large ones are decoded on the blocking pool so a big JSON parse never stalls the runtime's workers.
+//! Bodies are read up to `--max-body-bytes` (413 beyond, checked against `Content-Length` before reading),
+//! within `--body-read-timeout-ms` (408 beyond) and within the server's `--max-bytes-in-flight` budget (a
+//! declared `Content-Length` is taken from the budget before the first byte is read; 503 when it is spent). The
+//! in-flight slot (`--max-in-flight`) is taken only once the body is in, so clients that trickle their bodies
+//! hold no slot. Large bodies are decoded on the blocking pool so a big JSON parse never stalls the runtime's
+//! workers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +22,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use engines::budget::RequestSize;
 use engines::request::Overrides;
+use http_body_util::BodyExt;
 
 use crate::data::{self, Format, ReadOptions};
 use tracing::Instrument;
@@ -27,7 +33,7 @@ use super::error::ServeError;
 use super::kserve::{self, HEADER_LENGTH};
 use super::metrics::HttpLabels;
 use super::model;
-use super::service::{request_id, Service, Timing};
+use super::service::{request_id, BytesHeld, Service, Timing};
 
 type Svc = State<Arc<Service>>;
 
@@ -219,14 +225,15 @@ async fn infer_v2(
     body: Body,
 ) -> Result<Response, ServeError> {
     svc.check_model(&name, version.as_deref())?;
+    let (bytes, _held) = read_body(&svc, &headers, body).await?;
     let _slot = svc.enter()?;
-    let bytes = read_body(&svc, &headers, body).await?;
     let len = bytes.len();
     let header_length = headers.get(HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?").to_string());
     let svc2 = svc.clone();
     let decode = move || -> Result<_, ServeError> {
         let req = kserve::decode_request(&bytes, header_length.as_deref())?;
-        let mut plan = model::plan(&svc2.spec, req)?;
+        drop(bytes);
+        let mut plan = model::plan_checked(&svc2.spec, req, &|size| svc2.check_size(&[size], "request"))?;
         svc2.admit_plan(&mut plan)?;
         Ok(plan)
     };
@@ -260,10 +267,10 @@ async fn forecast_v1(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
-    let _slot = svc.enter()?;
     let format = v1_format(&headers)?;
     let write_samples = write_samples(&uri)?;
-    let bytes = read_body(&svc, &headers, body).await?;
+    let (bytes, _held) = read_body(&svc, &headers, body).await?;
+    let _slot = svc.enter()?;
     let len = bytes.len();
     let svc2 = svc.clone();
     let decode = move || -> Result<_, ServeError> {
@@ -273,6 +280,19 @@ async fn forecast_v1(
         let mut dataset =
             data::parse(bytes.to_vec(), format, "request body", &opts, &Overrides::default(), &limits)
                 .map_err(|e| v1_hint(ServeError::bad_request(e.to_string()), format))?;
+        let sizes: Vec<RequestSize> = dataset
+            .series
+            .iter()
+            .map(|s| RequestSize {
+                series: 1,
+                variates: s.request.variates(),
+                context: s.request.context_len(),
+                horizon: s.request.horizon,
+                samples: s.request.samples,
+                quantiles: s.request.quantiles.len(),
+            })
+            .collect();
+        svc2.check_size(&sizes, "request body")?;
         for s in &mut dataset.series {
             svc2.admit(&mut s.request, &s.at)?;
         }
@@ -344,8 +364,14 @@ fn v1_hint(e: ServeError, format: Format) -> ServeError {
     }
 }
 
-/// Reads the body within `--max-body-bytes`; compressed bodies are refused (no decoder runs on input).
-async fn read_body(svc: &Service, headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, ServeError> {
+/// Reads the body within `--max-body-bytes`, `--body-read-timeout-ms` and the `--max-bytes-in-flight` budget
+/// (held until the returned [`BytesHeld`] is dropped, i.e. until the request is answered); compressed bodies
+/// are refused (no decoder runs on input).
+async fn read_body(
+    svc: &Service,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(bytes::Bytes, BytesHeld), ServeError> {
     if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
         let enc = enc.to_str().unwrap_or("?");
         if !enc.eq_ignore_ascii_case("identity") {
@@ -357,18 +383,37 @@ async fn read_body(svc: &Service, headers: &HeaderMap, body: Body) -> Result<byt
     let limit = svc.limits.max_body_bytes;
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
+        svc.metrics.reject("body_too_large");
         return Err(ServeError::PayloadTooLarge { limit });
     }
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-            || e.to_string().contains("length limit exceeded");
-        if too_large {
-            ServeError::PayloadTooLarge { limit }
-        } else {
-            ServeError::bad_request(format!("could not read the request body: {e}"))
+    let mut held = svc.no_bytes();
+    svc.hold_bytes(&mut held, declared.unwrap_or(0))?;
+    let timeout = svc.limits.body_read_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut body = body;
+    let mut buf = bytes::BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                svc.metrics.reject("body_timeout");
+                return Err(ServeError::BodyTimeout { ms: timeout.as_millis() });
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(ServeError::bad_request(format!("could not read the request body: {e}")))
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        let total = buf.len().saturating_add(data.len());
+        if total > limit {
+            svc.metrics.reject("body_too_large");
+            return Err(ServeError::PayloadTooLarge { limit });
         }
-    })
+        svc.hold_bytes(&mut held, total as u64)?;
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), held))
 }
 
 /// Runs `f` (decoding a body of `len` bytes) on the blocking pool when the body is large, else inline: small
@@ -423,4 +468,22 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+/// The REST port's handler for [`super::conn`]: axum's router.
+#[derive(Clone)]
+pub struct Rest(pub Router);
+
+impl super::conn::Handler for Rest {
+    type Body = Body;
+
+    fn handle(
+        &self,
+        _peer: std::net::IpAddr,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> super::conn::Reply<Body> {
+        use tonic::codegen::Service as _;
+        let mut router = self.0.clone();
+        Box::pin(async move { router.call(req.map(Body::new)).await })
+    }
 }

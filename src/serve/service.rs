@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use engines::budget::{Budget, RequestSize};
 use engines::engine::Engine;
 use engines::request::{ForecastRequest, ForecastResponse};
 use sha2::{Digest, Sha256};
@@ -18,13 +19,22 @@ use super::model::{ModelSpec, Plan, VERSION};
 use super::readiness::Readiness;
 use super::shadow::Shadow;
 
-/// Request-level limits (`--max-body-bytes`, `--request-timeout-ms`, `--max-in-flight`).
+/// Request-level limits (`--max-body-bytes`, `--request-timeout-ms`, `--max-in-flight`,
+/// `--max-bytes-in-flight`, `--body-read-timeout-ms`, and the request budget: `--max-series`, `--max-variates`,
+/// `--max-quantile-levels`, `--max-response-values`, `--max-request-cost`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
     /// The longest a request may take; a client's own timeout can only shorten it.
     pub request_timeout: Duration,
     pub max_in_flight: usize,
+    /// Bytes of request bodies (REST) and messages (gRPC) held at once, from the first byte received until the
+    /// request is answered.
+    pub max_bytes_in_flight: u64,
+    /// The longest a client may take to send a body (from its headers to its last byte).
+    pub body_read_timeout: Duration,
+    /// What one request may ask of the engine, checked from its counts before anything is built.
+    pub budget: Budget,
 }
 
 /// Where a request's time went (the HTTP `Server-Timing` header).
@@ -45,6 +55,8 @@ pub struct Service {
     pub shadow: Option<Shadow>,
     pub limits: Limits,
     in_flight: Arc<Semaphore>,
+    /// `--max-bytes-in-flight`, in KiB permits.
+    bytes: Arc<Semaphore>,
     /// The bearer token, when one is required.
     token: Option<Token>,
 }
@@ -58,11 +70,15 @@ impl Token {
         Token(Sha256::digest(token.as_bytes()).into())
     }
 
-    /// Whether an `Authorization` value (`Bearer <token>`) carries this token.
+    /// Whether an `Authorization` value (`Bearer <token>`, the scheme in any case) carries this token.
     pub fn accepts(&self, authorization: Option<&str>) -> bool {
-        let Some(given) = authorization.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim) else {
+        let Some((scheme, given)) = authorization.map(str::trim_start).and_then(|h| h.split_once(' ')) else {
             return false;
         };
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return false;
+        }
+        let given = given.trim();
         let got: [u8; 32] = Sha256::digest(given.as_bytes()).into();
         got.iter().zip(&self.0).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     }
@@ -100,6 +116,7 @@ impl Service {
             metrics,
             shadow,
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+            bytes: Arc::new(Semaphore::new(kib(limits.max_bytes_in_flight) as usize)),
             limits,
             token: token.map(Token::new),
         }
@@ -128,6 +145,52 @@ impl Service {
                 ))
             }
         }
+    }
+
+    /// Holds nothing yet of `--max-bytes-in-flight`; [`Service::hold_bytes`] grows it.
+    pub fn no_bytes(&self) -> BytesHeld {
+        BytesHeld { permit: None, kib: 0 }
+    }
+
+    /// Grows `held` to cover `total` bytes of one request, or refuses (503 / RESOURCE_EXHAUSTED) when the
+    /// bodies in flight already hold `--max-bytes-in-flight`.
+    pub fn hold_bytes(&self, held: &mut BytesHeld, total: u64) -> Result<(), ServeError> {
+        let want = kib(total);
+        if want <= held.kib {
+            return Ok(());
+        }
+        match self.bytes.clone().try_acquire_many_owned(want - held.kib) {
+            Ok(p) => {
+                match &mut held.permit {
+                    Some(h) => h.merge(p),
+                    None => held.permit = Some(p),
+                }
+                held.kib = want;
+                Ok(())
+            }
+            Err(_) => {
+                self.metrics.reject(Overload::BytesInFlight.label());
+                Err(ServeError::overloaded(
+                    Overload::BytesInFlight,
+                    format!(
+                        "the request bodies being received and served hold the server's budget of {} bytes \
+                         (--max-bytes-in-flight); retry after the Retry-After delay",
+                        self.limits.max_bytes_in_flight
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Checks a request's counts (before anything per series is built) against the engine's limits and the
+    /// request budget; a refusal by the budget is counted under its reason.
+    pub fn check_size(&self, sizes: &[RequestSize], at: &str) -> Result<(), ServeError> {
+        self.engine.check_size(&self.limits.budget, sizes, at).map_err(|e| {
+            if let engines::Error::OverBudget { reason, .. } = &e {
+                self.metrics.reject(reason);
+            }
+            ServeError::from(e)
+        })
     }
 
     /// The model `name` (and `version`, if given) is the one served, else 404.
@@ -216,6 +279,17 @@ impl Service {
     }
 }
 
+/// Bytes in KiB permits (rounded up; at most what a semaphore holds).
+fn kib(bytes: u64) -> u32 {
+    bytes.div_ceil(1024).min(u64::from(u32::MAX >> 4)) as u32
+}
+
+/// Part of `--max-bytes-in-flight` held by one request; given back when dropped.
+pub struct BytesHeld {
+    permit: Option<OwnedSemaphorePermit>,
+    kib: u32,
+}
+
 /// The request id of a request: the client's `x-request-id` when it is a sane token (1..=128 visible ASCII
 /// characters), else a fresh one (`<process prefix>-<counter>`, unique within the process and across restarts
 /// with high probability).
@@ -245,7 +319,10 @@ mod tests {
         assert!(!t.accepts(Some("Bearer s3cre")));
         assert!(!t.accepts(Some("Bearer s3crets")));
         assert!(!t.accepts(Some("s3cret")));
-        assert!(!t.accepts(Some("bearer s3cret")));
+        assert!(t.accepts(Some("bearer s3cret")));
+        assert!(t.accepts(Some("BEARER  s3cret")));
+        assert!(!t.accepts(Some("Basic s3cret")));
+        assert!(!t.accepts(Some("Bearers3cret")));
         assert!(!t.accepts(None));
     }
 

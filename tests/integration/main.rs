@@ -13,6 +13,7 @@ mod forecast;
 mod plot;
 mod precision;
 mod serve;
+mod serve_hostile;
 mod toto2;
 #[path = "../support/venv.rs"]
 mod venv;

@@ -42,7 +42,7 @@ fn cases_dir() -> PathBuf {
 }
 
 /// The tiny engine with its golden set.
-fn engine() -> &'static Path {
+pub(crate) fn engine() -> &'static Path {
     static E: OnceLock<PathBuf> = OnceLock::new();
     E.get_or_init(|| build_engine_in(&tempfile::tempdir().unwrap().keep(), "tiny", Some(&cases_dir())))
 }
@@ -646,11 +646,27 @@ fn a_bearer_token_guards_everything_but_the_health_probes() {
     let (status, _, _) =
         post(&s.url("/v1/forecast"), &[("authorization", "Bearer s3cret-token")], body.as_bytes());
     assert_eq!(status, 200);
+    // The v2 infer routes: without a token, with a wrong one (also with the right one in the wrong scheme), then
+    // with the right one (the scheme in any case).
+    let v2 = json!({"parameters": {"horizon": 4},
+                    "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})
+    .to_string();
+    for route in ["/v2/models/toto/infer", "/v2/models/toto/versions/1/infer"] {
+        for auth in [None, Some("Bearer wrong"), Some("Basic s3cret-token"), Some("Bearer s3cret-token2")] {
+            let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+            let (status, _, out) = post(&s.url(route), &headers, v2.as_bytes());
+            assert_eq!(status, 401, "{route} with {auth:?}: {}", String::from_utf8_lossy(&out));
+        }
+        for auth in ["Bearer s3cret-token", "bearer s3cret-token", "BEARER s3cret-token"] {
+            let (status, _, out) = post(&s.url(route), &[("authorization", auth)], v2.as_bytes());
+            assert_eq!(status, 200, "{route} with {auth}: {}", String::from_utf8_lossy(&out));
+        }
+    }
 }
 
 // --- overload and deadlines
 
-/// Opens a connection and sends headers and half of a body, so the server holds one in-flight slot reading it.
+/// Opens a connection and sends headers and half of a body, then nothing.
 fn stalled_request(addr: &str) -> std::net::TcpStream {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(s, "POST /v1/forecast HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"target\": ").unwrap();
@@ -662,31 +678,52 @@ fn stalled_request(addr: &str) -> std::net::TcpStream {
 fn overload_is_429_or_503_with_retry_after_and_deadlines_are_503() {
     let s = Server::ready(
         engine(),
-        &["--queue-delay-ms", "1500", "--queue-capacity", "1", "--max-in-flight", "2"],
+        &[
+            "--queue-delay-ms",
+            "1500",
+            "--queue-capacity",
+            "2",
+            "--max-in-flight",
+            "2",
+            "--body-read-timeout-ms",
+            "700",
+        ],
     );
     let body = case("mean_1v")["request"].to_string();
     let url = s.url("/v1/forecast");
-    // One request waits in the queue (delay 1.5 s): the queue (1 series) is full.
-    let first = {
+    let waiting = |url: &String, body: &String| {
         let (url, body) = (url.clone(), body.clone());
         std::thread::spawn(move || post(&url, &[], body.as_bytes()).0)
     };
+    // A client still sending its body holds no in-flight slot, and is answered 408 after the body timeout.
+    let mut stalled = stalled_request(&s.http);
+    // One request waits in the queue (delay 1.5 s): 1 of 2 series, 1 of 2 slots.
+    let first = waiting(&url, &body);
     std::thread::sleep(Duration::from_millis(300));
-    let (status, h, out) = post(&url, &[], body.as_bytes());
+    // Two more series do not fit in the queue.
+    let two = json!({"parameters": {"horizon": 4},
+                     "inputs": [{"name": "target", "datatype": "FP32", "shape": [2, 1, 3], "data": [1, 2, 3, 4, 5, 6]}]});
+    let (status, h, out) = post(&s.url("/v2/models/toto/infer"), &[], two.to_string().as_bytes());
     assert_eq!(status, 429, "{}", String::from_utf8_lossy(&out));
     assert_eq!(h["retry-after"], "1");
     assert!(error_of(&out).contains("queue is full"));
-    // A second slot held by a client still sending its body: the in-flight limit (2) is reached.
-    let _stalled = stalled_request(&s.http);
-    std::thread::sleep(Duration::from_millis(100));
+    // A second waiting request takes the second slot; the next is refused: the in-flight limit (2) is reached.
+    let second = waiting(&url, &body);
+    std::thread::sleep(Duration::from_millis(200));
     let (status, h, out) = post(&url, &[], body.as_bytes());
     assert_eq!(status, 503, "{}", String::from_utf8_lossy(&out));
     assert!(h.contains_key("retry-after"));
     assert!(error_of(&out).contains("in flight"));
     assert_eq!(first.join().unwrap(), 200);
+    assert_eq!(second.join().unwrap(), 200);
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut stalled, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("--body-read-timeout-ms"), "{answer}");
     let m = s.metrics();
     assert_eq!(metric(&m, "totoc_rejected_total{reason=\"queue_full\"}"), 1.0);
     assert_eq!(metric(&m, "totoc_rejected_total{reason=\"in_flight\"}"), 1.0);
+    assert_eq!(metric(&m, "totoc_rejected_total{reason=\"body_timeout\"}"), 1.0);
 
     // Deadlines: the header (ms) and the v2 `timeout` parameter (µs) both cut the wait short.
     let s = Server::ready(engine(), &["--queue-delay-ms", "1500"]);
