@@ -21,11 +21,27 @@ unit=$(echo "$exes" | grep '^engines=' | cut -d= -f2)
 equiv=$(echo "$exes" | grep '^equivalence=' | cut -d= -f2)
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(Haswell-v4 Nehalem-v1)
-echo "host: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "host: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(ldd --version | head -n 1)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O2 -o "$work/libm-probe" scripts/libm-probe.c -lm
 for cpu in native "${models[@]}"; do
   run=()
   [ "$cpu" = native ] || run=(qemu-x86_64 -cpu "$cpu")
   echo "== $cpu"
+  "${run[@]}" "$work/libm-probe" "$work/libm-$cpu.bin" 2>/dev/null
+  python3 - "$work/libm-native.bin" "$work/libm-$cpu.bin" <<'PY'
+import sys
+names = ["exp", "log", "pow", "sin", "cos", "expf", "logf", "powf", "sinf", "cosf"]
+a, b = (open(p, "rb").read() for p in sys.argv[1:])
+n = len(a) // 8 // len(names)
+out = []
+for k, name in enumerate(names):
+    lo = k * n * 8
+    diff = sum(a[lo + 8 * i : lo + 8 * i + 8] != b[lo + 8 * i : lo + 8 * i + 8] for i in range(n))
+    out.append(f"{name} {diff}")
+print(f"glibc libm results that differ from the host's (of {n} each): " + ", ".join(out))
+PY
   (cd engines && "${run[@]}" "$unit" 2>&1) | grep -E '^test result' | sed 's/^/unit tests (host numerics): /'
   (cd engines && "${run[@]}" "$equiv" --nocapture --test-threads 1 2>&1) |
     grep -E 'worst \|Δ\|/tolerance|of the 1e-6|^test result' | grep -v "TCG doesn't" | sort -u
