@@ -82,28 +82,31 @@ def current_taus():
 
 
 def render(rows, settings, command):
-    """The README table of measured rows, against the τ the check scripts define now (a row measured under another
-    τ has its live/totoc ratio rescaled: that ratio is proportional to τ)."""
+    """The README table of measured rows, one line per (check, class) and one column per setting, against the τ the
+    check scripts define now (a row measured under another τ has its live/totoc ratio rescaled: that ratio is
+    proportional to τ)."""
     taus = current_taus()
     model, flags = kernels.cpu_summary()
     print(f"CPU: {model} ({' '.join(flags)}); command: {command}\n")
-    print("| live check | quantity | kernel setting | worst drift | drift/τ | τ | totoc's own tolerance | τ tol / totoc tol (worst) |")
-    print("|---|---|---|---|---|---|---|---|")
+    by_key = {}
+    for r in rows:
+        by_key.setdefault((r["check"], r["class"]), {})[r["setting"]] = r
+    head = " | ".join(s.replace("qemu:", "qemu ") for s in settings)
+    print(f"| live check | quantity | worst drift: {head} | τ | worst drift / τ | totoc's own tolerance | τ tol / totoc tol |")
+    print("|---|---|" + "---|" * len(settings) + "---|---|---|---|")
     worst = {}
-    for r in sorted(rows, key=lambda x: (x["check"], x["class"], settings.index(x["setting"]))):
-        key = (r["check"], r["class"])
+    for key in sorted(by_key):
         tau = taus[key]
-        ratio = "n/a" if r["live_over_totoc"] is None else f"{r['live_over_totoc'] * tau / r['tau']:.2g}"
-        print(
-            f"| {r['check']} | {r['class']} | {r['setting']} | {r['worst']:.2e} | {r['worst'] / tau:.2f} | {tau:g} "
-            f"| {TOTOC_TOL[key]} | {ratio} |"
-        )
-        if r["setting"] != "pinned":
-            worst[key] = max(worst.get(key, 0.0), r["worst"])
+        cells = [f"{by_key[key][s]['worst']:.1e}" if s in by_key[key] else "-" for s in settings]
+        w = max(r["worst"] for s, r in by_key[key].items() if s != "pinned")
+        worst[key] = w
+        ratios = [r["live_over_totoc"] * tau / r["tau"] for r in by_key[key].values() if r["live_over_totoc"]]
+        ratio = f"{max(ratios):.2g}" if ratios else "n/a"
+        print(f"| {key[0]} | {key[1]} | {' | '.join(cells)} | {tau:g} | {w / tau:.2f} | {TOTOC_TOL[key]} | {ratio} |")
     print(f"\nτ = {live_check.SAFETY_FACTOR} x the worst drift over the settings, rounded up (the check scripts' TAUS):")
     for key, w in sorted(worst.items()):
         want = round_up(live_check.SAFETY_FACTOR * w)
-        flag = "" if taus[key] >= want else "  <-- TAUS is tighter than this"
+        flag = "" if taus[key] >= want * (1 - 1e-9) else "  <-- TAUS is tighter than this"
         print(f"  {key[0]} {key[1]}: worst {w:.3g} -> τ {want:g} (TAUS: {taus[key]:g}){flag}")
 
 
