@@ -102,6 +102,26 @@ def numbers(a, b, path, idx=()):
         raise Mismatch(f"{path}: {a!r} (regenerated) vs {b!r} (committed)")
 
 
+def judge(label, compare, identical, total, failures):
+    """Runs `compare()` (-> Tally) for the case `label`, merges it into `total`, and prints its line: MISMATCH (also
+    appended to `failures`) or its worst |diff|/tolerance."""
+    try:
+        tally = compare()
+    except Mismatch as e:
+        failures.append(f"{label}: {e}")
+        print(f"{'MISMATCH':>14}  {label}: {e}")
+        return
+    total.merge(tally)
+    bad = tally.failure()
+    if bad:
+        failures.append(f"{label}: {bad}")
+        print(f"{'MISMATCH':>14}  {label}: {bad}")
+        return
+    r, at = tally.ratio()
+    tag = "bit-identical" if identical else "within tol"
+    print(f"{tag:>14}  {label}  max |diff|/tolerance {r:.3g} at {at}")
+
+
 def write_report(path, check, tally):
     """The worst drift per class as JSON (kernel_drift.py reads it)."""
     doc = {

@@ -419,21 +419,13 @@ def check(committed_root, only=None, perturb=None, report=None):
                 failures.append(f"{rel}: request is not byte-identical")
                 print(f"{'DIFFERENT':>14}  {rel} (request)")
                 continue
-            try:
-                tally = compare_reference(cn["reference"], co["reference"], co["request"])
-            except Mismatch as e:
-                failures.append(f"{rel}: {e}")
-                print(f"{'MISMATCH':>14}  {rel}: {e}")
-                continue
-            total.merge(tally)
-            bad = tally.failure()
-            if bad:
-                failures.append(f"{rel}: {bad}")
-                print(f"{'MISMATCH':>14}  {rel}: {bad}")
-                continue
-            r, at = tally.ratio()
-            tag = "bit-identical" if nb == ob else "within tol"
-            print(f"{tag:>14}  {rel}  max |diff|/tolerance {r:.3g} at {at}")
+            live_check.judge(
+                rel,
+                lambda: compare_reference(cn["reference"], co["reference"], co["request"]),
+                nb == ob,
+                total,
+                failures,
+            )
     if report:
         live_check.write_report(report, "toto-ts", total)
     if failures:

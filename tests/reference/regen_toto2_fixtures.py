@@ -300,21 +300,13 @@ def check(committed_root, only=None, perturb=None, report=None):
                 failures.append(f"{rel}: request or options are not byte-identical")
                 print(f"{'DIFFERENT':>14}  toto2/{rel} (request)")
                 continue
-            try:
-                tally = compare_reference(cn["reference"], co["reference"], co["request"])
-            except v1.Mismatch as e:
-                failures.append(f"toto2/{rel}: {e}")
-                print(f"{'MISMATCH':>14}  toto2/{rel}: {e}")
-                continue
-            total.merge(tally)
-            bad = tally.failure()
-            if bad:
-                failures.append(f"toto2/{rel}: {bad}")
-                print(f"{'MISMATCH':>14}  toto2/{rel}: {bad}")
-                continue
-            r, at = tally.ratio()
-            tag = "bit-identical" if nb == ob else "within tol"
-            print(f"{tag:>14}  toto2/{rel}  max |diff|/tolerance {r:.3g} at {at}")
+            live_check.judge(
+                f"toto2/{rel}",
+                lambda: compare_reference(cn["reference"], co["reference"], co["request"]),
+                nb == ob,
+                total,
+                failures,
+            )
     if report:
         live_check.write_report(report, "toto-2", total)
     if failures:
