@@ -25,6 +25,7 @@ measure how far each setting moves the outputs. ``pin()`` must run before ``impo
 variables once, at their first call.
 """
 
+import functools
 import os
 import platform
 import subprocess
@@ -112,8 +113,10 @@ def mkl_branch():
     return f"{cnr} ({head})"
 
 
+@functools.lru_cache(maxsize=None)
 def describe():
-    """One paragraph for the test log: which machine and which kernels computed the reference."""
+    """One paragraph for the test log: which machine and which kernels computed the reference. Computed once per
+    process (it starts a child torch for MKL's branch, and test_live_checks.py runs the check eight times)."""
     import torch
 
     model, flags = cpu_summary()
