@@ -52,6 +52,41 @@ fn case(name: &str) -> Value {
 }
 
 /// A running `totoc serve`; killed on drop. Its log (stderr) goes to a file.
+/// Starts `bin serve --engine ENGINE` on loopback ports (`extra` appended, stderr to `log`) and returns the child
+/// with the HTTP and gRPC addresses it printed (not once ready). Shared by the serve and hostile-client tests.
+pub(crate) fn spawn_serve(
+    bin: &Path,
+    engine: &Path,
+    extra: &[&str],
+    rust_log: &str,
+    log: &Path,
+) -> (Child, String, String) {
+    let mut child = Command::new(bin)
+        .args(["serve", "--engine", engine.to_str().unwrap(), "--addr", "127.0.0.1:0"])
+        .args(["--grpc-addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", rust_log)
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .expect("start totoc serve");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = |kind: &str| {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let prefix = format!("totoc serve: {kind} ");
+        match line.trim().strip_prefix(&prefix) {
+            Some(a) => a.to_string(),
+            None => {
+                panic!("expected `{prefix}ADDR`, got {line:?}; log:\n{}", fs::read_to_string(log).unwrap())
+            }
+        }
+    };
+    let http = addr("http");
+    let grpc = addr("grpc");
+    (child, http, grpc)
+}
+
 pub(crate) struct Server {
     child: Child,
     http: String,
@@ -65,30 +100,8 @@ impl Server {
     fn spawn(engine: &Path, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_totoc"))
-            .args(["serve", "--engine", engine.to_str().unwrap(), "--addr", "127.0.0.1:0"])
-            .args(["--grpc-addr", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start totoc serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut addr = |kind: &str| {
-            let mut line = String::new();
-            out.read_line(&mut line).unwrap();
-            let prefix = format!("totoc serve: {kind} ");
-            match line.trim().strip_prefix(&prefix) {
-                Some(a) => a.to_string(),
-                None => panic!(
-                    "expected `{prefix}ADDR`, got {line:?}; log:\n{}",
-                    fs::read_to_string(&log).unwrap()
-                ),
-            }
-        };
-        let http = addr("http");
-        let grpc = addr("grpc");
+        let bin = Path::new(env!("CARGO_BIN_EXE_totoc"));
+        let (child, http, grpc) = spawn_serve(bin, engine, extra, "info", &log);
         Server { child, http, grpc, log, _dir: dir }
     }
 

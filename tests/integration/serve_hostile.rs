@@ -17,10 +17,10 @@
 //! uploads open: it exits within its shutdown timeout. All traffic goes to 127.0.0.1 (and from 127.0.0.2 for one
 //! probe); every loop is bounded in count and time.
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -94,29 +94,28 @@ impl Server {
         let log = dir.path().join("server.log");
         let token = dir.path().join("token");
         fs::write(&token, TOKEN).unwrap();
-        let mut child = Command::new(server_bin())
-            .args(["serve", "--engine", engine.to_str().unwrap()])
-            .args(["--addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
-            .args(["--token-file", token.to_str().unwrap()])
-            .args(["--threads", "1", "--queue-delay-ms", "0"])
-            .args(["--max-bytes-in-flight", "64MiB", "--max-connections-per-peer", "200"])
-            .args(["--header-read-timeout-ms", "500", "--body-read-timeout-ms", "1000"])
-            .args(["--idle-timeout-ms", "1000", "--shutdown-timeout-s", "3"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start totoc serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut addr = |kind: &str| -> SocketAddr {
-            let mut line = String::new();
-            out.read_line(&mut line).unwrap();
-            let a = line.trim().strip_prefix(&format!("totoc serve: {kind} ")).map(str::to_string);
-            a.unwrap_or_else(|| panic!("{line:?}; log:\n{}", fs::read_to_string(&log).unwrap()))
-                .parse()
-                .unwrap()
-        };
-        let (http, grpc) = (addr("http"), addr("grpc"));
+        let extra = [
+            "--token-file",
+            token.to_str().unwrap(),
+            "--threads",
+            "1",
+            "--queue-delay-ms",
+            "0",
+            "--max-bytes-in-flight",
+            "64MiB",
+            "--max-connections-per-peer",
+            "200",
+            "--header-read-timeout-ms",
+            "500",
+            "--body-read-timeout-ms",
+            "1000",
+            "--idle-timeout-ms",
+            "1000",
+            "--shutdown-timeout-s",
+            "3",
+        ];
+        let (child, http, grpc) = super::serve::spawn_serve(server_bin(), engine, &extra, "warn", &log);
+        let (http, grpc): (SocketAddr, SocketAddr) = (http.parse().unwrap(), grpc.parse().unwrap());
         let s = Server { child, http, grpc, log, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(120);
         while !s.ready() {
