@@ -26,9 +26,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::ModelConfig;
 use crate::profile::Profile;
-use crate::signature::{GraphDims, GraphKind, Precision};
+use crate::signature::{GraphKind, Precision};
+use crate::toto1::config::ModelConfig;
+use crate::toto1::signature::GraphDims;
 
 /// Largest prefill rows of the default ladder.
 pub const PREFILL_ROWS_CAP: usize = 16;
@@ -160,7 +161,7 @@ fn rows_ladder(ladder: &[usize], max: usize, cap: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::tests::{base_config, tiny_config};
+    use crate::toto1::checkpoint::tests::{base_config, tiny_config};
 
     fn profile(batch: usize, variates: usize, context: usize, horizon: usize, samples: usize) -> Profile {
         Profile {

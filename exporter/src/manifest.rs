@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
-use crate::generation::{AnyConfig, ModelGeneration};
 use crate::profile::Profile;
-use crate::signature::{DynSig, GraphDims, GraphKind, Precision, TensorSig};
+use crate::registry::{AnyConfig, Family};
+use crate::signature::{DynSig, GraphKind, Precision, TensorSig};
+use crate::toto1::signature::GraphDims;
 use crate::toto2::export::Toto2GraphFile;
 use crate::toto2::signature::Toto2Dims;
 use crate::variant::OpsetVariant;
@@ -195,8 +196,8 @@ impl Manifest {
         crate::integrity::require_intact(dir, "totoc export")
     }
 
-    pub fn generation(&self) -> ModelGeneration {
-        self.model.generation()
+    pub fn family(&self) -> Family {
+        self.model.family()
     }
 
     /// Names of the profiles of either generation.

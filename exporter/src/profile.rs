@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
 use crate::bucket::{decode_slots, default_ladder, slots, Bucket};
-use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::toto1::config::ModelConfig;
 
 /// One static shape profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,7 +188,7 @@ pub struct ProfileSet {
 #[serde(deny_unknown_fields)]
 pub struct ConfigModel {
     /// `toto-1.0` or `toto-2.0`.
-    pub generation: crate::generation::ModelGeneration,
+    pub generation: crate::registry::Family,
     /// The checkpoint's name (e.g. `Datadog/Toto-Open-Base-1.0`): CI's key for where to find it.
     pub checkpoint: String,
     /// Golden toto-ts cases of that checkpoint (`tests/reference/run_reference.py` output), for CI's
@@ -200,9 +200,9 @@ pub struct ConfigModel {
 impl ConfigModel {
     /// The checkpoint directory's `config.json` must be of this generation.
     pub fn check_checkpoint(&self, checkpoint: &Path, config_file: &str) -> Result<()> {
-        let path = checkpoint.join(crate::checkpoint::CONFIG_FILE);
+        let path = checkpoint.join(crate::safetensors::CONFIG_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let found = crate::generation::ModelGeneration::detect(&text).map_err(|e| e.in_file(&path))?;
+        let found = crate::registry::Family::detect(&text).map_err(|e| e.in_file(&path))?;
         if found != self.generation {
             return Err(Error::Profile {
                 message: format!(
@@ -543,7 +543,7 @@ profiles:
 
     #[test]
     fn too_many_patches_names_profile_and_numbers() {
-        let model = crate::checkpoint::tests::tiny_config(16);
+        let model = crate::toto1::checkpoint::tests::tiny_config(16);
         let long = format!(
             "profiles:\n  - {{name: long, batch: 1, variates: 1, context: {}, horizon: 16}}\n",
             16 * 8192
@@ -558,7 +558,7 @@ profiles:
     #[test]
     fn shipped_configs_fit_their_models() {
         let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
-        let base = crate::checkpoint::tests::base_config();
+        let base = crate::toto1::checkpoint::tests::base_config();
         let set = ProfileSet::from_file(&configs.join("toto-base.yaml")).unwrap();
         set.check_against(&base).unwrap();
         let names: Vec<&str> = set.profiles.iter().map(|p| p.name.as_str()).collect();
@@ -566,7 +566,7 @@ profiles:
         assert_eq!(set.profiles[0].buckets(&base).len(), 22);
         let tiny = ProfileSet::from_file(&configs.join("tiny.yaml")).unwrap();
         for patch in [16, 64] {
-            tiny.check_against(&crate::checkpoint::tests::tiny_config(patch)).unwrap();
+            tiny.check_against(&crate::toto1::checkpoint::tests::tiny_config(patch)).unwrap();
         }
     }
 }

@@ -15,8 +15,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::graph::CacheUpdate;
-
 /// The opset and KV-cache write op of a bundle's graphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +72,27 @@ impl OpsetVariant {
             24 => Some(OpsetVariant::Opset24),
             18 => Some(OpsetVariant::Opset18),
             _ => None,
+        }
+    }
+}
+
+/// How the decode graph writes the new K/V slot into the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheUpdate {
+    /// ONNX `TensorScatter` (opset 24): one op per cache with per-row write indices. TensorRT (10.15+) lowers it
+    /// to its KV-cache update layer, and ONNX Runtime updates in place when the output is bound to the input.
+    TensorScatter,
+    /// ONNX `ScatterND` with computed `(row, head, slot)` indices: the portable form for runtimes without
+    /// opset 24.
+    ScatterNd,
+}
+
+impl CacheUpdate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheUpdate::TensorScatter => "tensor_scatter",
+            CacheUpdate::ScatterNd => "scatter_nd",
         }
     }
 }

@@ -1,15 +1,13 @@
-//! Graph construction: a scoped, typed ONNX [`builder`], the shared external [`weights`] files, the Toto forward
-//! pass in [`toto`] (Toto 1.0) and [`toto2`] (Toto 2.0), one function per model block, the fp32 regions of fp16
-//! graphs ([`precision`]), the typing rules ([`types`]) and the fp16 emulation rewrite ([`emulate`]).
+//! Graph construction shared by every family: a scoped, typed ONNX [`builder`], the shared external [`weights`]
+//! files, the fp32 regions of fp16 graphs ([`precision`]), the typing rules ([`types`]) and the fp16 emulation
+//! rewrite ([`emulate`]). Each family's forward pass (one function per model block) is in its folder
+//! (`toto1::graph`, `toto2::graph`).
 pub mod builder;
 pub mod emulate;
 pub mod precision;
-pub mod toto;
-pub mod toto2;
 pub mod types;
 pub mod weights;
 
 pub use builder::GraphBuilder;
 pub use precision::{Fp16Plan, Fp32Region};
-pub use toto::{dynamic_graph, toto_graph, CacheUpdate, GraphOptions};
 pub use weights::WeightStore;

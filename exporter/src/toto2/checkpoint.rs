@@ -16,10 +16,10 @@ use std::sync::OnceLock;
 use memmap2::Mmap;
 use serde::Deserialize;
 
-use crate::checkpoint::{parse_safetensors, TensorView, CONFIG_FILE, SAFETENSORS_FILE};
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_bytes;
 use crate::manifest::CheckpointInfo;
+use crate::safetensors::{parse_safetensors, TensorView, CONFIG_FILE, SAFETENSORS_FILE};
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
 
 /// The index of a sharded checkpoint (Hugging Face `save_torch_state_dict` layout).
@@ -209,7 +209,7 @@ impl Toto2Checkpoint {
 }
 
 /// Maps and parses one safetensors file.
-fn map_file(path: &Path) -> Result<(Mmap, Vec<crate::checkpoint::StoredTensor>)> {
+fn map_file(path: &Path) -> Result<(Mmap, Vec<crate::safetensors::StoredTensor>)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: read-only private map; like every mmap-based loader we assume the file is not rewritten while the
     // checkpoint lives.
@@ -218,7 +218,7 @@ fn map_file(path: &Path) -> Result<(Mmap, Vec<crate::checkpoint::StoredTensor>)>
     Ok((map, tensors))
 }
 
-type Shards = (Vec<(PathBuf, Mmap)>, Vec<(crate::checkpoint::StoredTensor, usize)>);
+type Shards = (Vec<(PathBuf, Mmap)>, Vec<(crate::safetensors::StoredTensor, usize)>);
 
 /// Reads the index and every shard it names; each tensor must sit in the shard the index names for it.
 fn load_shards(dir: &Path, index_path: &Path) -> Result<Shards> {
@@ -276,10 +276,10 @@ fn load_shards(dir: &Path, index_path: &Path) -> Result<Shards> {
 /// Maps the stored tensors onto [`expected_tensors`]: unexpected, missing, shapes and dtypes in that order.
 fn match_expected(
     cfg: &Toto2Config,
-    stored: Vec<(crate::checkpoint::StoredTensor, usize)>,
+    stored: Vec<(crate::safetensors::StoredTensor, usize)>,
 ) -> Result<Vec<Entry>> {
     let expected = expected_tensors(cfg);
-    let mut by_name: HashMap<String, (crate::checkpoint::StoredTensor, usize)> = HashMap::new();
+    let mut by_name: HashMap<String, (crate::safetensors::StoredTensor, usize)> = HashMap::new();
     let mut unexpected = Vec::new();
     for (t, file) in stored {
         if !expected.iter().any(|(n, _)| *n == t.name) {

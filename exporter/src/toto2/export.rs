@@ -7,15 +7,15 @@ use std::path::Path;
 
 use prost::Message;
 
+use super::graph::toto2_graph;
 use crate::error::{Error, Result};
 use crate::export::{
     check_cache, commit_bundle, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions,
 };
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::generation::AnyConfig;
-use crate::graph::toto2::toto2_graph;
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, Toto2ProfileEntry, Toto2SetEntry, WeightsEntry};
+use crate::registry::AnyConfig;
 use crate::signature::{Precision, TensorSig};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::ladder;

@@ -19,9 +19,9 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::checkpoint::{CONFIG_FILE, SAFETENSORS_FILE};
 use crate::error::{Error, Result};
 use crate::fsutil::write_atomic;
+use crate::safetensors::{CONFIG_FILE, SAFETENSORS_FILE};
 use crate::toto2::checkpoint::{expected_tensors, INDEX_FILE};
 use crate::toto2::config::Toto2Config;
 

@@ -15,11 +15,11 @@
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::graph::toto::CacheUpdate;
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
+use crate::variant::CacheUpdate;
 
 /// `U.silu`'s forward scale at mult 1: `exp(0.8·ln √(2/(1−1/π)) + 0.2·ln 2)` (unit_scaling `silu`).
 pub fn silu_scale() -> f64 {

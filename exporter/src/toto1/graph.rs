@@ -12,38 +12,19 @@
 //! part of the model (fp32 everywhere in an fp32 graph; fp16 with the fp32 regions of
 //! [`crate::graph::precision`] in an fp16 graph), entering and leaving a region through explicit casts.
 
-use crate::checkpoint::Checkpoint;
-use crate::config::LayerKind;
+use super::checkpoint::Checkpoint;
+use super::config::LayerKind;
+use super::signature::{self, GraphDims};
 use crate::error::Result;
 use crate::graph::builder::{Attr, GraphBuilder};
 use crate::graph::precision::{FloatTypes, Fp16Plan};
-use crate::signature::{self, DType, GraphDims, GraphKind, Precision};
+use crate::signature::{DType, GraphKind, Precision};
+use crate::variant::CacheUpdate;
 
 /// RMSNorm epsilon, hard-coded in `toto/model/util.py`.
 const RMS_EPS: f32 = 1e-8;
 /// `torch.finfo(float32).eps`, the floor of the Student-T df/scale softplus (`distribution.py`).
 const F32_EPS: f32 = f32::EPSILON;
-
-/// How the decode graph writes the new K/V slot into the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CacheUpdate {
-    /// ONNX `TensorScatter` (opset 24): one op per cache with per-row write indices. TensorRT (10.15+) lowers it
-    /// to its KV-cache update layer, and ONNX Runtime updates in place when the output is bound to the input.
-    TensorScatter,
-    /// ONNX `ScatterND` with computed `(row, head, slot)` indices: the portable form for runtimes without
-    /// opset 24.
-    ScatterNd,
-}
-
-impl CacheUpdate {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheUpdate::TensorScatter => "tensor_scatter",
-            CacheUpdate::ScatterNd => "scatter_nd",
-        }
-    }
-}
 
 /// What kind of graph to build besides its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +40,7 @@ pub struct GraphOptions {
 
 impl GraphOptions {
     /// The graph's input and output signature types.
-    pub fn io(&self) -> signature::IoTypes {
+    pub fn io(&self) -> crate::signature::IoTypes {
         FloatTypes::new(self.precision, &self.plan).io()
     }
 }

@@ -1,0 +1,230 @@
+//! The model families totoc compiles, and the only place in the exporter that names each of them.
+//!
+//! [`Family`] is the one family enum of the workspace (the engines and the binary use it too). Code outside the
+//! family folders (`toto1/`, `toto2/`) never names a family: it asks [`Family::capabilities`] what a family does
+//! (its point forecast, whether it samples, its quantile knots, precisions, targets) or calls the dispatch
+//! functions here ([`AnyConfig::from_json`], [`export_bundle`]).
+//!
+//! Adding a family: a folder `<family>/` with its config, checkpoint loader, graph and `export_bundle`, one
+//! variant in [`Family`] and [`AnyConfig`], and one arm in each `match` below (see docs/architecture.md).
+//!
+//! Which family a checkpoint holds is told from its `config.json`: each family names the keys only its config
+//! has ([`Capabilities::config_keys`]); exactly one family must claim a config, and each family's parser then
+//! checks it strictly.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::export::{ExportEvent, ExportOptions};
+use crate::manifest::Manifest;
+use crate::safetensors::CONFIG_FILE;
+use crate::signature::Precision;
+use crate::toto1::config::ModelConfig;
+use crate::toto2::Toto2Config;
+
+/// A model family (and generation) totoc compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Family {
+    /// Toto 1.0 (toto-ts 0.2.0): Student-T mixture head.
+    #[serde(rename = "toto-1.0")]
+    Toto1,
+    /// Toto 2.0 (toto-2 2.0.0): nine quantile knots.
+    #[serde(rename = "toto-2.0")]
+    Toto2,
+}
+
+/// What a family does, asked by the code that serves every family (tables, requests, `bench`, `verify`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Capabilities {
+    /// Manifest and API name: `toto-1.0`.
+    pub name: &'static str,
+    /// Human name: `Toto 1.0`.
+    pub title: &'static str,
+    /// The family's folder in each crate (`toto1`): where its code lives.
+    pub folder: &'static str,
+    /// The reference implementation the engines are checked against (`toto-ts 0.2.0`).
+    pub reference: &'static str,
+    /// `config.json` keys only this family's config has (how a checkpoint's family is told).
+    pub config_keys: &'static [&'static str],
+    /// Name of the point forecast in responses and tables: `mean` or `median`.
+    pub point_forecast: &'static str,
+    /// Whether the engine draws sample paths (`samples > 0` in requests).
+    pub samples: bool,
+    /// The quantile levels the model predicts directly (others are interpolated), if it predicts quantiles.
+    pub quantile_knots: Option<&'static [f64]>,
+    /// Precisions `totoc export` writes graphs in.
+    pub precisions: &'static [Precision],
+    /// Engine targets `totoc build-engine` builds (`cpu`, `cuda`, `tensorrt`).
+    pub targets: &'static [&'static str],
+}
+
+const TOTO1: Capabilities = Capabilities {
+    name: "toto-1.0",
+    title: "Toto 1.0",
+    folder: "toto1",
+    reference: "toto-ts 0.2.0",
+    config_keys: &["embed_dim"],
+    point_forecast: "mean",
+    samples: true,
+    quantile_knots: None,
+    precisions: &[Precision::Fp32, Precision::Fp16, Precision::Int8],
+    targets: &["cpu", "cuda", "tensorrt"],
+};
+
+const TOTO2: Capabilities = Capabilities {
+    name: "toto-2.0",
+    title: "Toto 2.0",
+    folder: "toto2",
+    reference: "toto-2 2.0.0",
+    config_keys: &["d_model"],
+    point_forecast: "median",
+    samples: false,
+    quantile_knots: Some(&crate::toto2::KNOTS),
+    precisions: &[Precision::Fp32],
+    targets: &["cpu", "cuda"],
+};
+
+impl Family {
+    /// Every family, in the order they were added.
+    pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];
+
+    pub fn capabilities(self) -> &'static Capabilities {
+        match self {
+            Family::Toto1 => &TOTO1,
+            Family::Toto2 => &TOTO2,
+        }
+    }
+
+    /// `toto-1.0`: its name in manifests, responses and profile files.
+    pub fn as_str(self) -> &'static str {
+        self.capabilities().name
+    }
+
+    /// Name of the point forecast in responses: `mean` (Toto 1.0) or `median` (Toto 2.0).
+    pub fn point_forecast(self) -> &'static str {
+        self.capabilities().point_forecast
+    }
+
+    /// The family of a `config.json` text: the one family whose config keys it has.
+    pub fn detect(text: &str) -> Result<Self> {
+        let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+            .map_err(|e| Error::Config { message: format!("not a JSON object: {e}") })?;
+        let claims = |f: &Family| f.capabilities().config_keys.iter().all(|k| obj.contains_key(*k));
+        let found: Vec<Family> = Family::ALL.into_iter().filter(claims).collect();
+        match found.as_slice() {
+            [one] => Ok(*one),
+            _ => Err(Error::Config {
+                message: format!(
+                    "cannot tell the model family: {}; exactly one of them is required",
+                    Family::ALL
+                        .iter()
+                        .map(|f| {
+                            let c = f.capabilities();
+                            let keys =
+                                c.config_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                            format!("a {} config has {keys} (present: {})", c.title, claims(f))
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
+    }
+
+    /// The family of the checkpoint directory `dir` (from its `config.json`).
+    pub fn of_checkpoint(dir: &Path) -> Result<Self> {
+        Ok(AnyConfig::from_dir(dir)?.family())
+    }
+}
+
+/// A parsed, validated config of any family. In manifests it is written adjacently tagged,
+/// `{"generation": "toto-2.0", "config": {...}}`, so a reader knows which model a bundle holds before it reads
+/// the config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "generation", content = "config")]
+pub enum AnyConfig {
+    #[serde(rename = "toto-1.0")]
+    Toto1(ModelConfig),
+    #[serde(rename = "toto-2.0")]
+    Toto2(Toto2Config),
+}
+
+impl AnyConfig {
+    pub fn family(&self) -> Family {
+        match self {
+            AnyConfig::Toto1(_) => Family::Toto1,
+            AnyConfig::Toto2(_) => Family::Toto2,
+        }
+    }
+
+    /// The Toto 1.0 config, if that is what this is.
+    pub fn toto1(&self) -> Option<&ModelConfig> {
+        match self {
+            AnyConfig::Toto1(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The Toto 2.0 config, if that is what this is.
+    pub fn toto2(&self) -> Option<&Toto2Config> {
+        match self {
+            AnyConfig::Toto2(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Reads `dir/config.json` with the parser of its family.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        Self::from_json(&text).map_err(|e| e.in_file(&path))
+    }
+
+    pub fn from_json(text: &str) -> Result<Self> {
+        Ok(match Family::detect(text)? {
+            Family::Toto1 => AnyConfig::Toto1(ModelConfig::from_json(text)?),
+            Family::Toto2 => AnyConfig::Toto2(Toto2Config::from_json(text)?),
+        })
+    }
+}
+
+/// `totoc export` by the checkpoint's family (from its `config.json`); on any error nothing is left at
+/// `opts.out`.
+pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    match Family::of_checkpoint(&opts.checkpoint)? {
+        Family::Toto1 => crate::toto1::export::export_bundle(opts, progress),
+        Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_both_generations_and_refuses_neither() {
+        let v2 = crate::toto2::config::tests::config_4m_json();
+        assert_eq!(Family::detect(&v2).unwrap(), Family::Toto2);
+        assert!(matches!(AnyConfig::from_json(&v2).unwrap(), AnyConfig::Toto2(_)));
+        let v1 = r#"{"patch_size":64,"stride":64,"embed_dim":768,"num_layers":12,"num_heads":12,
+            "mlp_hidden_dim":3072,"dropout":0.1,"spacewise_every_n_layers":12,"spacewise_first":false,
+            "scaler_cls":"<class 'model.scaler.CausalPatchStdMeanScaler'>",
+            "output_distribution_classes":["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
+            "output_distribution_kwargs":{"k_components":24}}"#;
+        assert_eq!(AnyConfig::from_json(v1).unwrap().family(), Family::Toto1);
+        // manifests carry it adjacently tagged, and read it back validated
+        let any = AnyConfig::from_json(&v2).unwrap();
+        let json = serde_json::to_value(&any).unwrap();
+        assert_eq!(json["generation"], "toto-2.0");
+        assert_eq!(serde_json::from_value::<AnyConfig>(json).unwrap(), any);
+        let e = Family::detect(r#"{"hidden_size": 4}"#).unwrap_err().to_string();
+        assert!(e.contains("embed_dim") && e.contains("d_model"), "{e}");
+        assert!(Family::detect("[1]").is_err());
+        // a 2.0 config with a 1.0 key is refused by the 2.0 parser, naming the key
+        let e =
+            AnyConfig::from_json(&v2.replace("\"d_ff\"", "\"stride\":32,\"d_ff\"")).unwrap_err().to_string();
+        assert!(e.contains("stride"), "{e}");
+    }
+}
