@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The int8 kernel comparison behind totoc's int8 layout (README, "int8 engines").
+"""The int8 kernel comparison behind totoc's int8 layout (docs/int8.md, "int8 engines").
 
 Builds the base Toto 1.0 model's 48 transformer matmuls (12 layers of wQKV 768x2304, wO 768x768, MLP 768x6144
 and 3072x768; random weights, a few outlier activation channels) as one ONNX chain per variant and times it with

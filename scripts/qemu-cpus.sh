@@ -5,7 +5,8 @@
 #   scripts/qemu-cpus.sh [MODEL ...]     # default: Haswell-v4 (AVX2 + FMA) Nehalem-v1 (SSE4.2, no FMA)
 # Prints, per CPU: the engines' unit tests (the bit-for-bit host numerics against torch: scaler, mixture mean,
 # quantiles, RoPE), and the ONNX Runtime equivalence tests on the tiny fixtures with their margins (worst
-# |Δ|/tolerance against toto-ts per case, buckets and packing against the 1e-6 bound). The README's "CPUs" table.
+# |Δ|/tolerance against toto-ts per case, buckets and packing against the 1e-6 bound).
+# The "CPUs" table of docs/guide.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v qemu-x86_64 >/dev/null || { echo "needs qemu-x86_64: apt-get install qemu-user" >&2; exit 1; }

@@ -96,7 +96,7 @@ fn smallest_and_largest_buckets_agree() {
             worst = worst.max(((x - y).abs() / y.abs().max(1e-6)) as f64);
         }
     }
-    // The margin is printed so a CPU with other MLAS kernels shows how close it comes (README "CPUs").
+    // The margin is printed so a CPU with other MLAS kernels shows how close it comes (docs/guide.md "CPUs").
     eprintln!(
         "{:?} vs {:?}: max relative difference {worst:.2e} = {:.3} of the 1e-6 bound",
         a.response.buckets,

@@ -5,7 +5,7 @@
 //!
 //! The goal: the fp16 mean path within `1e-2·σ + 1e-3·|ref|` of toto-ts on every fixture (σ = the variate's
 //! context standard deviation), and sampled forecasts that pass the KS test. `emulation_error_table` prints the
-//! table the README shows (`cargo test -p engines --test fp16 -- --nocapture emulation_error_table`);
+//! table docs/gpu.md shows (`cargo test -p engines --test fp16 -- --nocapture emulation_error_table`);
 //! `fp16_region_ablation` (ignored, slow) measures what each fp32 region of [`Fp16Plan`] buys.
 //!
 //! What fp16 can reach, measured: a variate whose context is nearly constant (σ = 0.0022 in three fixtures) is
@@ -90,7 +90,7 @@ fn measure(config: &str, plan: Fp16Plan) -> Vec<CaseErrors> {
         .collect()
 }
 
-/// The README's fp16 error table: every fixture case within the goal.
+/// The fp16 error table of docs/gpu.md: every fixture case within the goal.
 #[test]
 fn emulation_error_table() {
     let mut rows = Vec::new();
@@ -158,7 +158,7 @@ fn fp16_sampled_quantiles_pass_the_ks_test() {
 /// What each fp32 region of an fp16 graph buys: the worst error / goal over every fixture case with no region,
 /// the default plan, the default minus each region and plus each other one.
 #[test]
-#[ignore = "diagnostic (≈2 min): the fp32-region ablation of the README"]
+#[ignore = "diagnostic (≈2 min): the fp32-region ablation of docs/gpu.md"]
 fn fp16_region_ablation() {
     let all = Fp32Region::ALL.into_iter().fold(Fp16Plan::NONE, |p, r| p.with(r, true));
     let mut plans = vec![
@@ -188,8 +188,8 @@ fn fp16_region_ablation() {
 
 /// The base-size model (151M parameters, random weights: `tests/reference/make_checkpoints.py --config base`, at
 /// `$TOTOC_BASE_CHECKPOINT`): the fp16 emulation engine against the fp32 engine (which matches toto-ts within
-/// 1e-4·σ, README) on three synthetic series — an ordinary one, a large-valued one and a nearly constant one —
-/// for the default plan and its neighbours.
+/// 1e-4·σ, docs/guide.md) on three synthetic series — an ordinary one, a large-valued one and a nearly constant
+/// one — for the default plan and its neighbours.
 #[test]
 #[ignore = "needs the base checkpoint ($TOTOC_BASE_CHECKPOINT) and ≈4 GB of disk; ≈5 min"]
 fn base_model_fp16_vs_fp32() {

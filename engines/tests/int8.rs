@@ -5,7 +5,7 @@
 //! same `σ_eff = max(σ, scaler scale)` rule the fp16 engines use (`engines/tests/fp16.rs` explains it: a nearly
 //! constant variate is forecast in units of the scaler's `minimum_scale` floor, 140× its σ, where any relative
 //! error of the network is magnified that much), and sampled forecasts that pass the KS test.
-//! `int8_error_table` prints the README's table (`cargo test -p engines --test int8 -- --nocapture`).
+//! `int8_error_table` prints the table of docs/int8.md (`cargo test -p engines --test int8 -- --nocapture`).
 mod support;
 
 use engines::compare::{context_sigma, Tolerance};
@@ -85,7 +85,7 @@ fn measure(config: &str) -> Vec<CaseErrors> {
         .collect()
 }
 
-/// The README's int8 error table: every fixture case within the goal, and `verify`'s int8 tolerances met.
+/// The int8 error table of docs/int8.md: every fixture case within the goal, and `verify`'s int8 tolerances met.
 #[test]
 fn int8_error_table() {
     let rows: Vec<CaseErrors> = CONFIGS.iter().flat_map(|c| measure(c)).collect();
@@ -138,7 +138,8 @@ fn int8_sampled_quantiles_pass_the_ks_test() {
 }
 
 /// The base-size model (151M parameters, random weights, `$TOTOC_BASE_CHECKPOINT`): the int8 engine against the
-/// fp32 engine (which matches toto-ts within 1e-4·σ, README) on three synthetic series, a 256-point mean forecast.
+/// fp32 engine (which matches toto-ts within 1e-4·σ, docs/guide.md) on three synthetic series, a 256-point mean
+/// forecast.
 /// The fixtures' tiny models have K ≤ 64, one quantization group per row and column; here K is 768 and 3072,
 /// where per-row activation and per-column weight scales cover whole rows of the real matmuls.
 #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures how far each CPU kernel setting moves the reference outputs from the committed (pinned) fixtures, and
-prints the README table: live check x quantity class x kernel setting -> worst drift, tolerance, drift/tolerance,
-totoc's own tolerance and how much tighter the live check is.
+prints the docs/guide.md table: live check x quantity class x kernel setting -> worst drift, tolerance,
+drift/tolerance, totoc's own tolerance and how much tighter the live check is.
 
     tests/reference/kernel_drift.sh                      # every setting of kernels.SETTINGS, both checks (~10 min)
     tests/reference/kernel_drift.sh --settings native,mkl-avx2
@@ -82,8 +82,8 @@ def current_taus():
 
 
 def render(rows, settings, command):
-    """The README table of measured rows, one line per (check, class) and one column per setting, against the τ the
-    check scripts define now (a row measured under another τ has its live/totoc ratio rescaled: that ratio is
+    """The docs/guide.md table of measured rows, one line per (check, class) and one column per setting, against the
+    τ the check scripts define now (a row measured under another τ has its live/totoc ratio rescaled: that ratio is
     proportional to τ)."""
     taus = current_taus()
     model, flags = kernels.cpu_summary()

@@ -9,7 +9,7 @@ Each number belongs to a quantity class with a unit:
   the model's scaled output maps to a drift of s_v times it.
 The drift of a number is m = |a − b| / (unit + |b|) (the |b| term is its own f32 rounding); the check holds when
 m ≤ τ of its class. Every τ is the worst drift measured over the kernel settings of `kernels.SETTINGS` times a safety
-factor (`kernel_drift.py` measures them and prints the table in the README).
+factor (`kernel_drift.py` measures them and prints the table in docs/guide.md, "CPUs").
 
 Every number is compared (not only up to the first failure), so a failing check names the worst one: its file, JSON
 path, class, both values and |diff|/tolerance.

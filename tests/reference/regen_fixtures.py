@@ -314,7 +314,7 @@ Mismatch = live_check.Mismatch
 
 # τ per quantity class (live_check.py): SAFETY_FACTOR (4) x the worst drift tests/reference/kernel_drift.py measured
 # over the kernel settings and two qemu-emulated CPUs, rounded up (tests/reference/kernel_drift.json; worst: mixture
-# 8.0e-7 under aten-default, scaler 6.0e-8 emulated, mean 1.4e-7 native, samples 4.6e-6 native; README "CPUs").
+# 8.0e-7 under aten-default, scaler 6.0e-8 emulated, mean 1.4e-7 native, samples 4.6e-6 native; docs/guide.md "CPUs").
 TAUS = {
     "mixture": 4e-6,  # df/loc/scale/weights of the mixture and the scaled input patches (scaled units)
     "scaler": 3e-7,  # the causal scaler's loc and scale at every step (series units)

@@ -207,7 +207,7 @@ def generate(out_root, work, only=None, perturb=None):
 
 # τ per quantity class (live_check.py): SAFETY_FACTOR (4) x the worst drift tests/reference/kernel_drift.py measured
 # over the kernel settings and two qemu-emulated CPUs, rounded up (tests/reference/kernel_drift.json; worst: knots
-# 6.0e-6, scaler 1.1e-7, quantiles 1.3e-5, all native; README "CPUs").
+# 6.0e-6, scaler 1.1e-7, quantiles 1.3e-5, all native; docs/guide.md "CPUs").
 TAUS = {
     "knots": 3e-5,  # the head's raw knots (asinh units)
     "scaler": 5e-7,  # the blocks' scaler loc and scale (series units)

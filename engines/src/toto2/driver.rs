@@ -14,7 +14,7 @@
 //! 4. every patch's nine knots become sorted real-unit quantiles ([`quantiles::patch_quantiles`]); the response
 //!    carries the median as its point forecast and the requested levels (default: the nine knots).
 //!
-//! toto-2 quirks the driver reproduces (documented in the README): the group id −1 of fully unobserved context
+//! toto-2 quirks the driver reproduces (docs/guide.md, Toto 2.0): the group id −1 of fully unobserved context
 //! patches is shared by all variates of a request (they attend to each other in the variate layer, whatever
 //! their id group), and every decode call takes its variate-layer group ids from the *first* 2B slots of the
 //! request's prefill (`base_gids[..., :2B]`), not from the slots it runs.

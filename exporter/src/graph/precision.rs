@@ -19,7 +19,7 @@
 //!   export, `graph::toto::folded_head`) in f32 even where the `head` region is off; with `head` on it already is.
 //!
 //! The default ([`Fp16Plan::DEFAULT`]: `rms_norm`, `softmax`, `head`, `residual`) is what the measured error
-//! analysis supports (README, "fp16 and GPU targets"; `engines/tests/fp16.rs` `fp16_region_ablation` measures every
+//! analysis supports (docs/gpu.md; `engines/tests/fp16.rs` `fp16_region_ablation` measures every
 //! region on the fixtures): without the RMSNorm region the worst error grows 11×; the residual region thirds it
 //! (it costs two casts and an fp32 add per block, no weights); the head region (with the unembedding folded into
 //! it, 4.7M weights on the base model) nearly halves it; softmax guards large scores (no change on random
@@ -73,7 +73,7 @@ pub struct Fp16Plan {
 }
 
 impl Fp16Plan {
-    /// The regions totoc's fp16 graphs keep in fp32 (see the module docs and the README's error table).
+    /// The regions totoc's fp16 graphs keep in fp32 (see the module docs and the error table of docs/gpu.md).
     pub const DEFAULT: Fp16Plan =
         Fp16Plan { rms_norm: true, softmax: true, head: true, residual: true, rope: false, unembed: false };
     /// fp16 everywhere (only the outputs cast to f32): the baseline of the error analysis.

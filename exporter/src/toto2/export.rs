@@ -93,7 +93,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     if let Some(p) = opts.precisions.iter().find(|&&p| p != Precision::Fp32) {
         let why = match p {
             Precision::Int8 => {
-                "int8 2.0 graphs miss the int8 accuracy goal on the 2.0 fixtures (README, int8 engines)"
+                "int8 2.0 graphs miss the int8 accuracy goal on the 2.0 fixtures (docs/int8.md)"
             }
             _ => "fp16 2.0 graphs are not built",
         };
