@@ -34,7 +34,7 @@ use exporter::bucket::Bucket;
 use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
-use exporter::generation::AnyConfig;
+use exporter::registry::AnyConfig;
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
     file_entries, format_mismatch, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag, GraphEntry,
@@ -42,7 +42,8 @@ use exporter::manifest::{
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
-use exporter::signature::{DType, GraphDims, GraphKind, Precision, TensorSig};
+use exporter::signature::{DType, GraphKind, Precision, TensorSig};
+use exporter::toto1::signature::GraphDims;
 use exporter::variant::OpsetVariant;
 use prost::Message;
 use serde::{Deserialize, Serialize};

@@ -33,6 +33,7 @@
 //!
 //! Errors are one [`Error`] enum ([`error`]).
 
+pub mod admission;
 pub mod backend;
 pub mod budget;
 pub mod compare;
@@ -40,17 +41,20 @@ pub mod doctor;
 pub mod engine;
 pub mod engine_bundle;
 pub mod error;
+pub mod family;
 pub mod golden;
 pub mod graph;
 pub mod memory;
 pub mod mixture;
 pub mod plan;
+pub mod registry;
 pub mod request;
 pub mod rope;
 pub mod runtime;
 pub mod scaler;
 pub mod session;
 pub mod tensorrt;
+pub mod toto1;
 pub mod toto2;
 
 pub use error::{Error, Result};

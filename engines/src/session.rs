@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use exporter::bucket::Bucket;
-use exporter::signature;
+use exporter::toto1::signature;
 
 use crate::error::{Error, Result};
 use crate::graph::{CacheMove, GraphRunner};
@@ -34,33 +34,7 @@ use crate::request::{ForecastRequest, ForecastResponse, QuantileForecast};
 use crate::rope;
 use crate::scaler::{CausalScaler, PatchStats, ScalerConfig};
 
-/// The mixture parameters of one step of the mean path, for equivalence checks (`[V][P][K]` each).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StepRecord {
-    pub df: Vec<f32>,
-    pub loc: Vec<f32>,
-    pub scale: Vec<f32>,
-    pub weights: Vec<f32>,
-    /// Scaler statistics that de-normalise this step, `[V]`.
-    pub scaler_loc: Vec<f32>,
-    pub scaler_scale: Vec<f32>,
-}
-
-/// A forecast plus, on request, the per-step mixture parameters of its first path.
-#[derive(Debug, Clone)]
-pub struct Forecast {
-    pub response: ForecastResponse,
-    pub steps: Vec<StepRecord>,
-}
-
-/// One graph run, for statistics.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunRecord {
-    pub bucket: Bucket,
-    /// Rows that held real work (the rest were padding).
-    pub rows_used: usize,
-    pub seconds: f64,
-}
+pub use crate::family::{Forecast, RunRecord, StepRecord};
 
 /// Where a session gets its graphs. The engine loads buckets on demand and keeps them within its memory budget.
 pub trait Graphs {

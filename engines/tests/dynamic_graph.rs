@@ -14,7 +14,7 @@ use exporter::graph::precision::FloatTypes;
 use exporter::graph::Fp16Plan;
 use exporter::manifest::Manifest;
 use exporter::profile::ProfileSet;
-use exporter::signature::{self, GraphKind, Precision};
+use exporter::toto1::signature::{self, GraphKind, Precision};
 use exporter::variant::OpsetVariant;
 use support::root;
 

@@ -57,7 +57,7 @@ fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
     // (measured: 2 of 12,288 values differ, by ~1e-8), within 1e-6 of |value| + the scale the model's outputs
     // are de-normalised with (the scaler's, ≥ √0.1 here: far above this tiny series' σ of 0.002).
     let (a, b) = (got.samples.unwrap(), want.samples.unwrap());
-    let cfg = engines::engine::scaler_config(full.manifest().model.toto1().expect("Toto 1.0"));
+    let cfg = engines::toto1::engine::scaler_config(full.manifest().model.toto1().expect("Toto 1.0"));
     let sigma: Vec<f64> = req
         .target
         .iter()

@@ -16,7 +16,9 @@ use std::sync::Mutex;
 use exporter::manifest::Toto2SetEntry;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
-use crate::engine::EngineLimits;
+use crate::admission::admit;
+use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::request::ContextCut;
 use crate::engine_bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
@@ -387,6 +389,109 @@ impl Toto2Engine {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
         self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Admits every request (see [`FamilyEngine::admit`]) and runs the admitted ones on the sets.
+fn admit_and_run(
+    t2: &Toto2Engine,
+    call: Call<'_>,
+    reqs: Vec<ForecastRequest>,
+    trace: Trace,
+    decode_block: Option<Option<usize>>,
+) -> Vec<Result<Toto2Forecast>> {
+    let mut out: Vec<Option<Result<Toto2Forecast>>> = (0..reqs.len()).map(|_| None).collect();
+    let (mut admitted, mut index) = (Vec::new(), Vec::new());
+    for (i, mut req) in reqs.into_iter().enumerate() {
+        match t2.admit(&call.info.limits, &mut req, &format!("request {}", i + 1)) {
+            Ok(_) => {
+                admitted.push(req);
+                index.push(i);
+            }
+            Err(e) => out[i] = Some(Err(e)),
+        }
+    }
+    let results = t2.forecast(call.bundle, &call.info.label, &admitted, trace, decode_block);
+    for (i, r) in index.into_iter().zip(results) {
+        out[i] = Some(r);
+    }
+    out.into_iter().map(|r| r.expect("every request answered")).collect()
+}
+
+/// [`Engine::forecast`](crate::engine::Engine::forecast) with each request's full nine sorted knots and (with
+/// `record`) its per-block raw knots and scaler statistics, as `totoc verify` compares them; `decode_block`
+/// `Some(b)` runs only on the profiles with that `decode_block`. On an engine of another family every request
+/// fails with an error saying so.
+pub fn forecast_traced(
+    engine: &crate::engine::Engine,
+    reqs: Vec<ForecastRequest>,
+    record: bool,
+    decode_block: Option<Option<usize>>,
+) -> Vec<Result<Toto2Forecast>> {
+    match engine.family_engine().as_any().downcast_ref::<Toto2Engine>() {
+        Some(t2) => {
+            let trace = if record { Trace::Blocks } else { Trace::Knots };
+            admit_and_run(t2, engine.call(), reqs, trace, decode_block)
+        }
+        None => reqs
+            .iter()
+            .map(|_| {
+                Err(Error::Engine {
+                    path: engine.dir().to_path_buf(),
+                    message: format!(
+                        "a {} engine has no quantile knots; use forecast_traced",
+                        engine.info().model.capabilities().title
+                    ),
+                })
+            })
+            .collect(),
+    }
+}
+
+impl FamilyEngine for Toto2Engine {
+    fn warm_up(&self, call: Call<'_>) -> Result<usize> {
+        Toto2Engine::warm_up(self, call.bundle)
+    }
+
+    /// What 2.0 refuses first (sampling fields, levels outside [0.1, 0.9], a context shorter than one patch),
+    /// then the shared limits and context policy, then whether a set holds it.
+    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
+        crate::toto2::check_request(req, self.patch(), at)?;
+        admit(limits, req, at)?;
+        self.check_fits(req, at)?;
+        Ok(req.context_cut)
+    }
+
+    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
+        let trace = if opts.record_steps { Trace::Blocks } else { Trace::Response };
+        admit_and_run(self, call, reqs, trace, None)
+            .into_iter()
+            .map(|r| r.map(|f| Forecast { response: f.response, steps: Vec::new() }))
+            .collect()
+    }
+
+    fn buckets(&self) -> Vec<exporter::bucket::Bucket> {
+        Vec::new()
+    }
+
+    fn bucket_name(&self, bucket: exporter::bucket::Bucket) -> String {
+        format!("{bucket:?}")
+    }
+
+    fn bucket_stats(&self) -> Vec<BucketStats> {
+        Vec::new()
+    }
+
+    fn last_call(&self) -> Vec<RunRecord> {
+        Vec::new()
+    }
+
+    fn graph_sets(&self) -> Vec<String> {
+        self.set_names()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -81,8 +81,7 @@ impl Toto2Case {
 /// Runs `case` on `engine` (on its profiles with the case's `decode_block`) and compares the median and the
 /// nine quantiles with the reference: one report per output (`median`, `q0.1` … `q0.9`).
 pub fn check_case(engine: &Engine, case: &Toto2Case) -> Result<Vec<Report>> {
-    let f = engine
-        .forecast_toto2_traced(vec![case.request.clone()], false, Some(case.decode_block))
+    let f = super::engine::forecast_traced(engine, vec![case.request.clone()], false, Some(case.decode_block))
         .pop()
         .expect("one result per request")
         .map_err(|e| match e {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use exporter::bucket::Bucket;
-use exporter::config::ModelConfig;
+use exporter::toto1::config::ModelConfig;
 use exporter::graph::builder::{attribute, value_info, Attr};
 use exporter::manifest::{
     file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
@@ -16,7 +16,7 @@ use exporter::pb::{
     ValueInfoProto,
 };
 use exporter::profile::Profile;
-use exporter::signature::{self, DType, GraphKind, IoTypes, Precision, TensorSig};
+use exporter::toto1::signature::{self, DType, GraphKind, IoTypes, Precision, TensorSig};
 use exporter::variant::OpsetVariant;
 use prost::Message;
 
@@ -352,7 +352,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: "0.0.0-test".into(),
         checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
-        model: exporter::generation::AnyConfig::Toto1(cfg),
+        model: exporter::registry::AnyConfig::Toto1(cfg),
         variant: OpsetVariant::Opset24,
         opset: 24,
         cache_update: "tensor_scatter".into(),

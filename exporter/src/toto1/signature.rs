@@ -27,8 +27,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::ModelConfig;
-pub use crate::signature::{k_cache, v_cache};
-use crate::signature::{DType, Dim, DynSig, GraphKind, IoTypes, TensorSig, ROWS, SLOTS};
+// The shared types the contract is written in, re-exported so 1.0 code reads `signature::X` for all of it.
+pub use crate::signature::{k_cache, v_cache, DType, Dim, DynSig, GraphKind, IoTypes, Precision, TensorSig, ROWS, SLOTS};
 
 /// Input names.
 pub const PATCHES: &str = "patches";

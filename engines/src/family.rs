@@ -1,0 +1,154 @@
+//! The seam between the [`Engine`](crate::engine::Engine) handle and a model family's engine, and the types
+//! both sides share.
+//!
+//! A family's engine ([`FamilyEngine`]) is coarse on purpose: it admits requests (its own refusals first, then the
+//! shared context policy of [`crate::admission`]), plans and runs a group of them on its graphs, and reports what
+//! it ran. How it packs requests onto graphs, and which graphs it holds, stay inside its folder. The handle
+//! (`engine.rs`) loads the bundle, builds the family engine through [`crate::registry`], and serialises calls.
+
+use std::any::Any;
+use std::path::Path;
+
+use exporter::bucket::Bucket;
+use exporter::registry::Family;
+use exporter::signature::GraphKind;
+
+use crate::engine_bundle::EngineBundle;
+use crate::error::Result;
+use crate::plan::Pins;
+use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
+
+/// The largest request an engine serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct EngineLimits {
+    /// Variates per series.
+    pub max_variates: usize,
+    /// Context points used; longer contexts keep their most recent points (or fail with `strict_context`).
+    pub max_context: usize,
+    /// Forecast points.
+    pub max_horizon: usize,
+    /// Sample paths per series (0: the engine makes no sampled forecasts).
+    pub max_samples: usize,
+}
+
+/// What a loaded engine holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineInfo {
+    pub model: Family,
+    /// `cpu`, `cuda`, `tensorrt`.
+    pub target: String,
+    /// ONNX Runtime version the engine runs on.
+    pub ort_version: String,
+    /// `cpu (onnxruntime 1.31.1)`: the `engine` field of responses.
+    pub label: String,
+    pub limits: EngineLimits,
+    /// Whether the bundle carries golden reference cases (`totoc verify` runs them).
+    pub has_golden: bool,
+}
+
+impl EngineInfo {
+    /// The limits request parsing enforces for this engine. An engine of a family that draws no sample paths
+    /// leaves `samples` to [`FamilyEngine::admit`], whose error gives the reason (it predicts quantiles) rather
+    /// than a limit of 0.
+    pub fn request_limits(&self) -> crate::request::Limits {
+        if self.model.capabilities().samples {
+            crate::request::Limits { max_samples: self.limits.max_samples, quantiles_without_samples: false }
+        } else {
+            crate::request::Limits { max_samples: usize::MAX, quantiles_without_samples: true }
+        }
+    }
+}
+
+/// Options of one `Engine::forecast_with` call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Keep each request's per-step mixture parameters (first path), as `totoc verify` compares them.
+    pub record_steps: bool,
+    /// Run only on these buckets (tests and diagnostics: the same request on a small and a large bucket).
+    pub pins: Pins,
+}
+
+/// What one bucket has run since the engine was loaded (a fixed-size record per bucket: nothing grows).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BucketStats {
+    /// The bucket's graph, e.g. `default.decode.n64.t13`.
+    pub name: String,
+    pub kind: GraphKind,
+    pub rows: usize,
+    pub slots: usize,
+    pub runs: u64,
+    /// Rows that held real work, summed over runs (occupancy = `rows_used / (runs × rows)`).
+    pub rows_used: u64,
+    pub seconds: f64,
+    /// Whether its buffers are allocated now.
+    pub loaded: bool,
+}
+
+/// The per-step outputs of one request's first path, for equivalence checks (`[V][P][K]` each): a mixture
+/// family's parameters and the scaler statistics that de-normalise the step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepRecord {
+    pub df: Vec<f32>,
+    pub loc: Vec<f32>,
+    pub scale: Vec<f32>,
+    pub weights: Vec<f32>,
+    /// Scaler statistics that de-normalise this step, `[V]`.
+    pub scaler_loc: Vec<f32>,
+    pub scaler_scale: Vec<f32>,
+}
+
+/// A forecast plus, on request, the per-step records of its first path.
+#[derive(Debug, Clone)]
+pub struct Forecast {
+    pub response: ForecastResponse,
+    pub steps: Vec<StepRecord>,
+}
+
+/// One graph run, for statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunRecord {
+    pub bucket: Bucket,
+    /// Rows that held real work (the rest were padding).
+    pub rows_used: usize,
+    pub seconds: f64,
+}
+
+/// What a family engine's call needs from the handle.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub bundle: &'a EngineBundle,
+    pub info: &'a EngineInfo,
+    pub dir: &'a Path,
+}
+
+/// A model family's engine behind [`Engine`](crate::engine::Engine): object-safe, `Send + Sync` (the handle
+/// is shared between threads; each family serialises its own state).
+pub trait FamilyEngine: Send + Sync + std::fmt::Debug {
+    /// Loads every graph the engine runs once (a server does this before it reports ready); returns how many.
+    fn warm_up(&self, call: Call<'_>) -> Result<usize>;
+
+    /// The family's own refusals, then the shared limits and context policy ([`crate::admission::admit`]), then
+    /// whether a graph of this engine holds the request. Admitting twice changes nothing.
+    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>>;
+
+    /// Admits and forecasts a group of requests: one result per request, in order.
+    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>>;
+
+    /// The shape buckets calls run on (empty where the family names its graphs otherwise: [`Self::graph_sets`]).
+    fn buckets(&self) -> Vec<Bucket>;
+
+    /// A bucket's graph name, e.g. `default.decode.n8.t69`.
+    fn bucket_name(&self, bucket: Bucket) -> String;
+
+    /// What each bucket has run so far.
+    fn bucket_stats(&self) -> Vec<BucketStats>;
+
+    /// The graph runs of the last call.
+    fn last_call(&self) -> Vec<RunRecord>;
+
+    /// Names of the engine's graph sets where they are not buckets (`default.n4.s64`).
+    fn graph_sets(&self) -> Vec<String>;
+
+    /// The family's own type, for the calls only that family has (its folder downcasts).
+    fn as_any(&self) -> &dyn Any;
+}

@@ -1,0 +1,415 @@
+//! The Toto 1.0 engine behind [`crate::engine::Engine`]: its shape buckets (identical shapes of several profiles
+//! are one graph), the planner's view of them ([`crate::plan`]), the sessions that run a plan
+//! ([`super::session`]) and the pool of loaded buckets, kept within the memory budget by evicting the least
+//! recently used.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use exporter::bucket::Bucket;
+use exporter::signature::GraphKind;
+use exporter::toto1::config::ModelConfig;
+use exporter::toto1::signature;
+
+use crate::session::{self, Graphs, HostConfig};
+use crate::admission::admit;
+use crate::engine_bundle::{EngineGraph, EngineManifest, EngineProfile};
+use crate::error::{Error, Result};
+use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::graph::GraphRunner;
+use crate::memory::human;
+use crate::plan::{Available, Pins, Shape};
+use crate::request::{ContextCut, ForecastRequest};
+use crate::rope;
+use crate::scaler::ScalerConfig;
+
+/// One bucket the engine may run.
+struct Slot {
+    graph: EngineGraph,
+    profile: String,
+}
+
+/// A loaded bucket: its runner (`None` while a session holds it) and when it was last used.
+struct Loaded {
+    bucket: Bucket,
+    runner: Option<GraphRunner>,
+    memory: u64,
+    last_used: u64,
+}
+
+/// What calls share, behind the engine's lock.
+#[derive(Default)]
+struct Exec {
+    loaded: Vec<Loaded>,
+    tick: u64,
+    totals: HashMap<Bucket, (u64, u64, f64)>,
+    last_call: Vec<RunRecord>,
+}
+
+/// A loaded Toto 1.0 engine (see the module docs).
+pub struct Toto1Engine {
+    slots: HashMap<Bucket, Slot>,
+    available: Vec<Available>,
+    budget: u64,
+    scaler: ScalerConfig,
+    patch: usize,
+    exec: Mutex<Exec>,
+}
+
+impl std::fmt::Debug for Toto1Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toto1Engine").field("buckets", &self.available.len()).finish_non_exhaustive()
+    }
+}
+
+impl Toto1Engine {
+    /// The engine of `manifest` (model `model`) within `budget` bytes, and its limits.
+    pub fn load(
+        manifest: &EngineManifest,
+        model: &ModelConfig,
+        dir: &std::path::Path,
+        budget: u64,
+    ) -> Result<(EngineLimits, Self)> {
+        let weights_bytes = manifest.resident_weight_bytes();
+        // Identical shapes in several profiles are one graph: keep the first.
+        let mut slots: HashMap<Bucket, Slot> = HashMap::new();
+        for (p, g) in manifest.graphs() {
+            slots
+                .entry(g.bucket)
+                .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
+        }
+        let available = usable_buckets(&slots, weights_bytes, budget);
+        if !available.iter().any(|a| a.bucket.kind == GraphKind::Prefill) {
+            return Err(Error::Engine {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "no bucket fits the memory budget ({}) beside the weights ({}); give a larger --memory-budget",
+                    human(budget),
+                    human(weights_bytes)
+                ),
+            });
+        }
+        let max = |f: fn(&EngineProfile) -> usize| {
+            manifest.profiles.iter().map(f).max().unwrap_or(0)
+        };
+        let limits = EngineLimits {
+            max_variates: max(|p| p.profile.variates),
+            max_context: max(|p| p.profile.context),
+            max_horizon: max(|p| p.profile.horizon),
+            max_samples: max(|p| p.profile.samples),
+        };
+        let engine = Toto1Engine {
+            slots,
+            available,
+            budget,
+            scaler: scaler_config(model),
+            patch: model.patch_size,
+            exec: Mutex::new(Exec::default()),
+        };
+        Ok((limits, engine))
+    }
+
+    fn shape(&self, req: &ForecastRequest) -> Shape {
+        let p = self.patch;
+        Shape {
+            variates: req.variates(),
+            slots: req.context_len().div_ceil(p).max(1),
+            steps: req.horizon.div_ceil(p).max(1),
+            paths: req.samples.max(1),
+        }
+    }
+
+    fn label(&self, bucket: Bucket) -> (String, String) {
+        match self.slots.get(&bucket) {
+            // the bucket's stem, whatever the precision's file is called (`default.decode.n1.t13`)
+            Some(s) => (bucket.stem(&s.profile), s.profile.clone()),
+            None => (format!("{bucket:?}"), String::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Exec> {
+        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl FamilyEngine for Toto1Engine {
+    fn warm_up(&self, call: Call<'_>) -> Result<usize> {
+        let mut exec = self.lock();
+        let mut buckets = self.buckets();
+        buckets.sort();
+        for &b in &buckets {
+            let mut pool = Pool { engine: self, call, exec: &mut exec };
+            let mut runner = pool.take(b, &[])?;
+            let result = warm(&mut runner, b);
+            pool.put(b, runner);
+            result?;
+        }
+        Ok(buckets.len())
+    }
+
+    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
+        admit(limits, req, at)?;
+        crate::plan::fits(&self.shape(req), &self.available, Pins::default())
+            .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
+        Ok(req.context_cut)
+    }
+
+    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
+        let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
+        let mut admitted = Vec::new();
+        let mut index = Vec::new();
+        for (i, mut req) in reqs.into_iter().enumerate() {
+            let at = format!("request {}", i + 1);
+            let checked = admit(&call.info.limits, &mut req, &at).and_then(|_| {
+                crate::plan::fits(&self.shape(&req), &self.available, opts.pins)
+                    .map_err(|why| Error::Unservable { at: at.clone(), why })
+            });
+            match checked {
+                Ok(_) => {
+                    admitted.push(req);
+                    index.push(i);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        if !admitted.is_empty() {
+            let shapes: Vec<Shape> = admitted.iter().map(|r| self.shape(r)).collect();
+            let results = match crate::plan::plan(&shapes, &self.available, opts.pins) {
+                Ok(plan) => {
+                    let d = call.bundle.manifest().profiles.first().and_then(|p| p.graphs.first()).map(|g| g.dims);
+                    let cfg = HostConfig {
+                        scaler: &self.scaler,
+                        patch: self.patch,
+                        head_dim: d.map_or(0, |d| d.head_dim),
+                        components: d.map_or(0, |d| d.components),
+                        engine: &call.info.label,
+                        record_steps: opts.record_steps,
+                    };
+                    let mut exec = self.lock();
+                    exec.last_call.clear();
+                    let mut pool = Pool { engine: self, call, exec: &mut exec };
+                    session::run(&plan, &admitted, &cfg, &mut pool)
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    admitted
+                        .iter()
+                        .map(|_| Err(Error::Session { graph: "plan".into(), message: message.clone() }))
+                        .collect()
+                }
+            };
+            for (i, r) in index.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    fn buckets(&self) -> Vec<Bucket> {
+        self.available.iter().map(|a| a.bucket).collect()
+    }
+
+    fn last_call(&self) -> Vec<RunRecord> {
+        self.lock().last_call.clone()
+    }
+
+    fn graph_sets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    /// What each bucket has run so far (one fixed-size record per bucket).
+    fn bucket_stats(&self) -> Vec<BucketStats> {
+        let exec = self.lock();
+        let mut v: Vec<BucketStats> = self
+            .available
+            .iter()
+            .map(|a| {
+                let (runs, rows_used, seconds) = exec.totals.get(&a.bucket).copied().unwrap_or_default();
+                BucketStats {
+                    name: self.label(a.bucket).0,
+                    kind: a.bucket.kind,
+                    rows: a.bucket.rows,
+                    slots: a.bucket.slots,
+                    runs,
+                    rows_used,
+                    seconds,
+                    loaded: exec.loaded.iter().any(|l| l.bucket == a.bucket),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// A bucket's graph name, e.g. `default.decode.n8.t69` (what responses list in `buckets`).
+    fn bucket_name(&self, bucket: Bucket) -> String {
+        self.label(bucket).0
+    }
+}
+
+/// The buckets whose buffers fit the budget beside the weights: prefill buckets on their own, decode buckets
+/// together with the largest usable prefill (a pass holds both while it prefills).
+fn usable_buckets(slots: &HashMap<Bucket, Slot>, weights: u64, budget: u64) -> Vec<Available> {
+    let room = budget.saturating_sub(weights);
+    let prefill: Vec<Available> = slots
+        .values()
+        .filter(|s| s.graph.bucket.kind == GraphKind::Prefill && s.graph.memory_bytes <= room)
+        .map(|s| Available { bucket: s.graph.bucket, memory_bytes: s.graph.memory_bytes })
+        .collect();
+    let largest_prefill = prefill.iter().map(|a| a.memory_bytes).max().unwrap_or(0);
+    let mut out: Vec<Available> = slots
+        .values()
+        .filter(|s| {
+            s.graph.bucket.kind == GraphKind::Decode && s.graph.memory_bytes + largest_prefill <= room
+        })
+        .map(|s| Available { bucket: s.graph.bucket, memory_bytes: s.graph.memory_bytes })
+        .chain(prefill)
+        .collect();
+    out.sort_by_key(|a| a.bucket);
+    out
+}
+
+/// The engine's buckets as a session sees them: loaded on demand, least recently used evicted to stay within
+/// the budget.
+struct Pool<'e> {
+    engine: &'e Toto1Engine,
+    call: Call<'e>,
+    exec: &'e mut Exec,
+}
+
+impl Graphs for Pool<'_> {
+    fn take(&mut self, bucket: Bucket, keep: &[Bucket]) -> Result<GraphRunner> {
+        self.exec.tick += 1;
+        let tick = self.exec.tick;
+        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
+            l.last_used = tick;
+            return l.runner.take().ok_or_else(|| Error::Session {
+                graph: self.engine.label(bucket).0,
+                message: "already in use by this call".into(),
+            });
+        }
+        let slot = self.engine.slots.get(&bucket).ok_or_else(|| Error::Session {
+            graph: format!("{bucket:?}"),
+            message: "not a bucket of this engine".into(),
+        })?;
+        let need = slot.graph.memory_bytes;
+        let weights = self.call.bundle.manifest().resident_weight_bytes();
+        loop {
+            let used: u64 = self.exec.loaded.iter().map(|l| l.memory).sum();
+            if weights + used + need <= self.engine.budget {
+                break;
+            }
+            let victim = self
+                .exec
+                .loaded
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.runner.is_some() && !keep.contains(&l.bucket))
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => drop(self.exec.loaded.swap_remove(i)),
+                None => {
+                    return Err(Error::Engine {
+                        path: self.call.dir.to_path_buf(),
+                        message: format!(
+                        "bucket {} needs {} beside the weights ({}) and the buckets in use ({}): over the \
+                             memory budget ({}); give a larger --memory-budget",
+                        self.engine.label(bucket).0,
+                        human(need),
+                        human(weights),
+                        human(used),
+                        human(self.engine.budget)
+                    ),
+                    })
+                }
+            }
+        }
+        let runner = self.call.bundle.load_graph(&slot.graph)?;
+        self.exec.loaded.push(Loaded { bucket, runner: None, memory: need, last_used: tick });
+        Ok(runner)
+    }
+
+    fn put(&mut self, bucket: Bucket, runner: GraphRunner) {
+        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
+            l.runner = Some(runner);
+        }
+    }
+
+    fn record(&mut self, run: RunRecord) {
+        let t = self.exec.totals.entry(run.bucket).or_default();
+        t.0 += 1;
+        t.1 += run.rows_used as u64;
+        t.2 += run.seconds;
+        self.exec.last_call.push(run);
+    }
+
+    fn label(&self, bucket: Bucket) -> (String, String) {
+        self.engine.label(bucket)
+    }
+}
+
+/// Runs a bucket once on placeholder inputs: zero patches, one group per row, every row at slot 0 with valid
+/// rotary tables (so the run computes finite values end to end).
+fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
+    let dh = runner
+        .inputs()
+        .find(|s| s.name == signature::ROPE_COS)
+        .and_then(|s| s.shape.last().copied())
+        .unwrap_or(0);
+    runner.fill_f32(signature::PATCHES, 0.0)?;
+    for (r, g) in runner.input_mut::<i64>(signature::GROUP_ID)?.iter_mut().enumerate() {
+        *g = r as i64;
+    }
+    let n = bucket.rows;
+    let (width, index) = match bucket.kind {
+        GraphKind::Prefill => (bucket.slots * dh, signature::LAST_INDEX),
+        GraphKind::Decode => (dh, signature::WRITE_POS),
+    };
+    runner.input_mut::<i64>(index)?.fill(0);
+    let mut tables = [vec![0f32; n * width], vec![0f32; n * width], vec![0f32; n * width]];
+    for r in 0..n {
+        let span = r * width..(r + 1) * width;
+        let [c, s, x] = &mut tables;
+        match bucket.kind {
+            GraphKind::Prefill => rope::fill_prefill(
+                bucket.slots,
+                1,
+                dh,
+                &mut c[span.clone()],
+                &mut s[span.clone()],
+                &mut x[span],
+            ),
+            GraphKind::Decode => {
+                rope::fill_decode(0, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span])
+            }
+        }
+    }
+    for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
+        runner.write_f32(name, 0, t)?;
+    }
+    if runner.has_input(signature::TIME_MASK) {
+        let mask = match bucket.kind {
+            GraphKind::Prefill => crate::session::causal_mask(bucket.slots),
+            GraphKind::Decode => crate::session::key_mask(&vec![0; n], bucket.slots),
+        };
+        runner.write_f32(signature::TIME_MASK, 0, &mask)?;
+    }
+    runner.run()
+}
+
+/// The host scaler's settings from the model config.
+pub fn scaler_config(model: &ModelConfig) -> ScalerConfig {
+    ScalerConfig {
+        patch: model.patch_size,
+        min_scale: 0.1,
+        stabilize_with_global: model.stabilize_with_global,
+        scale_factor_exponent: model.scale_factor_exponent,
+    }
+}
+
