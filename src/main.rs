@@ -8,7 +8,10 @@ mod data;
 mod deploy_check;
 mod plot;
 mod progress;
+mod registry;
 mod serve;
+mod toto1;
+mod toto2;
 
 use std::process::ExitCode;
 

@@ -34,7 +34,6 @@ use exporter::bucket::Bucket;
 use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::export::GOLDEN_DIR;
 use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
-use exporter::registry::AnyConfig;
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{
     file_entries, format_mismatch, CheckpointInfo, DynamicGraphEntry, FileEntry, FormatTag, GraphEntry,
@@ -42,6 +41,7 @@ use exporter::manifest::{
 };
 use exporter::pb::ModelProto;
 use exporter::profile::Profile;
+use exporter::registry::AnyConfig;
 use exporter::signature::{DType, GraphKind, Precision, TensorSig};
 use exporter::toto1::signature::GraphDims;
 use exporter::variant::OpsetVariant;

@@ -75,8 +75,10 @@ pub enum Error {
     // --- Toto 2.0 requests
     #[error("{at}: quantile {q} is outside the range a Toto 2.0 engine predicts, [0.1, 0.9] (its nine knots 0.1, 0.2, …, 0.9; levels between knots are interpolated); ask for levels from 0.1 to 0.9")]
     QuantileOutsideKnots { at: String, q: f64 },
-    #[error("{at}: `{field}` is not supported by a Toto 2.0 engine: it predicts nine quantiles per step directly and draws no sample paths; drop `samples` and `seed` and ask for `quantiles` (default: the nine knots 0.1 … 0.9)")]
-    NoSamplingInToto2 { at: String, field: &'static str },
+    /// A request field or value the engine's model family does not support; `message` says why and what to
+    /// send instead.
+    #[error("{at}: {message}")]
+    NotSupported { at: String, message: String },
     #[error("{at}: the context has {given} points but Toto 2.0 needs at least {minimum} (one patch); send at least {minimum} points of history")]
     ContextTooShort { at: String, given: usize, minimum: usize },
 
@@ -117,6 +119,37 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is about the request (its values, its size against the engine's limits, the context
+    /// policy, what the model family refuses): the client's to fix, an HTTP 400. Every other error is the
+    /// engine's. A new variant must be added here if it is a request error; the test below lists both kinds.
+    pub fn is_request_error(&self) -> bool {
+        use Error as E;
+        matches!(
+            self,
+            E::RequestSyntax { .. }
+                | E::MissingField { .. }
+                | E::NoVariates { .. }
+                | E::EmptySeries { .. }
+                | E::RaggedTarget { .. }
+                | E::NonFinite { .. }
+                | E::AllMissing { .. }
+                | E::ZeroHorizon { .. }
+                | E::IdMaskLength { .. }
+                | E::NegativeId { .. }
+                | E::QuantileRange { .. }
+                | E::QuantilesWithoutSamples { .. }
+                | E::TooManySamples { .. }
+                | E::Limit { .. }
+                | E::ContextTooLong { .. }
+                | E::AllMissingAfterCut { .. }
+                | E::QuantileOutsideKnots { .. }
+                | E::NotSupported { .. }
+                | E::ContextTooShort { .. }
+                | E::OverBudget { .. }
+                | E::Unservable { .. }
+        )
+    }
+
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io { path: path.to_path_buf(), err: source }
     }
@@ -128,5 +161,25 @@ impl Error {
         } else {
             Err(Error::Length { what: what.to_string(), expected, actual })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_errors_are_told_from_engine_errors_by_kind() {
+        let request = [
+            Error::NotSupported { at: "r".into(), message: "no".into() },
+            Error::Unservable { at: "r".into(), why: "too big".into() },
+            Error::Limit { at: "r".into(), what: "3 variates".into(), limit: 2 },
+        ];
+        assert!(request.iter().all(Error::is_request_error));
+        let engine = [
+            Error::Engine { path: "e".into(), message: "broken".into() },
+            Error::Session { graph: "g".into(), message: "failed".into() },
+        ];
+        assert!(engine.iter().all(|e| !e.is_request_error()));
     }
 }

@@ -129,10 +129,12 @@ pub trait FamilyEngine: Send + Sync + std::fmt::Debug {
 
     /// The family's own refusals, then the shared limits and context policy ([`crate::admission::admit`]), then
     /// whether a graph of this engine holds the request. Admitting twice changes nothing.
-    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>>;
+    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str)
+        -> Result<Option<ContextCut>>;
 
     /// Admits and forecasts a group of requests: one result per request, in order.
-    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>>;
+    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions)
+        -> Vec<Result<Forecast>>;
 
     /// The shape buckets calls run on (empty where the family names its graphs otherwise: [`Self::graph_sets`]).
     fn buckets(&self) -> Vec<Bucket>;

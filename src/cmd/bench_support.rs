@@ -1,6 +1,6 @@
 //! What the benchmarks share: the synthetic series they forecast, this process's memory figures, and the child
 //! process that measures one workload's peak RSS on its own.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
@@ -77,4 +77,25 @@ pub(crate) fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result
     }
     let v: Value = serde_json::from_slice(&out.stdout)?;
     v["peak_rss_mb"].as_f64().context("no peak_rss_mb")
+}
+
+/// `LABEL=DIR` or `DIR` (labelled by its directory name).
+pub(crate) fn parse_engines(args: &[String]) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for a in args {
+        let (label, dir) = match a.split_once('=') {
+            Some((l, d)) if !l.is_empty() && !d.is_empty() => (l.to_string(), PathBuf::from(d)),
+            Some(_) => bail!("--engine {a:?}: give LABEL=DIR or DIR"),
+            None => {
+                let dir = PathBuf::from(a);
+                let label = dir.file_name().map_or_else(|| a.clone(), |n| n.to_string_lossy().into_owned());
+                (label, dir)
+            }
+        };
+        if out.iter().any(|(l, _)| *l == label) {
+            bail!("--engine label {label:?} is given twice; label each engine (LABEL=DIR)");
+        }
+        out.push((label, dir));
+    }
+    Ok(out)
 }

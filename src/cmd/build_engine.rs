@@ -71,7 +71,7 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         + m.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>();
     eprintln!(
         "built {} {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
-        m.model.generation().as_str(),
+        m.model.family().as_str(),
         m.target.name(),
         match (m.precision, m.fp16_emulation) {
             (exporter::signature::Precision::Fp32, _) => String::new(),

@@ -58,7 +58,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "exported {} {} profile(s), {graphs} bucket graphs, to {} ({:.1} MB) in {:.2} s",
         manifest.profile_names().len(),
-        manifest.generation().as_str(),
+        manifest.family().as_str(),
         a.out.display(),
         bytes as f64 / 1e6,
         start.elapsed().as_secs_f64()

@@ -99,14 +99,15 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     if !a.write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
-    // Toto 2.0 predicts nine knots; other levels are interpolated between them: say so once.
-    if engine.info().model == engines::engine::ModelFamily::Toto2
-        && responses
-            .iter()
-            .flat_map(|r| &r.quantiles)
-            .any(|q| !exporter::toto2::KNOTS.iter().any(|k| (k - q.q).abs() <= 1e-9))
+    // A model that predicts quantile knots interpolates other levels between them: say so once.
+    let family = engine.info().model;
+    if let (Some(knots), Some(note)) =
+        (family.capabilities().quantile_knots, crate::registry::interpolation_note(family))
     {
-        eprintln!("{}", engines::toto2::quantiles::INTERPOLATION_NOTE);
+        if responses.iter().flat_map(|r| &r.quantiles).any(|q| !knots.iter().any(|k| (k - q.q).abs() <= 1e-9))
+        {
+            eprintln!("{note}");
+        }
     }
     let write_start = Instant::now();
     let point = engine.info().model.point_forecast();

@@ -1,8 +1,7 @@
 //! One module per subcommand.
 mod bench;
 mod bench_serve;
-mod bench_support;
-mod bench_toto2;
+pub(crate) mod bench_support;
 mod build_engine;
 mod bundle;
 mod doctor;

@@ -3,8 +3,8 @@
 //! its steps continue it ([`crate::plot::pair`]), and writes the chart.
 use std::process::ExitCode;
 
-use engines::engine::ModelFamily;
 use engines::request::{Limits, Overrides};
+use exporter::registry::Family;
 
 use crate::cli::PlotArgs;
 use crate::cmd::forecast::{epoch_unit, format};
@@ -37,9 +37,9 @@ pub fn run(a: PlotArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|(i, response)| Forecast { series: &dataset.series[*i], response })
         .collect();
-    // The point forecast says the model generation: `mean` is Toto 1.0's, `median` Toto 2.0's.
+    // The point forecast says the model family: `mean` is Toto 1.0's, `median` Toto 2.0's.
     let point = forecasts.first().map_or("mean", |f| model::point_name(f.response));
-    let family = [ModelFamily::Toto1, ModelFamily::Toto2].into_iter().find(|f| f.point_forecast() == point);
+    let family = Family::ALL.into_iter().find(|f| f.point_forecast() == point);
     let about = About { model: family.map(|f| f.as_str().to_string()), engine };
     let figure = model::forecast_figure(&forecasts, &about, paired.notes.clone(), &chart)?;
     charts::write(&a.plot, "--plot", &figure)?;

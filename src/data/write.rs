@@ -30,7 +30,7 @@ pub fn quantile_column(q: f64) -> String {
 }
 
 /// Serialises the forecasts of `dataset`'s series (`responses[i]` answers `dataset.series[i]`). `point` names the
-/// point forecast column of tables (`engines::engine::ModelFamily::point_forecast`).
+/// point forecast column of tables (`exporter::registry::Family::point_forecast`).
 pub fn to_bytes(
     dataset: &Dataset,
     responses: &[ForecastResponse],

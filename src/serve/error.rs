@@ -135,34 +135,14 @@ impl ServeError {
     }
 }
 
-/// Engine errors: anything about the request (its values, its size against the engine's limits, the context
-/// policy) is the client's to fix (400); the rest is the engine's (500).
+/// Engine errors by kind ([`engines::Error::is_request_error`]): anything about the request (its values, its
+/// size against the engine's limits, the context policy, what the model family refuses) is the client's to fix
+/// (400); the rest is the engine's (500).
 impl From<engines::Error> for ServeError {
     fn from(e: engines::Error) -> Self {
-        use engines::Error as E;
-        match e {
-            E::RequestSyntax { .. }
-            | E::MissingField { .. }
-            | E::NoVariates { .. }
-            | E::EmptySeries { .. }
-            | E::RaggedTarget { .. }
-            | E::NonFinite { .. }
-            | E::AllMissing { .. }
-            | E::ZeroHorizon { .. }
-            | E::IdMaskLength { .. }
-            | E::NegativeId { .. }
-            | E::QuantileRange { .. }
-            | E::QuantilesWithoutSamples { .. }
-            | E::TooManySamples { .. }
-            | E::Limit { .. }
-            | E::ContextTooLong { .. }
-            | E::AllMissingAfterCut { .. }
-            | E::QuantileOutsideKnots { .. }
-            | E::NoSamplingInToto2 { .. }
-            | E::ContextTooShort { .. }
-            | E::OverBudget { .. }
-            | E::Unservable { .. } => ServeError::BadRequest(e.to_string()),
-            other => ServeError::Internal(other.to_string()),
+        match e.is_request_error() {
+            true => ServeError::BadRequest(e.to_string()),
+            false => ServeError::Internal(e.to_string()),
         }
     }
 }

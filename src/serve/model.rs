@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use engines::budget::RequestSize;
-use engines::engine::{EngineInfo, ModelFamily};
+use engines::engine::EngineInfo;
 use engines::request::{ForecastRequest, ForecastResponse, RequestFields};
 use serde::Serialize;
 
@@ -63,14 +63,14 @@ pub struct ModelMetadata {
 }
 
 impl ModelSpec {
-    /// The point forecast's output name: `mean` (Toto 1.0) or `median` (Toto 2.0).
+    /// The point forecast's output name: `mean` (Toto 1.0) or `median` (Toto 2.0): the family's.
     pub fn point(&self) -> &'static str {
         self.info.model.point_forecast()
     }
 
-    /// Whether the engine makes sample paths (Toto 1.0 engines with sampling profiles).
+    /// Whether the engine makes sample paths (engines of a sampling family with sampling profiles).
     pub fn samples(&self) -> bool {
-        self.info.model == ModelFamily::Toto1 && self.info.limits.max_samples > 0
+        self.info.model.capabilities().samples && self.info.limits.max_samples > 0
     }
 
     pub fn inputs(&self) -> Vec<TensorMeta> {
@@ -271,7 +271,9 @@ pub fn plan_checked(
     let samples_n = samples.unwrap_or(0);
     let quantile_count = match &levels {
         Some(x) => x.data.count(),
-        None if spec.info.model == ModelFamily::Toto2 => 9,
+        None if spec.info.model.capabilities().quantile_knots.is_some() => {
+            spec.info.model.capabilities().quantile_knots.map_or(0, <[f64]>::len)
+        }
         None if samples_n > 0 => engines::request::DEFAULT_QUANTILES.len(),
         None => 0,
     };
@@ -489,8 +491,22 @@ mod tests {
     use crate::serve::kserve::{InputTensor, RequestedOutput};
     use engines::engine::EngineLimits;
     use engines::request::QuantileForecast;
+    use exporter::registry::Family;
 
-    fn spec(model: ModelFamily) -> ModelSpec {
+    /// A family that draws sample paths (Toto 1.0 today).
+    fn sampling_family() -> Family {
+        Family::ALL.into_iter().find(|f| f.capabilities().samples).expect("a sampling family")
+    }
+
+    /// A family that predicts quantile knots and draws no paths (Toto 2.0 today).
+    fn knots_family() -> Family {
+        Family::ALL
+            .into_iter()
+            .find(|f| !f.capabilities().samples && f.capabilities().quantile_knots.is_some())
+            .expect("a quantile family")
+    }
+
+    fn spec(model: Family) -> ModelSpec {
         ModelSpec {
             name: "toto".into(),
             info: EngineInfo {
@@ -541,7 +557,7 @@ mod tests {
             vec![target(vec![2, 1, 4], data), ints("lengths", vec![2], vec![2, 4])],
             &[("horizon", Param::Int(3)), ("seed", Param::Str("5".into()))],
         );
-        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        let p = plan(&spec(sampling_family()), r).unwrap();
         assert_eq!(p.requests.len(), 2);
         assert_eq!(p.requests[0].target, vec![vec![Some(1.0), Some(2.0)]]);
         assert_eq!(p.requests[1].target, vec![vec![Some(1.0), None, Some(3.0), Some(4.0)]]);
@@ -570,7 +586,7 @@ mod tests {
                 &[("horizon", Param::Int(2)), ("samples", Param::Int(2))],
             )
         };
-        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        let p = plan(&spec(sampling_family()), r).unwrap();
         assert_eq!(p.requests[0].quantiles, vec![0.1], "f32 0.1 is read as the decimal 0.1");
         let vh = vec![vec![1.0f32, 2.0], vec![3.0, 4.0]];
         let resp = ForecastResponse {
@@ -603,7 +619,7 @@ mod tests {
     #[test]
     fn default_outputs_follow_what_the_request_produces() {
         let p = plan(
-            &spec(ModelFamily::Toto1),
+            &spec(sampling_family()),
             req(vec![target(vec![1, 3], vec![1.0; 3])], &[("horizon", Param::Int(2))]),
         )
         .unwrap();
@@ -613,7 +629,7 @@ mod tests {
             &[("horizon", Param::Int(2)), ("samples", Param::Int(4))],
         );
         r.binary_data_output = true;
-        let p = plan(&spec(ModelFamily::Toto1), r).unwrap();
+        let p = plan(&spec(sampling_family()), r).unwrap();
         assert_eq!(
             p.outputs,
             vec![
@@ -628,7 +644,7 @@ mod tests {
 
     #[test]
     fn toto2_engines_answer_with_the_median_and_no_samples() {
-        let s = spec(ModelFamily::Toto2);
+        let s = spec(knots_family());
         assert_eq!(s.point(), "median");
         assert!(s.outputs().iter().all(|o| o.name != "samples" && o.name != "mean"));
         let e = plan(
@@ -687,14 +703,14 @@ mod tests {
             ),
         ];
         for (r, want) in cases {
-            let msg = plan(&spec(ModelFamily::Toto1), r).unwrap_err().to_string();
+            let msg = plan(&spec(sampling_family()), r).unwrap_err().to_string();
             assert!(msg.contains(want), "gave: {msg}\nwant: {want}");
         }
         let r = InferRequest {
             outputs: Some(vec![RequestedOutput { name: "samples".into(), binary: None }]),
             ..req(vec![target(vec![1, 1], vec![1.0])], &h)
         };
-        assert!(plan(&spec(ModelFamily::Toto1), r)
+        assert!(plan(&spec(sampling_family()), r)
             .unwrap_err()
             .to_string()
             .contains("set parameter `samples`"));

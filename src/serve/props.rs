@@ -11,8 +11,9 @@ use proptest::prelude::*;
 use prost::Message;
 
 use engines::budget::Budget;
-use engines::engine::{admit, check_size, EngineInfo, EngineLimits, ModelFamily};
+use engines::engine::{admit, check_size, EngineInfo, EngineLimits};
 use engines::request::{Limits, Overrides};
+use exporter::registry::Family;
 
 use crate::data::{self, Dataset, Format, ReadOptions};
 
@@ -28,7 +29,8 @@ fn spec() -> ModelSpec {
     ModelSpec {
         name: "toto".into(),
         info: EngineInfo {
-            model: ModelFamily::Toto1,
+            // a family that samples (its sample limit is checked)
+            model: Family::ALL.into_iter().find(|f| f.capabilities().samples).expect("a sampling family"),
             target: "cpu".into(),
             ort_version: "1.31.1".into(),
             label: "cpu".into(),

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::RwLock;
 
 use engines::engine::Engine;
-use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
+use engines::golden::find_cases;
 
 use super::error::{Overload, ServeError};
 use super::metrics::{Metrics, ResultLabels};
@@ -155,22 +155,12 @@ fn run_golden(engine: &Engine, dir: &Path) -> Result<(usize, usize, usize), Stri
     if paths.is_empty() {
         return Err(format!("{} holds no golden case", dir.display()));
     }
-    let tol = Tolerances::default();
     // One row per case and output, as `totoc verify` prints them; the whole table is logged when a check
     // fails, one summary line per case otherwise.
     let mut rows: Vec<(String, String, usize, f64, f64, Option<String>)> = Vec::new();
     for path in &paths {
-        // Toto 2.0 cases hold the nine quantiles and the median (`totoc verify` checks them the same way).
-        let (case_name, reports) = if engine.info().model == engines::engine::ModelFamily::Toto2 {
-            let case = engines::toto2::golden::Toto2Case::read(path).map_err(|e| e.to_string())?;
-            let reports = engines::toto2::golden::check_case(engine, &case)
-                .map_err(|e| format!("{}: {e}", case.name))?;
-            (case.name, reports)
-        } else {
-            let case = GoldenCase::read(path).map_err(|e| e.to_string())?;
-            let reports = check_case(engine, &case, &tol).map_err(|e| format!("{}: {e}", case.name))?;
-            (case.name, reports)
-        };
+        // Each family's cases hold its own outputs (`totoc verify` checks them the same way).
+        let (case_name, reports) = crate::registry::golden_reports(engine, path)?;
         let mut names: Vec<&str> = Vec::new();
         for r in &reports {
             if !names.contains(&r.output.as_str()) {

@@ -12,7 +12,6 @@ use exporter::signature::GraphKind;
 use exporter::toto1::config::ModelConfig;
 use exporter::toto1::signature;
 
-use crate::session::{self, Graphs, HostConfig};
 use crate::admission::admit;
 use crate::engine_bundle::{EngineGraph, EngineManifest, EngineProfile};
 use crate::error::{Error, Result};
@@ -23,6 +22,7 @@ use crate::plan::{Available, Pins, Shape};
 use crate::request::{ContextCut, ForecastRequest};
 use crate::rope;
 use crate::scaler::ScalerConfig;
+use crate::session::{self, Graphs, HostConfig};
 
 /// One bucket the engine may run.
 struct Slot {
@@ -90,9 +90,7 @@ impl Toto1Engine {
                 ),
             });
         }
-        let max = |f: fn(&EngineProfile) -> usize| {
-            manifest.profiles.iter().map(f).max().unwrap_or(0)
-        };
+        let max = |f: fn(&EngineProfile) -> usize| manifest.profiles.iter().map(f).max().unwrap_or(0);
         let limits = EngineLimits {
             max_variates: max(|p| p.profile.variates),
             max_context: max(|p| p.profile.context),
@@ -148,14 +146,24 @@ impl FamilyEngine for Toto1Engine {
         Ok(buckets.len())
     }
 
-    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
+    fn admit(
+        &self,
+        limits: &EngineLimits,
+        req: &mut ForecastRequest,
+        at: &str,
+    ) -> Result<Option<ContextCut>> {
         admit(limits, req, at)?;
         crate::plan::fits(&self.shape(req), &self.available, Pins::default())
             .map_err(|why| Error::Unservable { at: at.to_string(), why })?;
         Ok(req.context_cut)
     }
 
-    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
+    fn forecast(
+        &self,
+        call: Call<'_>,
+        reqs: Vec<ForecastRequest>,
+        opts: RunOptions,
+    ) -> Vec<Result<Forecast>> {
         let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
         let mut admitted = Vec::new();
         let mut index = Vec::new();
@@ -177,7 +185,13 @@ impl FamilyEngine for Toto1Engine {
             let shapes: Vec<Shape> = admitted.iter().map(|r| self.shape(r)).collect();
             let results = match crate::plan::plan(&shapes, &self.available, opts.pins) {
                 Ok(plan) => {
-                    let d = call.bundle.manifest().profiles.first().and_then(|p| p.graphs.first()).map(|g| g.dims);
+                    let d = call
+                        .bundle
+                        .manifest()
+                        .profiles
+                        .first()
+                        .and_then(|p| p.graphs.first())
+                        .map(|g| g.dims);
                     let cfg = HostConfig {
                         scaler: &self.scaler,
                         patch: self.patch,
@@ -412,4 +426,3 @@ pub fn scaler_config(model: &ModelConfig) -> ScalerConfig {
         scale_factor_exponent: model.scale_factor_exponent,
     }
 }
-

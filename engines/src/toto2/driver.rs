@@ -97,14 +97,25 @@ pub struct Toto2Forecast {
     pub interpolated: bool,
 }
 
+/// The error for a sampling field (`samples`, `seed`) sent to a Toto 2.0 engine.
+fn no_sampling(at: &str, field: &str) -> Error {
+    Error::NotSupported {
+        at: at.to_string(),
+        message: format!(
+            "`{field}` is not supported by a Toto 2.0 engine: it predicts nine quantiles per step directly and draws \
+             no sample paths; drop `samples` and `seed` and ask for `quantiles` (default: the nine knots 0.1 … 0.9)"
+        ),
+    }
+}
+
 /// Checks what a Toto 2.0 engine refuses in a request, whatever its shape: sampling fields, quantile levels
 /// outside [0.1, 0.9], a context shorter than one patch. `at` names the request.
 pub fn check_request(req: &ForecastRequest, patch: usize, at: &str) -> Result<()> {
     if req.samples > 0 {
-        return Err(Error::NoSamplingInToto2 { at: at.to_string(), field: "samples" });
+        return Err(no_sampling(at, "samples"));
     }
     if req.seed != 0 {
-        return Err(Error::NoSamplingInToto2 { at: at.to_string(), field: "seed" });
+        return Err(no_sampling(at, "seed"));
     }
     Levels::resolve(&req.quantiles, at)?;
     if req.context_len() < patch {

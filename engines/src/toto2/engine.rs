@@ -17,12 +17,12 @@ use exporter::manifest::Toto2SetEntry;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
 use crate::admission::admit;
-use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
-use crate::request::ContextCut;
 use crate::engine_bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
+use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
 use crate::memory::human;
+use crate::request::ContextCut;
 use crate::request::ForecastRequest;
 use crate::toto2::driver::{self, fits, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings, Trace};
 use crate::toto2::rope::RopeTables;
@@ -455,14 +455,24 @@ impl FamilyEngine for Toto2Engine {
 
     /// What 2.0 refuses first (sampling fields, levels outside [0.1, 0.9], a context shorter than one patch),
     /// then the shared limits and context policy, then whether a set holds it.
-    fn admit(&self, limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Result<Option<ContextCut>> {
+    fn admit(
+        &self,
+        limits: &EngineLimits,
+        req: &mut ForecastRequest,
+        at: &str,
+    ) -> Result<Option<ContextCut>> {
         crate::toto2::check_request(req, self.patch(), at)?;
         admit(limits, req, at)?;
         self.check_fits(req, at)?;
         Ok(req.context_cut)
     }
 
-    fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
+    fn forecast(
+        &self,
+        call: Call<'_>,
+        reqs: Vec<ForecastRequest>,
+        opts: RunOptions,
+    ) -> Vec<Result<Forecast>> {
         let trace = if opts.record_steps { Trace::Blocks } else { Trace::Response };
         admit_and_run(self, call, reqs, trace, None)
             .into_iter()

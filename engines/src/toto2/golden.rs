@@ -81,19 +81,20 @@ impl Toto2Case {
 /// Runs `case` on `engine` (on its profiles with the case's `decode_block`) and compares the median and the
 /// nine quantiles with the reference: one report per output (`median`, `q0.1` … `q0.9`).
 pub fn check_case(engine: &Engine, case: &Toto2Case) -> Result<Vec<Report>> {
-    let f = super::engine::forecast_traced(engine, vec![case.request.clone()], false, Some(case.decode_block))
-        .pop()
-        .expect("one result per request")
-        .map_err(|e| match e {
-            Error::Unservable { at, why } => Error::Unservable {
-                at,
-                why: format!(
-                    "{why}; the case ran with decode_block {:?}: export a profile with that decode_block",
-                    case.decode_block
-                ),
-            },
-            e => e,
-        })?;
+    let f =
+        super::engine::forecast_traced(engine, vec![case.request.clone()], false, Some(case.decode_block))
+            .pop()
+            .expect("one result per request")
+            .map_err(|e| match e {
+                Error::Unservable { at, why } => Error::Unservable {
+                    at,
+                    why: format!(
+                        "{why}; the case ran with decode_block {:?}: export a profile with that decode_block",
+                        case.decode_block
+                    ),
+                },
+                e => e,
+            })?;
     let tol = Tolerance::default();
     let v = case.request.variates();
     let sigmas: Vec<f64> = case.request.target.iter().map(|x| context_sigma(x)).collect();

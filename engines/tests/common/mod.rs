@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use exporter::bucket::Bucket;
-use exporter::toto1::config::ModelConfig;
 use exporter::graph::builder::{attribute, value_info, Attr};
 use exporter::manifest::{
     file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
@@ -16,6 +15,7 @@ use exporter::pb::{
     ValueInfoProto,
 };
 use exporter::profile::Profile;
+use exporter::toto1::config::ModelConfig;
 use exporter::toto1::signature::{self, DType, GraphKind, IoTypes, Precision, TensorSig};
 use exporter::variant::OpsetVariant;
 use prost::Message;

@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use super::config::ModelConfig;
 // The shared types the contract is written in, re-exported so 1.0 code reads `signature::X` for all of it.
-pub use crate::signature::{k_cache, v_cache, DType, Dim, DynSig, GraphKind, IoTypes, Precision, TensorSig, ROWS, SLOTS};
+pub use crate::signature::{
+    k_cache, v_cache, DType, Dim, DynSig, GraphKind, IoTypes, Precision, TensorSig, ROWS, SLOTS,
+};
 
 /// Input names.
 pub const PATCHES: &str = "patches";

@@ -49,7 +49,7 @@ pub fn run(
     for (label, dir) in engines_arg {
         let engine = Engine::load(dir, &opts)
             .with_context(|| format!("loading engine {label} ({})", dir.display()))?;
-        if engine.info().model != engines::engine::ModelFamily::Toto2 {
+        if engine.info().model != exporter::registry::Family::Toto2 {
             bail!(
                 "engine {label} holds {}, not Toto 2.0: bench Toto 1.0 and 2.0 engines separately",
                 engine.info().model.as_str()

@@ -1,0 +1,84 @@
+//! The model families the binary serves, and the only place in it that names each of them: each family's
+//! `bench` workloads and reference harness, its `verify` and readiness golden cases, and its notes. The rest of
+//! the binary asks [`Family::capabilities`] or calls these.
+//!
+//! Adding a family: its folder (`src/<family>/`: `bench.rs`, `verify.rs`) and one arm in each `match` below
+//! (see docs/architecture.md).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use engines::compare::Report;
+use engines::engine::{Engine, LoadOptions};
+use exporter::registry::Family;
+
+use crate::cli::{BenchArgs, VerifyArgs};
+
+/// `totoc bench` on engines of `family` (its workloads, against its reference).
+pub fn bench(
+    family: Family,
+    a: &BenchArgs,
+    engines_arg: &[(String, PathBuf)],
+    budget: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    match family {
+        Family::Toto1 => crate::toto1::bench::run(a, engines_arg, budget),
+        Family::Toto2 => crate::toto2::bench::run(a, engines_arg, budget),
+    }
+}
+
+/// `totoc bench --rss-probe WORKLOAD` (the child process that measures one workload's peak RSS).
+pub fn bench_rss_probe(
+    family: Family,
+    a: &BenchArgs,
+    dir: &Path,
+    name: &str,
+    budget: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    match family {
+        Family::Toto1 => crate::toto1::bench::rss_probe(a, dir, name, budget),
+        Family::Toto2 => crate::toto2::bench::rss_probe(a, dir, name, budget),
+    }
+}
+
+/// `totoc verify`: the engine family's golden cases, printed as its table.
+pub fn verify(
+    engine: &Engine,
+    cases: &[PathBuf],
+    a: &VerifyArgs,
+    opts: &LoadOptions,
+) -> anyhow::Result<ExitCode> {
+    match engine.info().model {
+        Family::Toto1 => crate::toto1::verify::run(engine, cases, a, opts),
+        Family::Toto2 => crate::toto2::verify::run(engine, cases),
+    }
+}
+
+/// One golden case of the engine's family run on `engine` (the server's readiness check): the case's name and
+/// one report per output (and step).
+pub fn golden_reports(engine: &Engine, path: &Path) -> Result<(String, Vec<Report>), String> {
+    match engine.info().model {
+        Family::Toto1 => {
+            let case = engines::golden::GoldenCase::read(path).map_err(|e| e.to_string())?;
+            let tol = engines::golden::Tolerances::default();
+            let reports = engines::golden::check_case(engine, &case, &tol)
+                .map_err(|e| format!("{}: {e}", case.name))?;
+            Ok((case.name, reports))
+        }
+        Family::Toto2 => {
+            let case = engines::toto2::golden::Toto2Case::read(path).map_err(|e| e.to_string())?;
+            let reports = engines::toto2::golden::check_case(engine, &case)
+                .map_err(|e| format!("{}: {e}", case.name))?;
+            Ok((case.name, reports))
+        }
+    }
+}
+
+/// What `totoc forecast` prints once when a requested quantile level lies between the family's knots (none for
+/// a family without knots).
+pub fn interpolation_note(family: Family) -> Option<&'static str> {
+    match family {
+        Family::Toto1 => None,
+        Family::Toto2 => Some(engines::toto2::quantiles::INTERPOLATION_NOTE),
+    }
+}
