@@ -23,7 +23,7 @@ use exporter::generation::AnyConfig;
 use exporter::signature::{self, GraphKind};
 
 use crate::budget::{Budget, RequestSize};
-use crate::engine_bundle::{EngineBundle, EngineGraph, EngineManifest};
+use crate::bundle::{EngineBundle, EngineGraph, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
 use crate::memory::human;
@@ -260,7 +260,7 @@ impl Engine {
                 ),
             });
         }
-        let max = |f: fn(&crate::engine_bundle::EngineProfile) -> usize| {
+        let max = |f: fn(&crate::bundle::EngineProfile) -> usize| {
             manifest.profiles.iter().map(f).max().unwrap_or(0)
         };
         let limits = EngineLimits {

@@ -32,7 +32,7 @@ pub enum Error {
     /// A graph input or output: unknown name, wrong element type, not host-accessible (graph.rs).
     #[error("graph {graph}, tensor `{name}`: {message}")]
     Tensor { graph: String, name: String, message: String },
-    /// An engine bundle that is missing, malformed, modified or built for something else (engine_bundle.rs).
+    /// An engine bundle that is missing, malformed, modified or built for something else (bundle/).
     #[error("engine bundle {}: {message}", path.display())]
     Engine { path: PathBuf, message: String },
 

@@ -7,7 +7,7 @@
 //!   options, as pure, unit-tested configuration;
 //! * [`graph`]: [`graph::GraphRunner`], one graph with preallocated, fixed-address I/O bound once, KV caches
 //!   updated in place, weights shared across sessions;
-//! * [`engine_bundle`]: `build-engine` (fp32 or fp16; fp16 on CPU as an emulation that shows fp16 error) and
+//! * [`bundle`]: `build-engine` (fp32 or fp16; fp16 on CPU as an emulation that shows fp16 error) and
 //!   loading a hash-verified engine bundle;
 //! * [`tensorrt`]: TensorRT engine checks (every node on TensorRT, engine stamp vs this machine) and profiles;
 //! * [`doctor`]: which providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which targets work.
@@ -35,10 +35,10 @@
 
 pub mod backend;
 pub mod budget;
+pub mod bundle;
 pub mod compare;
 pub mod doctor;
 pub mod engine;
-pub mod engine_bundle;
 pub mod error;
 pub mod golden;
 pub mod graph;
@@ -51,6 +51,7 @@ pub mod runtime;
 pub mod scaler;
 pub mod session;
 pub mod tensorrt;
+pub mod toto1;
 pub mod toto2;
 
 pub use error::{Error, Result};

@@ -71,7 +71,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         return rss_probe(&a, &engines_arg[0].1, name, budget);
     }
     // Toto 2.0 engines have their own workloads (quantiles, no sampling) and reference (toto-2).
-    let first = engines::engine_bundle::EngineManifest::read(&engines_arg[0].1)
+    let first = engines::bundle::EngineManifest::read(&engines_arg[0].1)
         .with_context(|| format!("reading engine {}", engines_arg[0].1.display()))?;
     if first.model.generation() == exporter::generation::ModelGeneration::Toto2 {
         return super::bench_toto2::run(&a, &engines_arg, budget);

@@ -16,8 +16,8 @@ use std::sync::Mutex;
 use exporter::manifest::Toto2SetEntry;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
+use crate::bundle::{EngineBundle, EngineManifest};
 use crate::engine::EngineLimits;
-use crate::engine_bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
 use crate::memory::human;

@@ -5,9 +5,9 @@ pub mod ks;
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
+use engines::bundle::{build_engine, BuildOptions, GraphForm};
 use engines::compare::{precision_errors, Tolerance};
 use engines::engine::{Engine, LoadOptions};
-use engines::engine_bundle::{build_engine, BuildOptions, GraphForm};
 use exporter::export::{export, ExportOptions};
 use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
