@@ -26,12 +26,12 @@ use crate::budget::{Budget, RequestSize};
 use crate::bundle::{EngineBundle, EngineGraph, EngineManifest};
 use crate::error::{Error, Result};
 use crate::graph::GraphRunner;
+use crate::host::rope;
+use crate::host::scaler::ScalerConfig;
 use crate::memory::human;
 use crate::plan::{Available, Pins, Shape};
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
-use crate::rope;
-use crate::scaler::ScalerConfig;
-use crate::session::{self, Forecast, Graphs, HostConfig, RunRecord};
+use crate::toto1::session::{self, Forecast, Graphs, HostConfig, RunRecord};
 use crate::toto2::engine::Toto2Engine;
 use crate::toto2::Trace;
 
@@ -683,8 +683,8 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
     }
     if runner.has_input(signature::TIME_MASK) {
         let mask = match bucket.kind {
-            GraphKind::Prefill => crate::session::causal_mask(bucket.slots),
-            GraphKind::Decode => crate::session::key_mask(&vec![0; n], bucket.slots),
+            GraphKind::Prefill => crate::toto1::session::causal_mask(bucket.slots),
+            GraphKind::Decode => crate::toto1::session::key_mask(&vec![0; n], bucket.slots),
         };
         runner.write_f32(signature::TIME_MASK, 0, &mask)?;
     }

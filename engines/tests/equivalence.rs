@@ -6,9 +6,9 @@ mod support;
 
 use engines::bundle::GraphForm;
 use engines::engine::{Engine, RunOptions};
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use engines::plan::Pins;
 use engines::request::ForecastRequest;
+use engines::toto1::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::bucket::Bucket;
 use exporter::graph::Fp16Plan;
 use exporter::signature::GraphKind;

@@ -19,7 +19,7 @@ mod support;
 
 use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::graph::{Fp16Plan, Fp32Region};
 use exporter::signature::Precision;
 use support::ks::check_samples;

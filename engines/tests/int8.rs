@@ -10,7 +10,7 @@ mod support;
 
 use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
-use engines::golden::{check_case, compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{check_case, compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::signature::Precision;
 use support::ks::check_samples;
 use support::{errors, fp32_and_int8_engines, root};

@@ -4,7 +4,7 @@
 //! output makes the equivalence check fail with a message naming the output, step and error size.
 mod support;
 
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use exporter::variant::OpsetVariant;
 
 use support::cpu_engine;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use engines::compare::{context_sigma, precision_errors};
 use engines::engine::{Engine, LoadOptions, ModelFamily};
-use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{check_case, find_cases, GoldenCase, Tolerances};
 use engines::toto2::golden::{self as golden2, Toto2Case};
 
 use crate::cli::VerifyArgs;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::RwLock;
 
 use engines::engine::Engine;
-use engines::golden::{check_case, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{check_case, find_cases, GoldenCase, Tolerances};
 
 use super::error::{Overload, ServeError};
 use super::metrics::{Metrics, ResultLabels};

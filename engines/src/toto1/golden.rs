@@ -13,7 +13,7 @@ use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::request::{parse_request, ForecastRequest, Limits, Overrides};
-use crate::session::Forecast;
+use crate::toto1::session::Forecast;
 
 /// Reference outputs of one step.
 #[derive(Debug, Clone, Deserialize)]

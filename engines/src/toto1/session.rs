@@ -28,11 +28,11 @@ use exporter::signature;
 
 use crate::error::{Error, Result};
 use crate::graph::{CacheMove, GraphRunner};
-use crate::mixture::{mean_patch, MixtureParams, PathSampler, SampleSet};
+use crate::host::rope;
+use crate::host::scaler::{CausalScaler, PatchStats, ScalerConfig};
 use crate::plan::{DecodePass, Plan, PrefillCall};
 use crate::request::{ForecastRequest, ForecastResponse, QuantileForecast};
-use crate::rope;
-use crate::scaler::{CausalScaler, PatchStats, ScalerConfig};
+use crate::toto1::mixture::{mean_patch, MixtureParams, PathSampler, SampleSet};
 
 /// The mixture parameters of one step of the mean path, for equivalence checks (`[V][P][K]` each).
 #[derive(Debug, Clone, Default, PartialEq)]
