@@ -140,7 +140,7 @@ pub struct EngineManifest {
 }
 
 impl EngineManifest {
-    /// Reads `dir/manifest.json` (no hash check; [`EngineBundle::load`] does that).
+    /// Reads `dir/manifest.json` (no hash check; [`EngineBundle::load`](super::EngineBundle::load) does that).
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
@@ -193,7 +193,7 @@ impl EngineManifest {
 #[serde(rename_all = "kebab-case")]
 pub enum GraphForm {
     /// One static graph, and one session, per bucket (CPU and CUDA: the weights are shared between sessions by
-    /// [`SharedWeights`]; TensorRT: one engine, and one copy of the weights, per bucket, each with its own CUDA
+    /// [`SharedWeights`](crate::graph::SharedWeights); TensorRT: one engine, and one copy of the weights, per bucket, each with its own CUDA
     /// graph).
     PerBucket,
     /// One shape-polymorphic graph, and one session, per graph kind, serving all of that kind's buckets (TensorRT:
@@ -212,10 +212,10 @@ impl GraphForm {
     }
 }
 
-/// Options of [`build_engine`] besides the paths and the target.
+/// Options of [`build_engine`](super::build_engine) besides the paths and the target.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
-    /// `--ort-lib` (see [`runtime`]).
+    /// `--ort-lib` (see [`runtime`](crate::runtime)).
     pub ort_lib: Option<PathBuf>,
     /// Only these profiles (empty: all).
     pub profiles: Vec<String>,

@@ -27,7 +27,7 @@
 //! not show fp16 error; the emulation graph rounds every op's result to fp16 the way GPU kernels do. It checks
 //! accuracy (`totoc verify`) and is not faster than fp32.
 //!
-//! Files: [`format`] (the manifest and build options), [`load`] ([`EngineBundle`]), [`build`] (the build
+//! Files: [`format`](mod@format) (the manifest and build options), [`load`] ([`EngineBundle`]), [`build`] (the build
 //! machinery both families share, and [`build_engine`], which dispatches on the source model).
 
 pub mod build;

@@ -15,7 +15,7 @@ use super::facts::ModelFacts;
 use super::ort_glue::{dtype_of, ep_assignment, open_session, ProviderNodes};
 use super::weights::{Held, SharedWeights};
 
-/// A loaded session that one or more [`GraphRunner`]s bind their I/O to: one per static bucket graph, or one for
+/// A loaded session that one or more [`GraphRunner`](super::GraphRunner)s bind their I/O to: one per static bucket graph, or one for
 /// every bucket of a shape-polymorphic graph (a TensorRT engine serving several buckets holds its weights once).
 pub struct SharedSession {
     pub(super) session: Arc<Session>,
@@ -32,7 +32,7 @@ impl std::fmt::Debug for SharedSession {
 }
 
 impl SharedSession {
-    /// Opens `model` for `target` (see [`GraphRunner::load`]).
+    /// Opens `model` for `target` (see [`GraphRunner::load`](super::GraphRunner::load)).
     pub fn open(
         rt: &Runtime,
         model: &Path,

@@ -1,4 +1,4 @@
-//! torch's reduction order: [`torch_sum`] adds floats in the order of torch's CPU `sum`, so host numerics that
+//! torch's reduction order: `torch_sum` adds floats in the order of torch's CPU `sum`, so host numerics that
 //! reproduce toto's (the scaler's statistics, the mixture's mean) equal torch bit for bit.
 
 use std::array;
