@@ -193,8 +193,8 @@ impl EngineManifest {
 #[serde(rename_all = "kebab-case")]
 pub enum GraphForm {
     /// One static graph, and one session, per bucket (CPU and CUDA: the weights are shared between sessions by
-    /// [`SharedWeights`](crate::graph::SharedWeights); TensorRT: one engine, and one copy of the weights, per bucket, each with its own CUDA
-    /// graph).
+    /// [`SharedWeights`](crate::graph::SharedWeights); TensorRT: one engine, and one copy of the weights, per bucket,
+    /// each with its own CUDA graph).
     PerBucket,
     /// One shape-polymorphic graph, and one session, per graph kind, serving all of that kind's buckets (TensorRT:
     /// one engine per kind — the weights once per kind on the GPU, however many buckets — built with

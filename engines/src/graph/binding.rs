@@ -62,7 +62,8 @@ pub struct BindingPlan {
 }
 
 /// The binding of a graph with `inputs`/`outputs` on `target`; `in_place` are the (input, output) cache pairs the
-/// graph lets update in place ([`ModelFacts::in_place`](super::ModelFacts::in_place)). Pure: what [`GraphRunner::load`](super::GraphRunner::load) allocates and binds.
+/// graph lets update in place ([`ModelFacts::in_place`](super::ModelFacts::in_place)). Pure: what
+/// [`GraphRunner::load`](super::GraphRunner::load) allocates and binds.
 ///
 /// Refuses CUDA graphs over a ping-pong cache: a captured graph replays the device addresses bound at capture, so
 /// swapping the cache bindings between runs would make it read the stale buffer and write the live one.

@@ -44,7 +44,8 @@ pub(super) fn bytes_of_mut(t: &mut DynTensor) -> Result<&mut [u8]> {
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
 }
 
-/// One cache row copy of [`GraphRunner::copy_cache`](super::GraphRunner::copy_cache): slots `0..slots` of source row `src` into row `dst`.
+/// One cache row copy of [`GraphRunner::copy_cache`](super::GraphRunner::copy_cache): slots `0..slots` of source row
+/// `src` into row `dst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheMove {
     pub dst: usize,

@@ -78,7 +78,8 @@ impl std::fmt::Debug for GraphRunner {
 }
 
 impl GraphRunner {
-    /// Loads `model` for `target` with the session settings `cfg` (see [`backend::session_config`](crate::backend::session_config)).
+    /// Loads `model` for `target` with the session settings `cfg` (see
+    /// [`backend::session_config`](crate::backend::session_config)).
     ///
     /// `weights`: share external initializers and prepacked weights with other sessions (CPU only; ignored on
     /// GPU targets). `name` names the graph in errors (`small.decode`).
@@ -100,7 +101,8 @@ impl GraphRunner {
     /// One bucket of a shape-polymorphic graph's `shared` session, with this bucket's static I/O (`inputs`,
     /// `outputs`: the graph's inputs and outputs, in order, at the bucket's sizes) allocated and bound.
     ///
-    /// `gpu_graph_id` keys this bucket's captured CUDA graph on the shared session (see [`capture_keys`](super::capture_keys)).
+    /// `gpu_graph_id` keys this bucket's captured CUDA graph on the shared session (see
+    /// [`capture_keys`](super::capture_keys)).
     pub fn load_bucket(
         shared: &SharedSession,
         name: &str,

@@ -15,7 +15,8 @@ use super::facts::ModelFacts;
 use super::ort_glue::{dtype_of, ep_assignment, open_session, ProviderNodes};
 use super::weights::{Held, SharedWeights};
 
-/// A loaded session that one or more [`GraphRunner`](super::GraphRunner)s bind their I/O to: one per static bucket graph, or one for
+/// A loaded session that one or more [`GraphRunner`](super::GraphRunner)s bind their I/O to: one per static bucket
+/// graph, or one for
 /// every bucket of a shape-polymorphic graph (a TensorRT engine serving several buckets holds its weights once).
 pub struct SharedSession {
     pub(super) session: Arc<Session>,

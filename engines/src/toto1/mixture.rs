@@ -9,8 +9,8 @@
 //! * Mean path ([`mean_patch`]): `Categorical(probs=weights)` first renormalises `probs / probs.sum()`, the
 //!   component mean is `loc` (NaN where `df ≤ 1`), `z = Σ_k probs_k·loc_k`, then `AffineTransformed.mean` is
 //!   `z·scale_s + loc_s`, all in f32. The two sums over K are added in the order of torch's AVX2 CPU `sum`
-//!   (`crate::host::sum::torch_sum`), so the result equals torch bit for bit (`tests/data/mixture.json`, and the means of
-//!   the reference fixtures recomputed from their recorded mixtures).
+//!   (`crate::host::sum::torch_sum`), so the result equals torch bit for bit (`tests/data/mixture.json`, and the
+//!   means of the reference fixtures recomputed from their recorded mixtures).
 //! * Sample paths ([`PathSampler`]): a component drawn from `weights`, then `t = N(0,1)/sqrt(χ²(df)/df)` as
 //!   `StudentT.rsample`, `loc_k + scale_k·t`, de-normalised. Path p draws from ChaCha20 stream p of the request
 //!   seed, so a path does not depend on how paths are batched. torch's own RNG stream is not reproduced.
