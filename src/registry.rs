@@ -59,9 +59,9 @@ pub fn verify(
 pub fn golden_reports(engine: &Engine, path: &Path) -> Result<(String, Vec<Report>), String> {
     match engine.info().model {
         Family::Toto1 => {
-            let case = engines::golden::GoldenCase::read(path).map_err(|e| e.to_string())?;
-            let tol = engines::golden::Tolerances::default();
-            let reports = engines::golden::check_case(engine, &case, &tol)
+            let case = engines::toto1::golden::GoldenCase::read(path).map_err(|e| e.to_string())?;
+            let tol = engines::toto1::golden::Tolerances::default();
+            let reports = engines::toto1::golden::check_case(engine, &case, &tol)
                 .map_err(|e| format!("{}: {e}", case.name))?;
             Ok((case.name, reports))
         }

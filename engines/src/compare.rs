@@ -7,6 +7,7 @@
 //! names the output, the step and the error size.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -214,6 +215,24 @@ pub fn compare(
         n => 0.5 * (errors[n / 2 - 1] + errors[n / 2]),
     };
     Ok(report)
+}
+
+/// Every `*.json` golden case under `dir` (recursively), sorted by path: the case files of any family.
+pub fn find_cases(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let p = e.map_err(|e| Error::io(&d, e))?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 #[cfg(test)]

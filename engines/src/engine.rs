@@ -23,7 +23,7 @@ use exporter::bucket::Bucket;
 
 pub use crate::admission::{admit, check_size};
 use crate::budget::{Budget, RequestSize};
-use crate::engine_bundle::{EngineBundle, EngineManifest};
+use crate::bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
 pub use crate::family::{
     BucketStats, Call, EngineInfo, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord, StepRecord,

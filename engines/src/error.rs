@@ -26,13 +26,13 @@ pub enum Error {
     Ort { context: String, message: String },
     #[error("execution provider {provider}: {message}")]
     Provider { provider: String, message: String },
-    /// A graph's session or I/O binding (graph.rs).
+    /// A graph's session or I/O binding (graph/).
     #[error("graph {graph}: {message}")]
     Session { graph: String, message: String },
-    /// A graph input or output: unknown name, wrong element type, not host-accessible (graph.rs).
+    /// A graph input or output: unknown name, wrong element type, not host-accessible (graph/).
     #[error("graph {graph}, tensor `{name}`: {message}")]
     Tensor { graph: String, name: String, message: String },
-    /// An engine bundle that is missing, malformed, modified or built for something else (engine_bundle.rs).
+    /// An engine bundle that is missing, malformed, modified or built for something else (bundle/).
     #[error("engine bundle {}: {message}", path.display())]
     Engine { path: PathBuf, message: String },
 

@@ -13,7 +13,7 @@ use exporter::bucket::Bucket;
 use exporter::registry::Family;
 use exporter::signature::GraphKind;
 
-use crate::engine_bundle::EngineBundle;
+use crate::bundle::EngineBundle;
 use crate::error::Result;
 use crate::plan::Pins;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};

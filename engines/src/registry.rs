@@ -9,7 +9,7 @@ use std::path::Path;
 
 use exporter::registry::AnyConfig;
 
-use crate::engine_bundle::EngineManifest;
+use crate::bundle::EngineManifest;
 use crate::error::Result;
 use crate::family::{EngineLimits, FamilyEngine};
 

@@ -6,8 +6,8 @@ mod support;
 
 use engines::backend::{session_config, Stage, Target};
 use engines::graph::{CacheMode, GraphRunner, SharedSession, SharedWeights};
-use engines::rope;
-use engines::session::{causal_mask, key_mask};
+use engines::host::rope;
+use engines::toto1::session::{causal_mask, key_mask};
 use exporter::bucket::Bucket;
 use exporter::export::{export, ExportOptions};
 use exporter::graph::precision::FloatTypes;

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use engines::backend::Target;
-use engines::engine_bundle::{
+use engines::bundle::{
     build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, GraphForm, ENGINE_FORMAT,
 };
 use engines::graph::{CacheMode, CacheMove};

@@ -4,11 +4,12 @@
 //! parameters and the mean forecast must match toto-ts's KV-cache path within `1e-4·σ + 1e-6·|ref|`.
 mod support;
 
+use engines::bundle::GraphForm;
+use engines::compare::find_cases;
 use engines::engine::{Engine, RunOptions};
-use engines::engine_bundle::GraphForm;
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
 use engines::plan::Pins;
 use engines::request::ForecastRequest;
+use engines::toto1::golden::{compare_forecast, GoldenCase, Tolerances};
 use exporter::bucket::Bucket;
 use exporter::graph::Fp16Plan;
 use exporter::signature::GraphKind;

@@ -17,9 +17,10 @@
 //! prints both.
 mod support;
 
+use engines::compare::find_cases;
 use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{compare_forecast, GoldenCase, Tolerances};
 use exporter::graph::{Fp16Plan, Fp32Region};
 use exporter::signature::Precision;
 use support::ks::check_samples;

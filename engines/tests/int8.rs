@@ -8,9 +8,10 @@
 //! `int8_error_table` prints the table of docs/int8.md (`cargo test -p engines --test int8 -- --nocapture`).
 mod support;
 
+use engines::compare::find_cases;
 use engines::compare::{context_sigma, Tolerance};
 use engines::engine::Engine;
-use engines::golden::{check_case, compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::toto1::golden::{check_case, compare_forecast, GoldenCase, Tolerances};
 use exporter::signature::Precision;
 use support::ks::check_samples;
 use support::{errors, fp32_and_int8_engines, root};

@@ -5,8 +5,8 @@
 mod support;
 
 use engines::engine::{Engine, LoadOptions};
-use engines::golden::GoldenCase;
 use engines::request::ForecastRequest;
+use engines::toto1::golden::GoldenCase;
 use exporter::signature::GraphKind;
 use exporter::variant::OpsetVariant;
 use support::{cpu_engine, root};
@@ -61,7 +61,7 @@ fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
     let sigma: Vec<f64> = req
         .target
         .iter()
-        .map(|s| f64::from(engines::scaler::CausalScaler::prefill(&cfg, s).0.last_stats().scale))
+        .map(|s| f64::from(engines::host::scaler::CausalScaler::prefill(&cfg, s).0.last_stats().scale))
         .collect();
     let mut worst = 0.0f64;
     for (x, y) in a.iter().zip(&b) {

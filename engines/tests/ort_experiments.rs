@@ -1,4 +1,4 @@
-//! Measurements behind the design of `engines::graph` and `engines::engine_bundle` (run by hand; they print
+//! Measurements behind the design of `engines::graph` and `engines::bundle` (run by hand; they print
 //! numbers, RSS needs one process per variant):
 //!
 //! ```sh
@@ -471,8 +471,8 @@ fn rss_graph_runner_weight_sharing() {
 #[ignore]
 fn real_bundle_engine() {
     use engines::backend::Target;
+    use engines::bundle::{build_engine, BuildOptions};
     use engines::engine::{Engine, LoadOptions};
-    use engines::engine_bundle::{build_engine, BuildOptions};
     init_ort();
     let src = std::path::PathBuf::from(std::env::var("EXP_BUNDLE").expect("set EXP_BUNDLE"));
     let out = std::env::var("EXP_OUT")

@@ -4,7 +4,8 @@
 //! output makes the equivalence check fail with a message naming the output, step and error size.
 mod support;
 
-use engines::golden::{compare_forecast, find_cases, GoldenCase, Tolerances};
+use engines::compare::find_cases;
+use engines::toto1::golden::{compare_forecast, GoldenCase, Tolerances};
 use exporter::variant::OpsetVariant;
 
 use support::cpu_engine;

@@ -19,7 +19,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let engines_arg = parse_engines(&a.engines)?;
     // The first engine's family picks the workloads and the reference (each family has its own).
-    let first = engines::engine_bundle::EngineManifest::read(&engines_arg[0].1)
+    let first = engines::bundle::EngineManifest::read(&engines_arg[0].1)
         .with_context(|| format!("reading engine {}", engines_arg[0].1.display()))?;
     let family = first.model.family();
     if let Some(name) = &a.rss_probe {

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use engines::backend::Target;
-use engines::engine_bundle::{build_engine, BuildEvent, BuildOptions, GraphForm};
+use engines::bundle::{build_engine, BuildEvent, BuildOptions, GraphForm};
 use engines::memory::{human, parse_size};
 
 use crate::cli::{BuildEngineArgs, GraphsArg, PrecisionArg, TargetArg};

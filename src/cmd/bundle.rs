@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use engines::engine_bundle::EngineManifest;
+use engines::bundle::EngineManifest;
 use engines::memory::human;
 use exporter::bucket::Bucket;
 use exporter::integrity::{check_bundle, MANIFEST_HASH_FILE};

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use engines::compare::find_cases;
 use engines::engine::{Engine, LoadOptions};
-use engines::golden::find_cases;
 
 use crate::cli::VerifyArgs;
 

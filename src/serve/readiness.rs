@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::sync::RwLock;
 
+use engines::compare::find_cases;
 use engines::engine::Engine;
-use engines::golden::find_cases;
 
 use super::error::{Overload, ServeError};
 use super::metrics::{Metrics, ResultLabels};

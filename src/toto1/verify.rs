@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use engines::compare::{context_sigma, precision_errors};
 use engines::engine::{Engine, LoadOptions};
-use engines::golden::{check_case, GoldenCase, Tolerances};
+use engines::toto1::golden::{check_case, GoldenCase, Tolerances};
 
 use crate::cli::VerifyArgs;
 

@@ -34,7 +34,7 @@ import kernels  # noqa: E402
 import live_check  # noqa: E402
 
 CHECKS = {"toto-ts": "regen_fixtures.py", "toto-2": "regen_toto2_fixtures.py"}
-# what totoc's own tests hold the same numbers to against the fixtures (engines/src/golden.rs,
+# what totoc's own tests hold the same numbers to against the fixtures (engines/src/toto1/golden.rs,
 # engines/tests/toto2_equivalence.rs)
 TOTOC_TOL = {
     ("toto-ts", "mixture"): "1e-4 + 1e-6·|ref| (patches: not compared)",

@@ -12,17 +12,17 @@ use exporter::signature::GraphKind;
 use exporter::toto1::config::ModelConfig;
 use exporter::toto1::signature;
 
+use super::session::{self, Graphs, HostConfig};
 use crate::admission::admit;
-use crate::engine_bundle::{EngineGraph, EngineManifest, EngineProfile};
+use crate::bundle::{EngineGraph, EngineManifest, EngineProfile};
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
+use crate::host::rope;
+use crate::host::scaler::ScalerConfig;
 use crate::memory::human;
 use crate::plan::{Available, Pins, Shape};
 use crate::request::{ContextCut, ForecastRequest};
-use crate::rope;
-use crate::scaler::ScalerConfig;
-use crate::session::{self, Graphs, HostConfig};
 
 /// One bucket the engine may run.
 struct Slot {
@@ -409,8 +409,8 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
     }
     if runner.has_input(signature::TIME_MASK) {
         let mask = match bucket.kind {
-            GraphKind::Prefill => crate::session::causal_mask(bucket.slots),
-            GraphKind::Decode => crate::session::key_mask(&vec![0; n], bucket.slots),
+            GraphKind::Prefill => super::session::causal_mask(bucket.slots),
+            GraphKind::Decode => super::session::key_mask(&vec![0; n], bucket.slots),
         };
         runner.write_f32(signature::TIME_MASK, 0, &mask)?;
     }

@@ -1,4 +1,4 @@
-//! `totoc build-engine` for a Toto 2.0 export bundle (called by [`crate::engine_bundle::build_engine`] when the
+//! `totoc build-engine` for a Toto 2.0 export bundle (called by [`crate::bundle::build_engine`] when the
 //! export manifest says `toto-2.0`).
 //!
 //! Same layout and checks as Toto 1.0's per-bucket CPU/CUDA engines: the fp32 weight file once, each kept graph
@@ -15,7 +15,7 @@ use exporter::manifest::{file_entries, Manifest, Toto2ProfileEntry};
 use exporter::signature::Precision;
 
 use crate::backend::{self, session_config, Stage, Target, Version};
-use crate::engine_bundle::{
+use crate::bundle::{
     bundle_files, check_io, pick_precision, provider_present, BuildEvent, BuildOptions, EngineManifest,
     GraphForm, SourceBundle, Toto2Dropped, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
 };
@@ -82,7 +82,7 @@ pub fn build_engine(
         )));
     }
 
-    let inputs = crate::engine_bundle::engine_inputs(
+    let inputs = crate::bundle::engine_inputs(
         &source_sha,
         rt.version(),
         target,
@@ -92,7 +92,7 @@ pub fn build_engine(
         budget,
         None,
     );
-    let cache = match crate::engine_bundle::check_cache(out, options, &inputs, progress)? {
+    let cache = match crate::bundle::check_cache(out, options, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),
         Err(cache) => cache,
     };
@@ -167,7 +167,7 @@ pub fn build_engine(
             total,
         });
     }
-    crate::engine_bundle::copy_golden_cases(source, artifacts, stage.path())?;
+    crate::bundle::copy_golden_cases(source, artifacts, stage.path())?;
     let files = bundle_files(stage.path())?;
     let manifest = EngineManifest {
         format: ENGINE_FORMAT.into(),

@@ -16,8 +16,8 @@
 //!   (`base_gids`), which isolates it in the time layers; [`PreparedSeries::observed`] records which.
 
 use crate::error::{Error, Result};
+use crate::host::scaler::{CausalScaler, PatchStats};
 use crate::request::ForecastRequest;
-use crate::scaler::{CausalScaler, PatchStats};
 
 /// Toto 2.0's scale floor (`PatchedCausalStdScaler(minimum_scale=1e-6)`).
 pub const SCALE_FLOOR: f64 = 1e-6;

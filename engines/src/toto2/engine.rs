@@ -17,7 +17,7 @@ use exporter::manifest::Toto2SetEntry;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
 use crate::admission::admit;
-use crate::engine_bundle::{EngineBundle, EngineManifest};
+use crate::bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;

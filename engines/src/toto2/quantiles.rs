@@ -13,7 +13,7 @@
 //! them ([`Levels`]); levels outside that range are errors, since the model says nothing about them.
 
 use crate::error::{Error, Result};
-use crate::scaler::PatchStats;
+use crate::host::scaler::PatchStats;
 
 /// The knot levels.
 pub use exporter::toto2::KNOTS;

@@ -9,11 +9,11 @@
 //! The graph applies `(x·cos + rotate(x)·sin)·xpos` to queries and `…/xpos` to keys. The centre is
 //! `c = (max position of the call + 1) // 2`: a single pass over L tokens (positions 0…L−1) has c = L//2; a
 //! block-decoding call numbers its tokens absolutely, so c moves with every call, and cached keys keep the centre
-//! of the call that wrote them. `theta` and `zeta` are the Toto 1.0 formulas ([`crate::rope`]); cos, sin and
+//! of the call that wrote them. `theta` and `zeta` are the Toto 1.0 formulas ([`crate::host::rope`]); cos, sin and
 //! the power are computed in f64 and rounded once (correctly rounded f32, within 1 ulp of torch's vectorised
 //! math, as documented there). Without xPos (`use_xpos: false`) the scale is 1.
 
-use crate::rope::{inv_freq, xpos_base};
+use crate::host::rope::{inv_freq, xpos_base};
 
 /// xPos `scale_base` of Toto 2.0.
 pub const XPOS_SCALE_BASE: f32 = 256.0;

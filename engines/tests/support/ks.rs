@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use engines::engine::Engine;
-use engines::golden::GoldenCase;
+use engines::toto1::golden::GoldenCase;
 
 /// Two-sample KS statistic D = sup |F_a − F_b|.
 pub fn ks_statistic(a: &[f32], b: &[f32]) -> f64 {

@@ -5,9 +5,9 @@ pub mod ks;
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
+use engines::bundle::{build_engine, BuildOptions, GraphForm};
 use engines::compare::{precision_errors, Tolerance};
 use engines::engine::{Engine, LoadOptions};
-use engines::engine_bundle::{build_engine, BuildOptions, GraphForm};
 use exporter::export::{export, ExportOptions};
 use exporter::graph::Fp16Plan;
 use exporter::profile::ProfileSet;
@@ -176,7 +176,7 @@ impl BaseModelCase {
         dir: &Path,
         other: Precision,
         plan: Fp16Plan,
-    ) -> (engines::session::Forecast, engines::session::Forecast) {
+    ) -> (engines::toto1::session::Forecast, engines::toto1::session::Forecast) {
         let bundle = export_fp32_and(self.checkpoint.clone(), self.profiles.clone(), dir, other, plan);
         let run = |precision: Precision| {
             let e = cpu_engine_of(&bundle, &dir.join(precision.as_str()), precision, None);
@@ -189,8 +189,8 @@ impl BaseModelCase {
     /// `σ_eff = max(σ, scaler scale)`.
     pub fn errors(
         &self,
-        got: &engines::session::Forecast,
-        want: &engines::session::Forecast,
+        got: &engines::toto1::session::Forecast,
+        want: &engines::toto1::session::Forecast,
         goal: &Tolerance,
     ) -> (Vec<f64>, f64, f64) {
         let scale = &want.steps[0].scaler_scale;

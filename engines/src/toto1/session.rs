@@ -28,11 +28,11 @@ use exporter::toto1::signature;
 
 use crate::error::{Error, Result};
 use crate::graph::{CacheMove, GraphRunner};
-use crate::mixture::{mean_patch, MixtureParams, PathSampler, SampleSet};
+use crate::host::rope;
+use crate::host::scaler::{CausalScaler, PatchStats, ScalerConfig};
 use crate::plan::{DecodePass, Plan, PrefillCall};
 use crate::request::{ForecastRequest, ForecastResponse, QuantileForecast};
-use crate::rope;
-use crate::scaler::{CausalScaler, PatchStats, ScalerConfig};
+use crate::toto1::mixture::{mean_patch, MixtureParams, PathSampler, SampleSet};
 
 pub use crate::family::{Forecast, RunRecord, StepRecord};
 

@@ -23,7 +23,7 @@
 //! Toto 2.0's scaler is the same running state without the minimum scale and the clamp, floored at 1e-6
 //! ([`CausalScaler::with_floor`]); its context handling lives in `crate::toto2::context`.
 
-use crate::mixture::torch_sum;
+use crate::host::sum::torch_sum;
 
 /// Parameters of the causal patch scaler (Toto's `scaler_cls` kwargs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -263,7 +263,7 @@ pub(crate) mod tests {
     /// toto's scaler run as the forecaster runs it (torch 2.7 CPU), see `tests/data/gen_host_vectors.py`.
     #[test]
     fn matches_torch_bit_for_bit() {
-        let file: File = serde_json::from_str(include_str!("../tests/data/scaler.json")).unwrap();
+        let file: File = serde_json::from_str(include_str!("../../tests/data/scaler.json")).unwrap();
         assert_eq!(file.cases.len(), 10);
         for case in &file.cases {
             let cfg = ScalerConfig::toto(case.patch);
@@ -295,7 +295,7 @@ pub(crate) mod tests {
 
     #[test]
     fn clamp_cases_really_clamp() {
-        let file: File = serde_json::from_str(include_str!("../tests/data/scaler.json")).unwrap();
+        let file: File = serde_json::from_str(include_str!("../../tests/data/scaler.json")).unwrap();
         let find = |n: &str| file.cases.iter().find(|c| c.name == n).unwrap();
         // lower clamp: gscale·1e-10 > sqrt(0.1), and the first real patch sits on it
         let c = find("lower_clamp_P16");

@@ -114,7 +114,7 @@ pub fn fill_decode(position: usize, head_dim: usize, cos: &mut [f32], sin: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaler::tests::hex_f32;
+    use crate::host::scaler::tests::hex_f32;
     use serde::Deserialize;
 
     #[derive(Deserialize)]
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn matches_torch() {
-        let file: File = serde_json::from_str(include_str!("../tests/data/rope.json")).unwrap();
+        let file: File = serde_json::from_str(include_str!("../../tests/data/rope.json")).unwrap();
         for c in &file.cases {
             let (dh, half) = (c.head_dim, c.head_dim / 2);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -9,21 +9,20 @@
 //! * Mean path ([`mean_patch`]): `Categorical(probs=weights)` first renormalises `probs / probs.sum()`, the
 //!   component mean is `loc` (NaN where `df ≤ 1`), `z = Σ_k probs_k·loc_k`, then `AffineTransformed.mean` is
 //!   `z·scale_s + loc_s`, all in f32. The two sums over K are added in the order of torch's AVX2 CPU `sum`
-//!   (`torch_sum` below), so the result equals torch bit for bit (`tests/data/mixture.json`, and the means of
-//!   the reference fixtures recomputed from their recorded mixtures).
+//!   (`crate::host::sum::torch_sum`), so the result equals torch bit for bit (`tests/data/mixture.json`, and the
+//!   means of the reference fixtures recomputed from their recorded mixtures).
 //! * Sample paths ([`PathSampler`]): a component drawn from `weights`, then `t = N(0,1)/sqrt(χ²(df)/df)` as
 //!   `StudentT.rsample`, `loc_k + scale_k·t`, de-normalised. Path p draws from ChaCha20 stream p of the request
 //!   seed, so a path does not depend on how paths are batched. torch's own RNG stream is not reproduced.
 //! * Quantiles ([`SampleSet::quantiles`]): `torch.quantile(samples, q, dim=-1)` (linear interpolation), exact.
-
-use std::array;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Gamma, StandardNormal};
 
 use crate::error::{Error, Result};
-use crate::scaler::PatchStats;
+use crate::host::scaler::PatchStats;
+use crate::host::sum::torch_sum_by;
 
 /// `replace_extreme_values` (`data/util/dataset.py`): NaN, ±inf and |x| ≥ f32::MAX/2 become 0.
 pub fn replace_extreme(x: f32) -> f32 {
@@ -260,103 +259,10 @@ pub fn quantile_sorted(sorted: &[f32], q: f32) -> f32 {
     }
 }
 
-// --- torch's reduction order -------------------------------------------------------------------------------
-
-/// Float types [`torch_sum`] adds (and lane arrays of them, ATen's `Vectorized`).
-pub(crate) trait Acc: Copy {
-    const ZERO: Self;
-    fn add(self, rhs: Self) -> Self;
-}
-
-impl Acc for f32 {
-    const ZERO: Self = 0.0;
-    fn add(self, rhs: Self) -> Self {
-        self + rhs
-    }
-}
-
-impl Acc for f64 {
-    const ZERO: Self = 0.0;
-    fn add(self, rhs: Self) -> Self {
-        self + rhs
-    }
-}
-
-impl<T: Acc, const L: usize> Acc for [T; L] {
-    const ZERO: Self = [T::ZERO; L];
-    fn add(self, rhs: Self) -> Self {
-        array::from_fn(|i| self[i].add(rhs[i]))
-    }
-}
-
-/// Sum of `x` in the order of torch's CPU `sum` over a contiguous dimension (ATen `SumKernel.cpp`
-/// `cascade_sum`: `vectorized_inner_sum` over `LANES`-wide vectors, else `scalar_inner_sum`). `LANES` is the
-/// vector width of the build torch dispatches to: 8 for f32 and 4 for f64 on AVX2 (torch 2.7 reports `AVX2`
-/// on the reference machine; an AVX-512 torch would use 16/8 and add in another order).
-pub(crate) fn torch_sum<T: Acc, const LANES: usize>(x: &[T]) -> T {
-    torch_sum_by::<T, LANES>(x.len(), |i| x[i])
-}
-
-/// [`torch_sum`] of `n` values given by `x(i)`.
-pub(crate) fn torch_sum_by<T: Acc, const LANES: usize>(n: usize, x: impl Fn(usize) -> T) -> T {
-    if n < LANES {
-        return row_sum(n, &x);
-    }
-    let vectors = n / LANES;
-    let lanes: [T; LANES] = row_sum(vectors, |i| array::from_fn(|l| x(i * LANES + l)));
-    let tail = (vectors * LANES..n).fold(T::ZERO, |acc, i| acc.add(x(i)));
-    lanes.iter().fold(tail, |acc, &l| acc.add(l))
-}
-
-/// ATen `row_sum`: four interleaved accumulators (`ilp_factor`), the remainder into the first, then combined.
-fn row_sum<A: Acc>(size: usize, x: impl Fn(usize) -> A) -> A {
-    const ILP: usize = 4;
-    let rows = size / ILP;
-    let mut p: [A; ILP] = multi_row_sum(rows, |i| array::from_fn(|k| x(i * ILP + k)));
-    for i in rows * ILP..size {
-        p[0] = p[0].add(x(i));
-    }
-    for k in 1..ILP {
-        p[0] = p[0].add(p[k]);
-    }
-    p[0]
-}
-
-/// ATen `multi_row_sum`: `N` column sums over `size` rows with a 4-level cascade of partial sums.
-fn multi_row_sum<A: Acc, const N: usize>(size: usize, row: impl Fn(usize) -> [A; N]) -> [A; N] {
-    const LEVELS: usize = 4;
-    let ceil_log2 = if size <= 2 { 1 } else { usize::BITS - (size - 1).leading_zeros() } as usize;
-    let power = 4.max(ceil_log2 / LEVELS);
-    let step = 1usize << power;
-    let mut acc = [[A::ZERO; N]; LEVELS];
-    let mut i = 0;
-    while i + step <= size {
-        for _ in 0..step {
-            acc[0] = acc[0].add(row(i));
-            i += 1;
-        }
-        for j in 1..LEVELS {
-            acc[j] = acc[j].add(acc[j - 1]);
-            acc[j - 1] = [A::ZERO; N];
-            if i & ((step - 1) << (j * power)) != 0 {
-                break;
-            }
-        }
-    }
-    while i < size {
-        acc[0] = acc[0].add(row(i));
-        i += 1;
-    }
-    for j in 1..LEVELS {
-        acc[0] = acc[0].add(acc[j]);
-    }
-    acc[0]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaler::tests::hex_f32;
+    use crate::host::scaler::tests::hex_f32;
     use serde::Deserialize;
 
     #[derive(Deserialize)]
@@ -390,7 +296,7 @@ mod tests {
     }
 
     fn file() -> File {
-        serde_json::from_str(include_str!("../tests/data/mixture.json")).unwrap()
+        serde_json::from_str(include_str!("../../tests/data/mixture.json")).unwrap()
     }
 
     /// `replace_extreme_values(AffineTransformed(MixtureSameFamily(...)).mean)` from torch 2.7.
@@ -554,22 +460,6 @@ mod tests {
         let s = SampleSet::new(&d, 2, 2, 3).unwrap();
         assert_eq!(s.mean(), vec![vec![3.0, 4.0, 5.0], vec![6.0, 7.0, 8.0]]);
         assert!(SampleSet::new(&d, 2, 2, 2).is_err());
-    }
-
-    #[test]
-    fn torch_sum_order() {
-        // cross-checked against torch 2.7 `Tensor.sum(-1)` on AVX2 for K = 2..200 during development;
-        // these cases pin the structure: < 8 values use 4 interleaved partials, >= 8 use 8 lanes plus a tail.
-        let x = [1.0e8f32, 1.0, -1.0e8, 1.0, 3.0];
-        // partials [1e8 + 3, 1, -1e8, 1], combined in order: 1 (a sequential sum gives 4)
-        let want = (((1.0e8f32 + 3.0) + 1.0) + -1.0e8) + 1.0;
-        assert_eq!(torch_sum::<f32, 8>(&x), want);
-        let mut y = [1.0f32; 9];
-        y[8] = 1.0e8;
-        // eight lanes of 1, then the tail 1e8 first: 1e8 + 1 + ... rounds back to 1e8 each time
-        // (a sequential sum gives 8 + 1e8 = 100000008)
-        let want = 1.0e8f32;
-        assert_eq!(torch_sum::<f32, 8>(&y), want);
     }
 
     /// Rough timing of the sampler (release: `cargo test -p engines --release -- --ignored sampler_speed`).

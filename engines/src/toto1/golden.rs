@@ -5,7 +5,7 @@
 //! A case file is `{"request": <request>, "reference": {"mean": [V][H], "steps": [{"df", "loc", "scale",
 //! "weights": [V][P][K], "scaler_loc", "scaler_scale": [V], ...}], ...}}` (see tests/reference/README.md).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -13,7 +13,7 @@ use crate::compare::{compare, context_sigma, Report, Scale, Tolerance};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::request::{parse_request, ForecastRequest, Limits, Overrides};
-use crate::session::Forecast;
+use crate::toto1::session::Forecast;
 
 /// Reference outputs of one step.
 #[derive(Debug, Clone, Deserialize)]
@@ -66,24 +66,6 @@ impl GoldenCase {
     pub fn mean_request(&self) -> ForecastRequest {
         ForecastRequest { samples: 0, quantiles: Vec::new(), ..self.request.clone() }
     }
-}
-
-/// Every `*.json` case under `dir` (recursively), sorted by path.
-pub fn find_cases(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
-            let p = e.map_err(|e| Error::io(&d, e))?.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Tolerances: the forecast mean in original units against each variate's context σ; the mixture parameters,
