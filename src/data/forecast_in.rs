@@ -11,17 +11,19 @@
 use std::collections::HashMap;
 
 use engines::request::{ForecastResponse, QuantileForecast, RequestId};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use serde_json::Value;
 
-use super::csv_in;
 use super::error::{DataError, Loc, Result};
 use super::layout::{ID_NAMES, TIME_NAMES};
-use super::parquet_in::{integers, numbers, stamps, text_values, Ids};
-use super::series::{series_at, IdRef};
+use super::series::series_at;
 use super::timestamps::{epoch, parse_text, EpochUnit, Stamp};
 use super::{Columns, Format, Place};
+
+mod csv_table;
+mod parquet_table;
+
+use csv_table::csv_rows;
+use parquet_table::parquet_rows;
 
 /// One series' saved forecast.
 #[derive(Debug, Clone)]
@@ -267,171 +269,6 @@ enum StepValue {
 struct Rows {
     roles: Roles,
     rows: Vec<Row>,
-}
-
-fn csv_rows(bytes: &[u8], source: &str, columns: &Columns, unit: EpochUnit) -> Result<Rows> {
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(bytes);
-    let csv_err = |e: csv::Error| {
-        let line = e.position().map_or(0, |p| p.line());
-        DataError::input(
-            Loc::Line(line).at(source),
-            e.to_string(),
-            "give a CSV table written by totoc forecast",
-        )
-    };
-    let names: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(str::to_string).collect();
-    let roles = Roles::resolve(&names, columns, source)?;
-    let mut rows = Vec::new();
-    let mut record = csv::StringRecord::new();
-    while reader.read_record(&mut record).map_err(csv_err)? {
-        let loc = Loc::Line(record.position().map_or(0, |p| p.line()));
-        let cell = |i: usize| record.get(i).unwrap_or("");
-        let empty = |i: usize| {
-            DataError::input(
-                loc.at(source),
-                format!("column `{}` is empty", names[i]),
-                "give a table written by totoc forecast",
-            )
-        };
-        let id = match roles.id {
-            Some(i) if cell(i).is_empty() => return Err(empty(i)),
-            Some(i) => Some(RequestId::Str(cell(i).to_string())),
-            None => None,
-        };
-        let t = cell(roles.time);
-        let step =
-            if roles.numbered {
-                StepValue::Number(t.parse().map_err(|_| {
-                    DataError::input(
-                        loc.at(source),
-                        format!("step `{t}` is not a step number"),
-                        "give a table written by totoc forecast",
-                    )
-                })?)
-            } else {
-                StepValue::Stamp(parse_text(t, unit).map_err(|m| {
-                    DataError::at(loc.at(source), format!("column `{}`: {m}", names[roles.time]))
-                })?)
-            };
-        let variate = roles.target_name.map(|i| cell(i).to_string());
-        let (pi, pname) = roles.point;
-        let point = csv_in::number(cell(pi), pname, loc, source)?.ok_or_else(|| empty(pi))?;
-        let quantiles = roles
-            .quantiles
-            .iter()
-            .map(|&(i, _)| csv_in::number(cell(i), &names[i], loc, source))
-            .collect::<Result<_>>()?;
-        rows.push(Row { loc, id, step, variate, point, quantiles });
-    }
-    Ok(Rows { roles, rows })
-}
-
-fn parquet_rows(bytes: bytes::Bytes, source: &str, columns: &Columns, unit: EpochUnit) -> Result<Rows> {
-    let not_parquet = |e: parquet::errors::ParquetError| {
-        DataError::input(
-            source,
-            format!("cannot read it as Parquet ({e})"),
-            "give a Parquet forecast table, or name the format with --forecast-format",
-        )
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
-    let names: Vec<String> = builder.schema().fields().iter().map(|f| f.name().clone()).collect();
-    let roles = Roles::resolve(&names, columns, source)?;
-    let mut wanted: Vec<usize> = roles
-        .id
-        .into_iter()
-        .chain([roles.time, roles.point.0])
-        .chain(roles.target_name)
-        .chain(roles.quantiles.iter().map(|&(i, _)| i))
-        .collect();
-    wanted.sort_unstable();
-    // A projected batch holds the wanted columns in schema order (the sample paths are never decoded).
-    let slot = |i: usize| wanted.binary_search(&i).expect("wanted column");
-    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.iter().copied());
-    let reader = builder.with_projection(mask).build().map_err(not_parquet)?;
-    let mut rows = Vec::new();
-    let mut first_row = 1u64;
-    for batch in reader {
-        let batch = batch.map_err(|e| {
-            DataError::input(source, format!("cannot decode it ({e})"), "check that the file is complete")
-        })?;
-        let at_row = |r: usize| Loc::Row(first_row + r as u64);
-        let ids = roles.id.map(|i| Ids::new(batch.column(slot(i)), &names[i], source)).transpose()?;
-        let time = batch.column(slot(roles.time));
-        let steps: Vec<StepValue> = if roles.numbered {
-            let ints = integers(time).ok_or_else(|| {
-                DataError::input(
-                    source,
-                    "column `step` does not hold integers",
-                    "give a table written by totoc forecast",
-                )
-            })?;
-            ints.iter()
-                .enumerate()
-                .map(|(r, x)| {
-                    x.map(StepValue::Number).ok_or_else(|| {
-                        DataError::input(
-                            at_row(r).at(source),
-                            "column `step` is null",
-                            "give a table written by totoc forecast",
-                        )
-                    })
-                })
-                .collect::<Result<_>>()?
-        } else {
-            stamps(time, &names[roles.time], source, first_row, unit)?
-                .into_iter()
-                .map(StepValue::Stamp)
-                .collect()
-        };
-        let variates = match roles.target_name {
-            Some(i) => Some(text_values(batch.column(slot(i))).ok_or_else(|| {
-                DataError::input(
-                    source,
-                    "column `target_name` does not hold text",
-                    "give a table written by totoc forecast",
-                )
-            })?),
-            None => None,
-        };
-        let (pi, pname) = roles.point;
-        let point = numbers(batch.column(slot(pi)), pname, source, first_row)?;
-        let quantiles: Vec<Vec<Option<f32>>> = roles
-            .quantiles
-            .iter()
-            .map(|&(i, _)| numbers(batch.column(slot(i)), &names[i], source, first_row))
-            .collect::<Result<_>>()?;
-        for (r, step) in steps.into_iter().enumerate() {
-            let null = |column: &str| {
-                DataError::input(
-                    at_row(r).at(source),
-                    format!("column `{column}` is null"),
-                    "give a table written by totoc forecast",
-                )
-            };
-            let id = match &ids {
-                Some(ids) => Some(match ids.get(r).ok_or_else(|| null(ids.column))? {
-                    IdRef::Str(s) => RequestId::Str(s.to_string()),
-                    IdRef::Int(i) => RequestId::Int(i),
-                }),
-                None => None,
-            };
-            let variate = match &variates {
-                Some(v) => Some(v[r].ok_or_else(|| null("target_name"))?.to_string()),
-                None => None,
-            };
-            rows.push(Row {
-                loc: at_row(r),
-                id,
-                step,
-                variate,
-                point: point[r].ok_or_else(|| null(pname))?,
-                quantiles: quantiles.iter().map(|q| q[r]).collect(),
-            });
-        }
-        first_row += batch.num_rows() as u64;
-    }
-    Ok(Rows { roles, rows })
 }
 
 /// Groups a table's rows into one forecast per series: series in order of first appearance, variates in order

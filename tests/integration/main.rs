@@ -10,6 +10,7 @@ mod data;
 mod deploy;
 mod export;
 mod forecast;
+mod layers;
 mod plot;
 mod precision;
 mod serve;
