@@ -5,7 +5,7 @@
 # per-round ratios; the verdict says whether it lies inside the min-max spread of the A/A' ratios.
 #
 # Usage: scripts/abab-bench.sh [--base REV] [--new REV | --new-bin PATH] [--rounds N] [--engine DIR] [--out DIR]
-#                              [--model base|tiny] [--runs N] [--threads N]
+#                              [--model base|tiny] [--runs N] [--threads N] [--warmup N]
 #   --base REV      base revision (default: HEAD); built in a git worktree under target/abab/
 #   --new REV       new revision (default: the working tree, built here)
 #   --new-bin PATH  an already built new binary instead of --new
@@ -18,6 +18,8 @@
 #                   only the workloads that fit configs/tiny.yaml)
 #   --runs N        timed runs per workload in each `totoc bench` (its --runs; default 5)
 #   --threads N     CPU intra-op threads (bench's --threads; default: bench's own, the physical cores)
+#   --warmup N      untimed `totoc bench --runs 1` passes of each binary before the rounds (default 1; page cache,
+#                   CPU frequency; their output is kept in raw/ but not counted)
 #
 # The base (and --new) revision's worktree stays in target/abab/tree-<sha> for the next run (remove it with
 # `git worktree remove target/abab/tree-<sha>`). Builds share one Cargo target directory (target/abab/target, dependencies built once); each binary is copied
@@ -37,6 +39,7 @@ out=target/abab
 model=base
 runs=5
 threads=""
+warmup=1
 while [ $# -gt 0 ]; do
   case $1 in
     --base) base_rev=$2; shift 2 ;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "abab-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -161,16 +165,21 @@ fi
 raw=$work/raw
 rm -rf "$raw"
 mkdir -p "$raw"
-bench_flags=(--runs "$runs" --context "$context" --no-rss)
+bench_flags=(--context "$context" --no-rss)
 [ -n "$threads" ] && bench_flags+=(--threads "$threads")
-# bench TAG BIN ENGINE: one `totoc bench`, its JSON in $raw/TAG.json and its table in $raw/TAG.txt
+# bench TAG BIN ENGINE [RUNS]: one `totoc bench` (--runs RUNS, default --runs of this script), its JSON in
+# $raw/TAG.json and its table in $raw/TAG.txt
 bench() {
   say "bench $1"
-  "$2" bench --engine "$1=$3" "${bench_flags[@]}" --json "$raw/$1.json" >"$raw/$1.txt" 2>"$raw/$1.err" || {
+  "$2" bench --engine "$1=$3" --runs "${4:-$runs}" "${bench_flags[@]}" --json "$raw/$1.json" >"$raw/$1.txt" 2>"$raw/$1.err" || {
     cat "$raw/$1.err" >&2
     exit 1
   }
 }
+for r in $(seq 1 "$warmup"); do
+  bench "warmupA$r" "$a_bin" "$a_engine" 1
+  bench "warmupB$r" "$b_bin" "$b_engine" 1
+done
 load_before=$(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null || echo unknown)
 for r in $(seq 1 "$rounds"); do
   bench "A$r" "$a_bin" "$a_engine"
@@ -185,11 +194,11 @@ load_after=$(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null || echo unknown)
 cpu=$(grep -m 1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 [ -n "$cpu" ] || cpu=$(uname -m)
 python3 - "$raw" "$rounds" "$out" "$cpu" "$(nproc)" "$a_desc" "$b_desc" "$engine_note" "$a_engine" "$b_engine" \
-  "$runs" "$context" "$load_before" "$load_after" <<'PY'
+  "$runs" "$context" "$load_before" "$load_after" "$warmup" <<'PY'
 import json, os, statistics, sys
 
 (raw, rounds, out, cpu, nproc, a_desc, b_desc, engine_note, a_engine, b_engine, runs, context, load_before,
- load_after) = sys.argv[1:]
+ load_after, warmup) = sys.argv[1:]
 rounds = int(rounds)
 
 
@@ -254,7 +263,8 @@ lines = [
     f"- A: {a_desc}",
     f"- B: {b_desc}",
     f"- engine: {a_engine}" + ("" if a_engine == b_engine else f" (A), {b_engine} (B)") + f"; {engine_note}",
-    f"- {rounds} rounds of A B interleaved, then {rounds} rounds of A A' (base against itself); "
+    f"- {warmup} untimed warm-up pass(es) of each binary, then {rounds} rounds of A B interleaved, "
+    f"then {rounds} rounds of A A' (base against itself); "
     f"each `totoc bench --runs {runs} --context {context} --no-rss`",
     "- median A / B: median over rounds of each round's median; B/A: median over rounds of the per-round ratios; "
     "A/A' spread: min-max of the per-round A'/A ratios",
@@ -270,7 +280,8 @@ report = "\n".join(lines) + "\n"
 os.makedirs(out, exist_ok=True)
 open(os.path.join(out, "report.md"), "w").write(report)
 json.dump({"cpu": cpu, "nproc": int(nproc), "a": a_desc, "b": b_desc, "engine_a": a_engine, "engine_b": b_engine,
-           "engine_note": engine_note, "loadavg_before": load_before, "loadavg_after": load_after, "rounds": rounds, "runs": int(runs), "context": int(context),
+           "engine_note": engine_note, "loadavg_before": load_before, "loadavg_after": load_after,
+           "rounds": rounds, "warmup": int(warmup), "runs": int(runs), "context": int(context),
            "workloads": rows, "raw_medians_ms": runs_of},
           open(os.path.join(out, "report.json"), "w"), indent=2)
 print(report, end="")
