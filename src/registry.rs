@@ -13,6 +13,7 @@ use engines::engine::{Engine, LoadOptions};
 use exporter::registry::Family;
 
 use crate::cli::{BenchArgs, VerifyArgs};
+use crate::cmd::bundle::ProfileInfo;
 
 /// `totoc bench` on engines of `family` (its workloads, against its reference).
 pub fn bench(
@@ -81,4 +82,22 @@ pub fn interpolation_note(family: Family) -> Option<&'static str> {
         Family::Toto1 => None,
         Family::Toto2 => Some(engines::toto2::quantiles::INTERPOLATION_NOTE),
     }
+}
+
+/// `totoc bundle info`: each profile of an export bundle, every family's section in turn.
+pub fn export_profiles(g: &exporter::registry::FamilyGraphs) -> Vec<ProfileInfo> {
+    g.profiles
+        .iter()
+        .map(crate::toto1::info::export_profile)
+        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, "fp32")))
+        .collect()
+}
+
+/// `totoc bundle info`: each profile of an engine, every family's section in turn.
+pub fn engine_profiles(g: &engines::registry::EngineGraphs, precision: &str) -> Vec<ProfileInfo> {
+    g.profiles
+        .iter()
+        .map(|p| crate::toto1::info::engine_profile(p, precision))
+        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, precision)))
+        .collect()
 }

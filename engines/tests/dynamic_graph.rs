@@ -117,7 +117,8 @@ fn check(precision: Precision) {
     let ft = FloatTypes::new(precision, &Fp16Plan::DEFAULT);
     let f16 = precision == Precision::Fp16;
     for kind in GraphKind::ALL {
-        let dynamic = m.dynamic_graphs.iter().find(|g| g.kind == kind && g.precision == precision).unwrap();
+        let dynamic =
+            m.family.dynamic_graphs.iter().find(|g| g.kind == kind && g.precision == precision).unwrap();
         let shared = SharedSession::open(
             rt,
             &bundle.join(&dynamic.file),
@@ -127,7 +128,7 @@ fn check(precision: Precision) {
             Some(&weights),
         )
         .unwrap();
-        let graphs: Vec<_> = m.profiles[0].graphs.iter().filter(|g| g.bucket.kind == kind).collect();
+        let graphs: Vec<_> = m.family.profiles[0].graphs.iter().filter(|g| g.bucket.kind == kind).collect();
         // the smallest and the largest bucket of the kind, on the one shared session
         for g in [graphs.first().unwrap(), graphs.last().unwrap()] {
             let d = g.dims;

@@ -50,7 +50,7 @@ fn cpu_build_round_trip() {
     assert_eq!(m.target, Target::cpu(Some(1)));
     assert_eq!(m.source.manifest_sha256, sha256_file(&src.join("manifest.json")).unwrap());
     assert_eq!(m.model, source.model);
-    assert!(m.dropped.is_empty());
+    assert!(m.family.dropped.is_empty());
     let names: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         names,
@@ -61,7 +61,7 @@ fn cpu_build_round_trip() {
     for f in &m.files {
         assert_eq!(f.sha256, sha256_file(&out.join(&f.path)).unwrap());
     }
-    for (g, s) in m.profiles[0].graphs.iter().zip(&source.profiles[0].graphs) {
+    for (g, s) in m.family.profiles[0].graphs.iter().zip(&source.family.profiles[0].graphs) {
         assert_eq!(
             (g.bucket, g.dims, &g.inputs, g.memory_bytes),
             (s.bucket, s.dims, &s.inputs, s.memory_bytes)
@@ -78,9 +78,9 @@ fn cpu_build_round_trip() {
 
     // load and run: prefill → copy caches → decode, same numbers as the export bundle's graphs
     let engine = EngineBundle::load(&out, None).unwrap();
-    let (pg, dg) = (&m.profiles[0].graphs[0], &m.profiles[0].graphs[1]);
-    let mut prefill = engine.load_graph(pg).unwrap();
-    let mut decode = engine.load_graph(dg).unwrap();
+    let (pg, dg) = (&m.family.profiles[0].graphs[0], &m.family.profiles[0].graphs[1]);
+    let mut prefill = engine.load_graph(&pg.file()).unwrap();
+    let mut decode = engine.load_graph(&dg.file()).unwrap();
     assert_eq!(decode.cache_mode(), CacheMode::InPlace);
     let (pd, dd) = (pg.dims, dg.dims);
     for (i, x) in prefill.input_mut::<f32>("patches").unwrap().iter_mut().enumerate() {
@@ -135,7 +135,7 @@ fn buckets_beyond_the_memory_budget_are_left_out_with_a_note() {
     let src = dir.path().join("export");
     let source = synthetic_bundle(&src);
     init_ort();
-    let graphs = &source.profiles[0].graphs;
+    let graphs = &source.family.profiles[0].graphs;
     let weights = source.files.iter().find(|f| f.path == "weights.fp32.bin").unwrap().bytes;
     // room for the prefill's buffers but not the decode's
     let budget = weights + graphs[0].memory_bytes.max(graphs[1].memory_bytes) - 1;
@@ -147,9 +147,9 @@ fn buckets_beyond_the_memory_budget_are_left_out_with_a_note() {
     assert!(events
         .iter()
         .any(|e| matches!(e, BuildEvent::Dropped { file, .. } if file == "tiny.decode.n6.t3.onnx")));
-    assert_eq!(m.profiles[0].graphs.len(), 1);
-    assert_eq!(m.dropped.len(), 1);
-    assert!(m.dropped[0].reason.contains("memory budget"), "{}", m.dropped[0].reason);
+    assert_eq!(m.family.profiles[0].graphs.len(), 1);
+    assert_eq!(m.family.dropped.len(), 1);
+    assert!(m.family.dropped[0].reason.contains("memory budget"), "{}", m.family.dropped[0].reason);
     assert!(!dir.path().join("e/tiny.decode.n6.t3.onnx").exists());
     // without even a prefill, nothing is built
     let opts = BuildOptions { memory_budget: Some(weights + 1), ..BuildOptions::default() };

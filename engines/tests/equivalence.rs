@@ -142,7 +142,7 @@ fn shared_dynamic_graphs_match_toto() {
             GraphForm::Shared,
         );
         assert_eq!(f.manifest().graphs, GraphForm::Shared);
-        assert!(f.manifest().graphs().all(|(_, g)| g.shared && g.file.starts_with("dynamic.")));
+        assert!(f.manifest().family.graphs().all(|(_, g)| g.shared && g.file.starts_with("dynamic.")));
         check_engine(config, &f);
     }
 }

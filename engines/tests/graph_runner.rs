@@ -150,7 +150,7 @@ fn unknown_names_and_wrong_types_are_clear_errors() {
 fn copy_cache_moves_prefill_slots_into_longer_decode_caches() {
     let dir = tempdir();
     let manifest = synthetic_bundle(dir.path());
-    let graphs = &manifest.profiles[0].graphs;
+    let graphs = &manifest.family.profiles[0].graphs;
     let rt = init_ort();
     let target = Target::cpu(Some(1));
     let cfg = session_config(&target, &Stage::Load { bundle_dir: dir.path().to_path_buf() }, Precision::Fp32);

@@ -28,7 +28,8 @@ fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
     // A budget with room for the 64-row decode bucket but not the 128- or 256-row ones.
     let m = full.manifest();
     let mem = |rows: usize| {
-        m.graphs()
+        m.family
+            .graphs()
             .map(|(_, g)| g)
             .filter(|g| g.bucket.kind == GraphKind::Decode && g.bucket.rows == rows && g.bucket.slots == 11)
             .map(|g| g.memory_bytes)
@@ -36,6 +37,7 @@ fn a_small_budget_splits_sample_paths_into_passes_with_the_same_results() {
             .unwrap()
     };
     let largest_prefill = m
+        .family
         .graphs()
         .filter(|(_, g)| g.bucket.kind == GraphKind::Prefill)
         .map(|(_, g)| g.memory_bytes)
@@ -85,6 +87,7 @@ fn work_that_fits_no_bucket_within_the_budget_is_refused_clearly() {
     let m = full.manifest();
     // Room for the prefill buckets only: no decode bucket fits beside the largest prefill.
     let prefill = m
+        .family
         .graphs()
         .filter(|(_, g)| g.bucket.kind == GraphKind::Prefill)
         .map(|(_, g)| g.memory_bytes)

@@ -341,7 +341,7 @@ fn optimized_model_files() {
         std::env::var("EXP_OUT").map(std::path::PathBuf::from).unwrap_or_else(|_| tmp.path().join("opt"));
     std::fs::create_dir_all(&out).unwrap();
     let manifest = exporter::manifest::Manifest::read(&bundle).unwrap();
-    for p in &manifest.profiles {
+    for p in &manifest.family.profiles {
         for g in &p.graphs {
             let stem = g.file.trim_end_matches(".onnx");
             let t = Instant::now();

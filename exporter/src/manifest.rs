@@ -7,15 +7,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bucket::Bucket;
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
-use crate::profile::Profile;
-use crate::registry::{AnyConfig, Family};
-use crate::signature::{DynSig, GraphKind, Precision, TensorSig};
-use crate::toto1::signature::GraphDims;
-use crate::toto2::export::Toto2GraphFile;
-use crate::toto2::signature::Toto2Dims;
+
+use crate::registry::{AnyConfig, Family, FamilyGraphs};
+use crate::signature::Precision;
 use crate::variant::OpsetVariant;
 
 /// Format tag of export bundles.
@@ -47,62 +43,12 @@ pub struct CheckpointInfo {
     pub config_sha256: String,
 }
 
-/// One bucket's graph file of one precision and its I/O signature.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GraphEntry {
-    pub bucket: Bucket,
-    pub dims: GraphDims,
-    pub precision: Precision,
-    /// Path relative to the bundle root.
-    pub file: String,
-    /// Estimated bytes of the bucket's buffers when loaded ([`Bucket::memory_bytes`]).
-    pub memory_bytes: u64,
-    pub inputs: Vec<TensorSig>,
-    pub outputs: Vec<TensorSig>,
-}
-
-/// A shape-polymorphic graph of one kind and precision (rows and slots symbolic; for TensorRT).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DynamicGraphEntry {
-    pub kind: GraphKind,
-    pub precision: Precision,
-    pub file: String,
-    pub inputs: Vec<DynSig>,
-    pub outputs: Vec<DynSig>,
-}
-
 /// The weight file of one precision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WeightsEntry {
     pub precision: Precision,
     /// Path relative to the bundle root (`weights.fp16.bin`).
     pub file: String,
-}
-
-/// One exported profile: its bounds and the graph of each of its buckets (prefill first, ascending; each bucket
-/// once per precision).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileEntry {
-    pub profile: Profile,
-    pub graphs: Vec<GraphEntry>,
-}
-
-/// One exported Toto 2.0 profile: its bounds and its graph sets (see [`crate::toto2::ladder`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Toto2ProfileEntry {
-    pub profile: Profile,
-    pub sets: Vec<Toto2SetEntry>,
-}
-
-/// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]`), fp32.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Toto2SetEntry {
-    /// `<profile>.n<R>.s<S>`: the prefix of its graph files.
-    pub name: String,
-    pub dims: Toto2Dims,
-    /// Estimated bytes of its buffers when loaded ([`crate::toto2::ladder::memory_bytes`]).
-    pub memory_bytes: u64,
-    pub graphs: Vec<Toto2GraphFile>,
 }
 
 /// A file of the bundle with its hash.
@@ -134,13 +80,10 @@ pub struct Manifest {
     pub fp32_regions: Vec<String>,
     /// One weight file per precision.
     pub weights: Vec<WeightsEntry>,
-    /// Toto 1.0 profiles (empty in a Toto 2.0 bundle).
-    pub profiles: Vec<ProfileEntry>,
-    /// Toto 2.0 profiles (absent in a Toto 1.0 bundle).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub toto2_profiles: Vec<Toto2ProfileEntry>,
-    /// Opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
-    pub dynamic_graphs: Vec<DynamicGraphEntry>,
+    /// Each family's graphs: `profiles` and `dynamic_graphs` (Toto 1.0), `toto2_profiles` (Toto 2.0); written
+    /// in place, as top-level fields ([`crate::registry::FamilyGraphs`]).
+    #[serde(flatten)]
+    pub family: FamilyGraphs,
     pub files: Vec<FileEntry>,
     /// What the export was made from (checkpoint and profile hashes, totoc version, options): `totoc export`
     /// skips the work when they are unchanged ([`crate::build_cache`]). Absent in older manifests.
@@ -164,9 +107,7 @@ impl Manifest {
             precisions: Vec::new(),
             fp32_regions: Vec::new(),
             weights: Vec::new(),
-            profiles: Vec::new(),
-            toto2_profiles: Vec::new(),
-            dynamic_graphs: Vec::new(),
+            family: FamilyGraphs::default(),
             files: Vec::new(),
             inputs: Default::default(),
         }
@@ -200,17 +141,9 @@ impl Manifest {
         self.model.family()
     }
 
-    /// Names of the profiles of either generation.
+    /// Names of the bundle's profiles.
     pub fn profile_names(&self) -> Vec<&str> {
-        self.profiles
-            .iter()
-            .map(|p| p.profile.name.as_str())
-            .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))
-            .collect()
-    }
-
-    pub fn profile(&self, name: &str) -> Option<&ProfileEntry> {
-        self.profiles.iter().find(|p| p.profile.name == name)
+        self.family.profile_names()
     }
 
     /// The weight file of `precision`, if the bundle holds that precision.

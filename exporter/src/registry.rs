@@ -190,6 +190,46 @@ impl AnyConfig {
     }
 }
 
+/// Each family's graphs in an export manifest. Written flattened, as top-level manifest fields, so the manifest
+/// format (`totoc-export/4`) is unchanged: `profiles` and `dynamic_graphs` (Toto 1.0; empty in other bundles),
+/// `toto2_profiles` (Toto 2.0; absent in other bundles).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FamilyGraphs {
+    /// Toto 1.0 profiles (empty in other bundles).
+    pub profiles: Vec<crate::toto1::manifest::ProfileEntry>,
+    /// Toto 2.0 profiles (absent in other bundles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_profiles: Vec<crate::toto2::manifest::Toto2ProfileEntry>,
+    /// Toto 1.0, opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
+    pub dynamic_graphs: Vec<crate::toto1::manifest::DynamicGraphEntry>,
+}
+
+impl FamilyGraphs {
+    /// Names of the bundle's profiles.
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profiles
+            .iter()
+            .map(|p| p.profile.name.as_str())
+            .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))
+            .collect()
+    }
+
+    /// The bundle's profiles (their bounds).
+    pub fn profiles(&self) -> Vec<&crate::profile::Profile> {
+        self.profiles
+            .iter()
+            .map(|p| &p.profile)
+            .chain(self.toto2_profiles.iter().map(|p| &p.profile))
+            .collect()
+    }
+
+    /// Graph files of every profile (shape-polymorphic graphs not counted).
+    pub fn graph_count(&self) -> usize {
+        self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
+            + self.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>()
+    }
+}
+
 /// `totoc export` by the checkpoint's family (from its `config.json`); on any error nothing is left at
 /// `opts.out`.
 pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {

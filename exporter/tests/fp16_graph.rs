@@ -32,7 +32,7 @@ fn export_fp16(dir: &Path, plan: Fp16Plan) -> PathBuf {
     let m = export(&opts, &mut |_| {}).unwrap();
     assert_eq!(m.precisions, [Precision::Fp16]);
     assert_eq!(m.weights_file(Precision::Fp16), Some("weights.fp16.bin"));
-    assert!(m.profiles.iter().flat_map(|p| &p.graphs).all(|g| g.file.ends_with(".fp16.onnx")));
+    assert!(m.family.profiles.iter().flat_map(|p| &p.graphs).all(|g| g.file.ends_with(".fp16.onnx")));
     out
 }
 

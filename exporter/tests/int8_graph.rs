@@ -41,7 +41,7 @@ fn int8_graphs_quantize_the_transformer_matmuls_only() {
     assert!(m.files.iter().any(|f| f.path == "weights.int8.bin" && f.sha256.len() == 64));
     let cfg = m.model.toto1().expect("a Toto 1.0 bundle");
     let layers = cfg.num_layers;
-    for g in m.profiles.iter().flat_map(|p| &p.graphs) {
+    for g in m.family.profiles.iter().flat_map(|p| &p.graphs) {
         assert!(g.file.ends_with(".int8.onnx"), "{}", g.file);
         let model = ModelProto::decode(std::fs::read(out.join(&g.file)).unwrap().as_slice()).unwrap();
         // standard ONNX ops only: no contrib domain

@@ -67,8 +67,7 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let graphs: usize = m.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
-        + m.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>();
+    let graphs = m.family.graph_count();
     eprintln!(
         "built {} {} {}engine with {} profile(s), {graphs} bucket graphs, in {} ({:.2} s)",
         m.model.family().as_str(),
@@ -78,7 +77,7 @@ pub fn run(a: BuildEngineArgs) -> anyhow::Result<ExitCode> {
             (_, true) => "fp16-emulation ".to_string(),
             (p, false) => format!("{p} "),
         },
-        m.profiles.len() + m.toto2_profiles.len(),
+        m.family.profiles().len(),
         a.out.display(),
         start.elapsed().as_secs_f64()
     );

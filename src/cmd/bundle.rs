@@ -99,7 +99,7 @@ struct BundleInfo {
 }
 
 #[derive(Debug, Serialize)]
-struct ProfileInfo {
+pub(crate) struct ProfileInfo {
     name: String,
     batch: usize,
     variates: usize,
@@ -110,15 +110,15 @@ struct ProfileInfo {
 }
 
 #[derive(Debug, Serialize)]
-struct BucketInfo {
+pub(crate) struct BucketInfo {
     /// `prefill` or `decode`.
-    kind: String,
-    rows: usize,
-    slots: usize,
-    precision: String,
-    file: String,
+    pub(crate) kind: String,
+    pub(crate) rows: usize,
+    pub(crate) slots: usize,
+    pub(crate) precision: String,
+    pub(crate) file: String,
     /// Estimated bytes of the bucket's buffers when loaded (besides the shared weights).
-    memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
 }
 
 fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
@@ -147,7 +147,7 @@ fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// One bucket graph of an export or engine bundle, as `bundle info` lists it.
-fn bucket_info(bucket: &Bucket, precision: &str, file: &str, memory_bytes: u64) -> BucketInfo {
+pub(crate) fn bucket_info(bucket: &Bucket, precision: &str, file: &str, memory_bytes: u64) -> BucketInfo {
     BucketInfo {
         kind: bucket.kind.as_str().into(),
         rows: bucket.rows,
@@ -159,19 +159,7 @@ fn bucket_info(bucket: &Bucket, precision: &str, file: &str, memory_bytes: u64) 
 }
 
 fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
-    let profiles = m
-        .profiles
-        .iter()
-        .map(|p| {
-            let buckets = p
-                .graphs
-                .iter()
-                .map(|g| bucket_info(&g.bucket, g.precision.as_str(), &g.file, g.memory_bytes))
-                .collect();
-            profile_info(&p.profile, buckets)
-        })
-        .chain(m.toto2_profiles.iter().map(|p| toto2_profile_info(p, "fp32")))
-        .collect();
+    let profiles = crate::registry::export_profiles(&m.family);
     Ok(BundleInfo {
         info_format: INFO_FORMAT,
         dir: dir.to_path_buf(),
@@ -196,16 +184,7 @@ fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
 
 fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
     let precision = m.precision.as_str();
-    let profiles = m
-        .profiles
-        .iter()
-        .map(|p| {
-            let buckets =
-                p.graphs.iter().map(|g| bucket_info(&g.bucket, precision, &g.file, g.memory_bytes)).collect();
-            profile_info(&p.profile, buckets)
-        })
-        .chain(m.toto2_profiles.iter().map(|p| toto2_profile_info(p, precision)))
-        .collect();
+    let profiles = crate::registry::engine_profiles(&m.family, precision);
     let precision =
         if m.fp16_emulation { format!("{precision} (cpu fp16 emulation)") } else { precision.to_string() };
     Ok(BundleInfo {
@@ -230,26 +209,7 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
     })
 }
 
-/// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches).
-fn toto2_profile_info(p: &exporter::manifest::Toto2ProfileEntry, precision: &str) -> ProfileInfo {
-    let buckets = p
-        .sets
-        .iter()
-        .flat_map(|set| {
-            set.graphs.iter().map(|g| BucketInfo {
-                kind: g.kind.as_str().into(),
-                rows: set.dims.rows,
-                slots: set.dims.context_slots + set.dims.horizon_slots,
-                precision: precision.into(),
-                file: g.file.clone(),
-                memory_bytes: set.memory_bytes,
-            })
-        })
-        .collect();
-    profile_info(&p.profile, buckets)
-}
-
-fn profile_info(p: &exporter::profile::Profile, buckets: Vec<BucketInfo>) -> ProfileInfo {
+pub(crate) fn profile_info(p: &exporter::profile::Profile, buckets: Vec<BucketInfo>) -> ProfileInfo {
     ProfileInfo {
         name: p.name.clone(),
         batch: p.batch,

@@ -53,8 +53,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
-    let graphs: usize = manifest.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
-        + manifest.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>();
+    let graphs = manifest.family.graph_count();
     eprintln!(
         "exported {} {} profile(s), {graphs} bucket graphs, to {} ({:.1} MB) in {:.2} s",
         manifest.profile_names().len(),

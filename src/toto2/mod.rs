@@ -1,4 +1,5 @@
-//! Toto 2.0 in the binary: its `totoc bench` workloads against toto-2 eager ([`bench`]) and its `totoc verify`
+//! Toto 2.0 in the binary: its `totoc bench` workloads against toto-2 eager ([`bench`]), its `totoc bundle info` lines ([`info`]) and its `totoc verify`
 //! table ([`verify`]).
 pub mod bench;
+pub mod info;
 pub mod verify;

@@ -3,21 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-use exporter::bucket::Bucket;
 use exporter::build_cache::BuildInputs;
-use exporter::manifest::{
-    format_mismatch, CheckpointInfo, FileEntry, FormatTag, Manifest, Toto2ProfileEntry, MANIFEST_FILE,
-};
-use exporter::profile::Profile;
+use exporter::manifest::{format_mismatch, CheckpointInfo, FileEntry, FormatTag, Manifest, MANIFEST_FILE};
 use exporter::registry::AnyConfig;
-use exporter::signature::{Precision, TensorSig};
-use exporter::toto1::signature::GraphDims;
+use exporter::signature::Precision;
 use exporter::variant::OpsetVariant;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{SessionConfig, Target};
+use crate::backend::Target;
 use crate::error::{Error, Result};
-use crate::graph::ProviderNodes;
+use crate::registry::EngineGraphs;
 
 /// Format tag of engine bundles.
 pub const ENGINE_FORMAT: &str = "totoc-engine/4";
@@ -41,58 +36,6 @@ pub struct SourceBundle {
     pub precisions: Vec<Precision>,
     /// fp32 regions of its fp16 graphs.
     pub fp32_regions: Vec<String>,
-}
-
-/// One bucket's graph in an engine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngineGraph {
-    pub bucket: Bucket,
-    pub dims: GraphDims,
-    /// The model to load, relative to the bundle.
-    pub file: String,
-    /// The export bundle's graph it was built from.
-    pub source_file: String,
-    /// Estimated bytes of the bucket's buffers when loaded (`Bucket::memory_bytes`).
-    pub memory_bytes: u64,
-    pub inputs: Vec<TensorSig>,
-    pub outputs: Vec<TensorSig>,
-    /// Session settings it is loaded with (paths relative to the bundle, as `./...`; re-derived at load).
-    pub load_session: SessionConfig,
-    /// Nodes per execution provider as ONNX Runtime assigned them when the build loaded it (empty if the build
-    /// could not load it here, e.g. GPU engines built on a machine without the GPU).
-    pub providers: Vec<ProviderNodes>,
-    /// TensorRT: the engine's TensorRT version and GPU architecture (from its EPContext node), checked at load.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tensorrt: Option<crate::tensorrt::EngineStamp>,
-    /// `file` is a shape-polymorphic graph whose one session serves every bucket listing it ([`GraphForm::Shared`]).
-    pub shared: bool,
-    /// The bucket's captured-CUDA-graph key on its session (`None`: not captured; see [`crate::graph::capture_keys`]).
-    pub gpu_graph_id: Option<i64>,
-}
-
-/// One profile of an engine: its bounds and the buckets kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngineProfile {
-    pub profile: Profile,
-    pub graphs: Vec<EngineGraph>,
-}
-
-/// A bucket `build-engine` left out, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DroppedBucket {
-    pub profile: String,
-    pub bucket: Bucket,
-    pub memory_bytes: u64,
-    pub reason: String,
-}
-
-/// A Toto 2.0 graph set `build-engine` left out, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Toto2Dropped {
-    pub profile: String,
-    pub set: String,
-    pub memory_bytes: u64,
-    pub reason: String,
 }
 
 /// `manifest.json` of an engine bundle.
@@ -122,15 +65,10 @@ pub struct EngineManifest {
     pub weight_copies: usize,
     /// The memory budget the engine was built for (buckets beyond it were dropped).
     pub memory_budget: u64,
-    /// Toto 1.0 profiles (empty in a Toto 2.0 engine).
-    pub profiles: Vec<EngineProfile>,
-    pub dropped: Vec<DroppedBucket>,
-    /// Toto 2.0 profiles: the graph sets kept (absent in a Toto 1.0 engine; see [`crate::toto2::engine`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub toto2_profiles: Vec<Toto2ProfileEntry>,
-    /// Toto 2.0 graph sets left out for the memory budget, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub toto2_dropped: Vec<Toto2Dropped>,
+    /// Each family's graphs, written in place as top-level fields ([`crate::registry::EngineGraphs`]):
+    /// `profiles` and `dropped` (Toto 1.0), `toto2_profiles` and `toto2_dropped` (Toto 2.0).
+    #[serde(flatten)]
+    pub family: EngineGraphs,
     /// Every file of the bundle except `manifest.json`.
     pub files: Vec<FileEntry>,
     /// What the engine was built from (source manifest hash, totoc and ONNX Runtime versions, target, options;
@@ -165,11 +103,6 @@ impl EngineManifest {
             return Err(Error::Engine { path, message });
         }
         serde_json::from_str(&text).map_err(not_engine)
-    }
-
-    /// Every bucket graph of every profile.
-    pub fn graphs(&self) -> impl Iterator<Item = (&EngineProfile, &EngineGraph)> {
-        self.profiles.iter().flat_map(|p| p.graphs.iter().map(move |g| (p, g)))
     }
 
     /// Bytes of weights resident when every session is loaded: [`weights_bytes`](Self::weights_bytes) per copy.
@@ -271,6 +204,6 @@ mod tests {
         let target = Target::tensorrt(0, true);
         let cfg = session_config(&target, &Stage::Load { bundle_dir: ".".into() }, Precision::Fp16);
         let json = serde_json::to_string(&cfg).unwrap();
-        assert_eq!(serde_json::from_str::<SessionConfig>(&json).unwrap(), cfg);
+        assert_eq!(serde_json::from_str::<crate::backend::SessionConfig>(&json).unwrap(), cfg);
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use exporter::manifest::MANIFEST_FILE;
 use exporter::signature::TensorSig;
 
-use super::format::{EngineGraph, EngineManifest};
+use super::format::EngineManifest;
 use crate::backend::{self, session_config, Stage, Target};
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedSession, SharedWeights};
@@ -18,17 +18,26 @@ pub(crate) fn bundle_files(dir: &Path) -> Result<Vec<String>> {
     Ok(files)
 }
 
-/// The loaded graph's I/O must be exactly the signature the manifest records.
-pub(crate) fn check_signature(
-    inputs: &[TensorSig],
-    outputs: &[TensorSig],
-    g: &EngineGraph,
-    path: &Path,
-) -> Result<()> {
-    check_io(inputs, outputs, &g.inputs, &g.outputs, path)
+/// One graph file of an engine bundle, as a family's manifest section describes it: what
+/// [`EngineBundle::load_graph`] loads.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphFile<'a> {
+    /// The model to load, relative to the bundle.
+    pub file: &'a str,
+    /// How a shared session's bucket runner is named (the export graph it was built from).
+    pub label: &'a str,
+    /// The I/O the manifest records: the loaded graph must have exactly this signature.
+    pub inputs: &'a [TensorSig],
+    pub outputs: &'a [TensorSig],
+    /// `file` is a shape-polymorphic graph whose one session serves every bucket listing it.
+    pub shared: bool,
+    /// The bucket's captured-CUDA-graph key on a shared session.
+    pub gpu_graph_id: Option<i64>,
+    /// ONNX Runtime's memory pattern (off where a graph's second run would hold two arenas' worth).
+    pub memory_pattern: bool,
 }
 
-/// [`check_signature`] against explicit expected inputs and outputs.
+/// The loaded graph's I/O must be exactly the signature the manifest records.
 pub(crate) fn check_io(
     inputs: &[TensorSig],
     outputs: &[TensorSig],
@@ -111,11 +120,9 @@ impl EngineBundle {
             // provider fails to deserialise it (or silently rebuilds it without the EPContext).
             let (trt, arch) =
                 (crate::doctor::tensorrt_version(), crate::doctor::gpu_architecture(device as usize));
-            for (_, g) in manifest.graphs() {
-                if let Some(stamp) = &g.tensorrt {
-                    crate::tensorrt::check_stamp(stamp, trt, arch.as_deref())
-                        .map_err(|message| Error::Engine { path: dir.join(&g.file), message })?;
-                }
+            for (file, stamp) in manifest.family.tensorrt_stamps() {
+                crate::tensorrt::check_stamp(stamp, trt, arch.as_deref())
+                    .map_err(|message| Error::Engine { path: dir.join(file), message })?;
             }
         }
         if manifest.target.is_gpu() {
@@ -137,45 +144,24 @@ impl EngineBundle {
         &self.manifest.target
     }
 
-    /// Loads one Toto 2.0 graph (weights shared as for [`load_graph`](Self::load_graph)) and checks its I/O
-    /// against the manifest.
-    pub fn load_toto2_graph(&self, g: &exporter::toto2::export::Toto2GraphFile) -> Result<GraphRunner> {
+    /// Loads one graph (its weights shared with every other loaded graph of this bundle on CPU), with all of
+    /// its I/O allocated, and checks its I/O against the manifest.
+    pub fn load_graph(&self, g: &GraphFile<'_>) -> Result<GraphRunner> {
         let mut cfg = session_config(
             self.target(),
             &Stage::Load { bundle_dir: self.dir.clone() },
             self.manifest.precision,
         );
-        // No memory pattern: a Toto 2.0 pass allocates a few large activations, and ONNX Runtime's second run
-        // allocates the pattern's one block beside the first run's separate buffers still held in the arena
-        // (22m, 64 rows: 261 MB after one run, 375 MB after two; without the pattern 261 and 286 MB).
-        cfg.memory_pattern = false;
-        let path = self.dir.join(&g.file);
-        let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
-        let r = self.weights.trim_while(|| {
-            GraphRunner::load(self.rt, &path, name, self.target(), &cfg, Some(&self.weights))
-        })?;
-        self.weights.release_pages();
-        let (inputs, outputs): (Vec<TensorSig>, Vec<TensorSig>) =
-            (r.inputs().cloned().collect(), r.outputs().cloned().collect());
-        check_io(&inputs, &outputs, &g.inputs, &g.outputs, &path)?;
-        Ok(r)
-    }
-
-    /// Loads one bucket's graph (its weights shared with every other loaded graph of this bundle on CPU), with
-    /// all of its I/O allocated, and checks its I/O against the manifest.
-    pub fn load_graph(&self, g: &EngineGraph) -> Result<GraphRunner> {
-        let cfg = session_config(
-            self.target(),
-            &Stage::Load { bundle_dir: self.dir.clone() },
-            self.manifest.precision,
-        );
-        let path = self.dir.join(&g.file);
-        let name = g.file.strip_suffix(".onnx").unwrap_or(&g.file);
+        if !g.memory_pattern {
+            cfg.memory_pattern = false;
+        }
+        let path = self.dir.join(g.file);
+        let name = g.file.strip_suffix(".onnx").unwrap_or(g.file);
         if g.shared {
             // one session of the shape-polymorphic graph for every bucket listing it (opened on first use)
             let session = {
                 let mut open = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-                match open.get(&g.file) {
+                match open.get(g.file) {
                     Some(s) => s.clone(),
                     None => {
                         let s = self.weights.trim_while(|| {
@@ -189,19 +175,19 @@ impl EngineBundle {
                             )
                         })?;
                         let s = std::sync::Arc::new(s);
-                        open.insert(g.file.clone(), s.clone());
+                        open.insert(g.file.to_string(), s.clone());
                         s
                     }
                 }
             };
             self.weights.release_pages();
-            let label = g.source_file.strip_suffix(".onnx").unwrap_or(&g.source_file);
+            let label = g.label.strip_suffix(".onnx").unwrap_or(g.label);
             return GraphRunner::load_bucket(
                 &session,
                 label,
                 self.target(),
-                g.inputs.clone(),
-                g.outputs.clone(),
+                g.inputs.to_vec(),
+                g.outputs.to_vec(),
                 g.gpu_graph_id.unwrap_or(0),
             );
         }
@@ -211,7 +197,7 @@ impl EngineBundle {
         self.weights.release_pages();
         let (inputs, outputs): (Vec<TensorSig>, Vec<TensorSig>) =
             (r.inputs().cloned().collect(), r.outputs().cloned().collect());
-        check_signature(&inputs, &outputs, g, &path)?;
+        check_io(&inputs, &outputs, g.inputs, g.outputs, &path)?;
         Ok(r)
     }
 }

@@ -37,8 +37,8 @@ pub mod load;
 pub use build::{build_engine, pick_precision};
 pub(crate) use build::{check_cache, copy_golden_cases, engine_inputs, provider_present};
 pub use format::{
-    BuildEvent, BuildOptions, DroppedBucket, EngineGraph, EngineManifest, EngineProfile, GraphForm,
-    SourceBundle, Toto2Dropped, EMULATED_WEIGHTS, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
+    BuildEvent, BuildOptions, EngineManifest, GraphForm, SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT,
+    ENGINE_FORMAT_VERSION,
 };
-pub use load::EngineBundle;
 pub(crate) use load::{bundle_files, check_io};
+pub use load::{EngineBundle, GraphFile};

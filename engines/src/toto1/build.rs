@@ -7,25 +7,29 @@ use std::time::Instant;
 use exporter::bucket::Bucket;
 use exporter::fsutil::StagingDir;
 use exporter::graph::emulate::{self};
-use exporter::manifest::{file_entries, DynamicGraphEntry, GraphEntry, Manifest};
+use exporter::manifest::{file_entries, Manifest};
 use exporter::profile::Profile;
 use exporter::registry::AnyConfig;
 use exporter::signature::{GraphKind, Precision, TensorSig};
+use exporter::toto1::manifest::{DynamicGraphEntry, GraphEntry};
 
+use super::manifest::{DroppedBucket, EngineGraph, EngineProfile};
 use crate::backend::{self, session_config, Stage, Target, Version};
 use crate::bundle::build::{
     build_tensorrt, check_cache, copy_golden_cases, emulated_bytes, engine_inputs, pick_precision,
     provider_present, read_model, widened, write_emulation,
 };
 use crate::bundle::format::{
-    BuildEvent, BuildOptions, DroppedBucket, EngineGraph, EngineManifest, EngineProfile, GraphForm,
-    SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
+    BuildEvent, BuildOptions, EngineManifest, GraphForm, SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT,
+    ENGINE_FORMAT_VERSION,
 };
-use crate::bundle::load::{bundle_files, check_signature};
+use crate::bundle::load::{bundle_files, check_io};
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedSession, SharedWeights};
 use crate::memory::human;
+use crate::registry::EngineGraphs;
 use crate::runtime::{self};
+use exporter::toto1::ModelBuckets;
 
 /// Builds the engine bundle for `target` from the Toto 1.0 export bundle at `artifacts` (manifest `source`, whose
 /// `manifest.json` has sha256 `source_sha`; its model `model`) into `out`.
@@ -57,16 +61,19 @@ pub fn build_engine(
         target,
         &session_config(target, &Stage::Load { bundle_dir: out.to_path_buf() }, precision),
     )?;
-    if let Some(missing) = options.profiles.iter().find(|n| source.profile(n).is_none()) {
+    if let Some(missing) =
+        options.profiles.iter().find(|n| !source.family.profiles.iter().any(|p| p.profile.name == **n))
+    {
         return Err(Error::Engine {
             path: artifacts.to_path_buf(),
             message: format!(
                 "profile {missing:?} is not in this export bundle (it has: {})",
-                source.profiles.iter().map(|p| p.profile.name.as_str()).collect::<Vec<_>>().join(", ")
+                source.family.profiles.iter().map(|p| p.profile.name.as_str()).collect::<Vec<_>>().join(", ")
             ),
         });
     }
     let selected: Vec<_> = source
+        .family
         .profiles
         .iter()
         .filter(|p| options.profiles.is_empty() || options.profiles.contains(&p.profile.name))
@@ -156,7 +163,7 @@ pub fn build_engine(
             if !kept.iter().flat_map(|(_, g)| g.iter()).any(|g| g.bucket.kind == kind) {
                 continue;
             }
-            let d = source.dynamic_graphs.iter().find(|d| d.kind == kind && d.precision == precision);
+            let d = source.family.dynamic_graphs.iter().find(|d| d.kind == kind && d.precision == precision);
             dynamic.push(d.ok_or_else(|| Error::Engine {
                 path: artifacts.to_path_buf(),
                 message: format!(
@@ -344,7 +351,7 @@ pub fn build_engine(
                     let c = weights.trim_while(|| {
                         GraphRunner::check(rt, &path, &entry.file, target, &check_cfg, Some(&weights))
                     })?;
-                    check_signature(&c.inputs, &c.outputs, &entry, &path)?;
+                    check_io(&c.inputs, &c.outputs, &entry.inputs, &entry.outputs, &path)?;
                     entry.providers = c.providers;
                 }
                 None => {}
@@ -378,10 +385,7 @@ pub fn build_engine(
         weights_bytes,
         weight_copies,
         memory_budget: budget,
-        profiles,
-        dropped,
-        toto2_profiles: Vec::new(),
-        toto2_dropped: Vec::new(),
+        family: EngineGraphs { profiles, dropped, ..EngineGraphs::default() },
         files: file_entries(stage.path(), &files)?,
         inputs,
     };

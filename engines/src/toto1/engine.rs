@@ -12,9 +12,10 @@ use exporter::signature::GraphKind;
 use exporter::toto1::config::ModelConfig;
 use exporter::toto1::signature;
 
+use super::manifest::{EngineGraph, EngineProfile};
 use super::session::{self, Graphs, HostConfig};
 use crate::admission::admit;
-use crate::bundle::{EngineGraph, EngineManifest, EngineProfile};
+use crate::bundle::EngineManifest;
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
@@ -74,7 +75,7 @@ impl Toto1Engine {
         let weights_bytes = manifest.resident_weight_bytes();
         // Identical shapes in several profiles are one graph: keep the first.
         let mut slots: HashMap<Bucket, Slot> = HashMap::new();
-        for (p, g) in manifest.graphs() {
+        for (p, g) in super::manifest::graphs(&manifest.family.profiles) {
             slots
                 .entry(g.bucket)
                 .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
@@ -90,7 +91,7 @@ impl Toto1Engine {
                 ),
             });
         }
-        let max = |f: fn(&EngineProfile) -> usize| manifest.profiles.iter().map(f).max().unwrap_or(0);
+        let max = |f: fn(&EngineProfile) -> usize| manifest.family.profiles.iter().map(f).max().unwrap_or(0);
         let limits = EngineLimits {
             max_variates: max(|p| p.profile.variates),
             max_context: max(|p| p.profile.context),
@@ -188,6 +189,7 @@ impl FamilyEngine for Toto1Engine {
                     let d = call
                         .bundle
                         .manifest()
+                        .family
                         .profiles
                         .first()
                         .and_then(|p| p.graphs.first())
@@ -344,7 +346,7 @@ impl Graphs for Pool<'_> {
                 }
             }
         }
-        let runner = self.call.bundle.load_graph(&slot.graph)?;
+        let runner = self.call.bundle.load_graph(&slot.graph.file())?;
         self.exec.loaded.push(Loaded { bucket, runner: None, memory: need, last_used: tick });
         Ok(runner)
     }

@@ -10,5 +10,6 @@
 pub mod build;
 pub mod engine;
 pub mod golden;
+pub mod manifest;
 pub mod mixture;
 pub mod session;

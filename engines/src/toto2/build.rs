@@ -11,17 +11,20 @@ use std::path::Path;
 use std::time::Instant;
 
 use exporter::fsutil::StagingDir;
-use exporter::manifest::{file_entries, Manifest, Toto2ProfileEntry};
+use exporter::manifest::{file_entries, Manifest};
 use exporter::signature::Precision;
+use exporter::toto2::manifest::Toto2ProfileEntry;
 
+use super::manifest::Toto2Dropped;
 use crate::backend::{self, session_config, Stage, Target, Version};
 use crate::bundle::{
     bundle_files, check_io, pick_precision, provider_present, BuildEvent, BuildOptions, EngineManifest,
-    GraphForm, SourceBundle, Toto2Dropped, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
+    GraphForm, SourceBundle, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
 };
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedWeights};
 use crate::memory::human;
+use crate::registry::EngineGraphs;
 use crate::runtime;
 
 /// Builds an engine for `target` from the Toto 2.0 export bundle `artifacts` (its manifest `source`, already
@@ -56,7 +59,7 @@ pub fn build_engine(
         target,
         &session_config(target, &Stage::Load { bundle_dir: out.to_path_buf() }, precision),
     )?;
-    let names: Vec<&str> = source.toto2_profiles.iter().map(|p| p.profile.name.as_str()).collect();
+    let names: Vec<&str> = source.family.toto2_profiles.iter().map(|p| p.profile.name.as_str()).collect();
     if let Some(missing) = options.profiles.iter().find(|n| !names.contains(&n.as_str())) {
         return Err(refuse(format!(
             "profile {missing:?} is not in this export bundle (it has: {})",
@@ -101,6 +104,7 @@ pub fn build_engine(
     let mut dropped = Vec::new();
     let mut kept: Vec<Toto2ProfileEntry> = Vec::new();
     for p in source
+        .family
         .toto2_profiles
         .iter()
         .filter(|p| options.profiles.is_empty() || options.profiles.contains(&p.profile.name))
@@ -184,10 +188,7 @@ pub fn build_engine(
         weights_bytes,
         weight_copies: 1,
         memory_budget: budget,
-        profiles: Vec::new(),
-        dropped: Vec::new(),
-        toto2_profiles: kept,
-        toto2_dropped: dropped,
+        family: EngineGraphs { toto2_profiles: kept, toto2_dropped: dropped, ..EngineGraphs::default() },
         files: file_entries(stage.path(), &files)?,
         inputs,
     };

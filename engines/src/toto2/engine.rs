@@ -13,11 +13,11 @@
 
 use std::sync::Mutex;
 
-use exporter::manifest::Toto2SetEntry;
+use exporter::toto2::manifest::Toto2SetEntry;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
 use crate::admission::admit;
-use crate::bundle::{EngineBundle, EngineManifest};
+use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
@@ -143,7 +143,7 @@ impl Toto2Engine {
     pub fn new(manifest: &EngineManifest, cfg: &Toto2Config, budget: u64) -> Result<Self> {
         let weights_bytes = manifest.resident_weight_bytes();
         let mut sets: Vec<SetSlot> = Vec::new();
-        for p in &manifest.toto2_profiles {
+        for p in &manifest.family.toto2_profiles {
             for s in &p.sets {
                 if weights_bytes + s.memory_bytes <= budget && !sets.iter().any(|k| k.entry.dims == s.dims) {
                     sets.push(SetSlot {
@@ -178,7 +178,7 @@ impl Toto2Engine {
     /// The limits of a Toto 2.0 engine: its profiles' bounds, no sample paths.
     pub fn limits(manifest: &EngineManifest) -> EngineLimits {
         let max = |f: fn(&exporter::profile::Profile) -> usize| {
-            manifest.toto2_profiles.iter().map(|p| f(&p.profile)).max().unwrap_or(0)
+            manifest.family.toto2_profiles.iter().map(|p| f(&p.profile)).max().unwrap_or(0)
         };
         EngineLimits {
             max_variates: max(|p| p.variates),
@@ -375,7 +375,20 @@ impl Toto2Engine {
             .entry
             .graphs
             .iter()
-            .map(|g| bundle.load_toto2_graph(g))
+            .map(|g| {
+                // No memory pattern: a Toto 2.0 pass allocates a few large activations, and ONNX Runtime's second
+                // run allocates the pattern's one block beside the first run's separate buffers still held in the
+                // arena (22m, 64 rows: 261 MB after one run, 375 MB after two; without the pattern 261 and 286 MB).
+                bundle.load_graph(&GraphFile {
+                    file: &g.file,
+                    label: &g.file,
+                    inputs: &g.inputs,
+                    outputs: &g.outputs,
+                    shared: false,
+                    gpu_graph_id: None,
+                    memory_pattern: false,
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         pool.loaded.push(Loaded { set, runners: None, memory: need, last_used: tick });
         Ok(runners)

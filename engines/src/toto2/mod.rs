@@ -15,6 +15,7 @@ pub mod context;
 pub mod driver;
 pub mod engine;
 pub mod golden;
+pub mod manifest;
 pub mod quantiles;
 pub mod rope;
 

@@ -7,16 +7,18 @@ use std::path::Path;
 use exporter::bucket::Bucket;
 use exporter::graph::builder::{attribute, value_info, Attr};
 use exporter::manifest::{
-    file_entries, CheckpointInfo, GraphEntry, Manifest, ProfileEntry, WeightsEntry, BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION,
+    file_entries, CheckpointInfo, Manifest, WeightsEntry, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION,
 };
 use exporter::pb::{
     tensor_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     ValueInfoProto,
 };
 use exporter::profile::Profile;
+use exporter::registry::FamilyGraphs;
 use exporter::toto1::config::ModelConfig;
+use exporter::toto1::manifest::{GraphEntry, ProfileEntry};
 use exporter::toto1::signature::{self, DType, GraphKind, IoTypes, Precision, TensorSig};
+use exporter::toto1::ModelBuckets;
 use exporter::variant::OpsetVariant;
 use prost::Message;
 
@@ -359,9 +361,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         precisions: vec![Precision::Fp32],
         fp32_regions: Vec::new(),
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: "weights.fp32.bin".into() }],
-        profiles: vec![ProfileEntry { profile, graphs }],
-        toto2_profiles: Vec::new(),
-        dynamic_graphs: Vec::new(),
+        family: FamilyGraphs { profiles: vec![ProfileEntry { profile, graphs }], ..FamilyGraphs::default() },
         files: file_entries(dir, &paths).unwrap(),
         inputs: Default::default(),
     };

@@ -5,7 +5,9 @@ use prost::Message;
 
 use super::checkpoint::Checkpoint;
 use super::graph::{dynamic_graph, toto_graph, GraphOptions};
+use super::manifest::{DynamicGraphEntry, GraphEntry, ProfileEntry};
 use super::signature;
+use super::{ModelBuckets, ModelProfile};
 use crate::error::{Error, Result};
 use crate::export::{
     check_cache, commit_bundle, copy_golden, export_inputs, graph_file, weights_file, ExportEvent,
@@ -14,8 +16,8 @@ use crate::export::{
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{GraphBuilder, WeightStore};
-use crate::manifest::{file_entries, DynamicGraphEntry, GraphEntry, Manifest, ProfileEntry, WeightsEntry};
-use crate::registry::AnyConfig;
+use crate::manifest::{file_entries, Manifest, WeightsEntry};
+use crate::registry::{AnyConfig, FamilyGraphs};
 use crate::signature::{GraphKind, Precision};
 use crate::variant::OpsetVariant;
 
@@ -166,8 +168,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         },
         weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
         precisions,
-        profiles,
-        dynamic_graphs,
+        family: FamilyGraphs { profiles, dynamic_graphs, ..FamilyGraphs::default() },
         files: file_entries(stage.path(), &files)?,
         inputs,
         ..Manifest::new(ckpt.info(), AnyConfig::Toto1(ckpt.config.clone()), opts.variant)

@@ -3,11 +3,16 @@
 //! ([`graph`]) and the export of its shape buckets ([`export`]).
 //!
 //! Toto 1.0 predicts a Student-T mixture per patch; the host samples paths from it.
+pub mod bucket;
 pub mod checkpoint;
 pub mod config;
 pub mod export;
 pub mod graph;
+pub mod manifest;
+pub mod profile;
 pub mod signature;
 
+pub use bucket::ModelBuckets;
 pub use config::ModelConfig;
 pub use graph::{dynamic_graph, toto_graph, GraphOptions};
+pub use profile::{ModelProfile, ModelProfileSet};

@@ -8,14 +8,15 @@ use std::path::Path;
 use prost::Message;
 
 use super::graph::toto2_graph;
+use super::manifest::{Toto2ProfileEntry, Toto2SetEntry};
 use crate::error::{Error, Result};
 use crate::export::{
     check_cache, commit_bundle, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions,
 };
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::{GraphBuilder, WeightStore};
-use crate::manifest::{file_entries, Manifest, Toto2ProfileEntry, Toto2SetEntry, WeightsEntry};
-use crate::registry::AnyConfig;
+use crate::manifest::{file_entries, Manifest, WeightsEntry};
+use crate::registry::{AnyConfig, FamilyGraphs};
 use crate::signature::{Precision, TensorSig};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::ladder;
@@ -153,7 +154,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     let manifest = Manifest {
         precisions: vec![Precision::Fp32],
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: wfile }],
-        toto2_profiles: profiles,
+        family: FamilyGraphs { toto2_profiles: profiles, ..FamilyGraphs::default() },
         files: file_entries(stage.path(), &files)?,
         inputs,
         ..Manifest::new(ckpt.info(), AnyConfig::Toto2(ckpt.config.clone()), opts.variant)

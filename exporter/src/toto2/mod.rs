@@ -10,6 +10,7 @@ pub mod config;
 pub mod export;
 pub mod graph;
 pub mod ladder;
+pub mod manifest;
 pub mod signature;
 pub mod synth;
 

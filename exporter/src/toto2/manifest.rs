@@ -1,0 +1,25 @@
+//! Toto 2.0's section of an export manifest: each profile's graph sets.
+
+use serde::{Deserialize, Serialize};
+
+use super::export::Toto2GraphFile;
+use super::signature::Toto2Dims;
+use crate::profile::Profile;
+
+/// One exported Toto 2.0 profile: its bounds and its graph sets (see [`super::ladder`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Toto2ProfileEntry {
+    pub profile: Profile,
+    pub sets: Vec<Toto2SetEntry>,
+}
+
+/// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]`), fp32.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toto2SetEntry {
+    /// `<profile>.n<R>.s<S>`: the prefix of its graph files.
+    pub name: String,
+    pub dims: Toto2Dims,
+    /// Estimated bytes of its buffers when loaded ([`super::ladder::memory_bytes`]).
+    pub memory_bytes: u64,
+    pub graphs: Vec<Toto2GraphFile>,
+}

@@ -1,0 +1,22 @@
+//! `totoc bundle info` lines of a Toto 2.0 profile.
+
+use crate::cmd::bundle::{profile_info, BucketInfo, ProfileInfo};
+
+/// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches).
+pub fn profile(p: &exporter::toto2::manifest::Toto2ProfileEntry, precision: &str) -> ProfileInfo {
+    let buckets = p
+        .sets
+        .iter()
+        .flat_map(|set| {
+            set.graphs.iter().map(|g| BucketInfo {
+                kind: g.kind.as_str().into(),
+                rows: set.dims.rows,
+                slots: set.dims.context_slots + set.dims.horizon_slots,
+                precision: precision.into(),
+                file: g.file.clone(),
+                memory_bytes: set.memory_bytes,
+            })
+        })
+        .collect();
+    profile_info(&p.profile, buckets)
+}
