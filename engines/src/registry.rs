@@ -32,6 +32,27 @@ pub(crate) fn load_family(
     })
 }
 
+/// `totoc build-engine` by the export bundle's family: `source` is its manifest, already read and verified,
+/// `source_sha` that manifest's sha256.
+pub(crate) fn build_family_engine(
+    artifacts: &Path,
+    source: exporter::manifest::Manifest,
+    source_sha: String,
+    target: &crate::backend::Target,
+    out: &Path,
+    options: &crate::bundle::BuildOptions,
+    progress: &mut dyn FnMut(crate::bundle::BuildEvent),
+) -> Result<EngineManifest> {
+    match source.model.clone() {
+        AnyConfig::Toto1(model) => crate::toto1::build::build_engine(
+            artifacts, source, model, source_sha, target, out, options, progress,
+        ),
+        AnyConfig::Toto2(_) => {
+            crate::toto2::build::build_engine(artifacts, &source, source_sha, target, out, options, progress)
+        }
+    }
+}
+
 /// Each family's graphs in an engine manifest. Written flattened, as top-level manifest fields, so the engine
 /// format (`totoc-engine/4`) is unchanged: `profiles` and `dropped` (Toto 1.0; empty in other engines),
 /// `toto2_profiles` and `toto2_dropped` (Toto 2.0; absent in other engines).

@@ -1,6 +1,6 @@
 //! Shape buckets: one static graph shape (a kind, rows N and slots), the unit an engine loads, runs and
 //! evicts, and the patch arithmetic every family sizes them with. Which buckets a profile is exported as is the
-//! family's (Toto 1.0's default ladder: `toto1::bucket`).
+//! family's (Toto 1.0's default ladder is in its folder's `bucket.rs`).
 //!
 //! * **prefill** buckets: rows N × context slots S;
 //! * **decode** buckets: rows N × cache slots T (context + forecast patches).

@@ -174,8 +174,7 @@ pub(crate) fn check_cache(
 }
 
 /// Runs the export (or skips it: [`crate::build_cache`]); on any error nothing is left at `opts.out`.
-/// The checkpoint's generation (from its `config.json`) picks the exporter: Toto 2.0 checkpoints go to
-/// [`crate::toto2::export::export_bundle`].
+/// The checkpoint's family (from its `config.json`) picks the exporter ([`crate::registry::export_bundle`]).
 pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
     crate::registry::export_bundle(opts, progress)
 }

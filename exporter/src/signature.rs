@@ -1,6 +1,6 @@
 //! The types every exported graph's I/O contract is written in (element types, precisions, static and
 //! shape-polymorphic signatures, graph kinds, KV-cache names), shared by the families. Each family defines its
-//! own contract from these: `toto1::signature`, `toto2::signature`.
+//! own contract from these (`signature.rs` in each family folder).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! `totoc bench`: a family's reference workloads through one or more engines of that family, interleaved run by
 //! run in one invocation, side by side with the family's eager reference timed in the same invocation. The
-//! workloads and the reference harness belong to the family (`toto1::bench`, `toto2::bench`), reached through
+//! workloads and the reference harness belong to the family (`bench.rs` in its folder), reached through
 //! [`crate::registry`].
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 //! `totoc verify`: runs golden reference cases through an engine and compares the deterministic outputs; the
-//! cases and their comparison are the engine's family's (`toto1::verify`, `toto2::verify`, via
+//! cases and their comparison are the engine's family's (`verify.rs` in its folder, via
 //! [`crate::registry`]).
 use std::process::ExitCode;
 

@@ -3,6 +3,7 @@
 //! `scripts/setup-serve-venv.sh`). Grouped by theme: equal numbers to the CLI; the v2 protocol (JSON and
 //! binary tensors); readiness; bad requests; overload and deadlines; tokens; request ids and metrics; the
 //! shadow engine; SIGTERM.
+//! long-file: one server process per test group; the requests and their expected answers read best side by side.
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@
 //! first answer, and its peak RSS (VmHWM) stays under [`RSS_BOUND_MIB`], printed. Then SIGTERM with stalled
 //! uploads open: it exits within its shutdown timeout. All traffic goes to 127.0.0.1 (and from 127.0.0.2 for one
 //! probe); every loop is bounded in count and time.
+//! long-file: one hostile client per test against one server; each attack sits beside the answer it must get.
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,6 @@
-//! `totoc build-engine`'s shared machinery, used by both families: precision, build-cache inputs, golden
-//! cases, the fp16 emulation, TensorRT engines; [`build_engine`] reads the source manifest and dispatches on the
-//! model (Toto 1.0: [`crate::toto1::build`], Toto 2.0: [`crate::toto2::build`]).
+//! `totoc build-engine`'s shared machinery, used by every family: precision, build-cache inputs, golden cases,
+//! the fp16 emulation, TensorRT engines; [`build_engine`] reads and checks the source manifest and hands it to
+//! its family's builder ([`crate::registry::build_family_engine`]).
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +10,6 @@ use exporter::fsutil::{sha256_file, write_atomic};
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{Manifest, MANIFEST_FILE};
 use exporter::pb::ModelProto;
-use exporter::registry::AnyConfig;
 use exporter::signature::{DType, Precision, TensorSig};
 use prost::Message;
 
@@ -119,15 +118,7 @@ pub fn build_engine(
     let source = Manifest::read(artifacts)?;
     source.verify_files(artifacts)?;
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
-    let model = match &source.model {
-        AnyConfig::Toto1(m) => m.clone(),
-        AnyConfig::Toto2(_) => {
-            return crate::toto2::build::build_engine(
-                artifacts, &source, source_sha, target, out, options, progress,
-            )
-        }
-    };
-    crate::toto1::build::build_engine(artifacts, source, model, source_sha, target, out, options, progress)
+    crate::registry::build_family_engine(artifacts, source, source_sha, target, out, options, progress)
 }
 
 pub(crate) fn read_model(path: &Path) -> Result<ModelProto> {

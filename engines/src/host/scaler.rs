@@ -21,7 +21,7 @@
 //! bounds match bit for bit as well (`engines/tests/data/scaler.json`: all loc/scale/scaled values equal).
 //!
 //! Toto 2.0's scaler is the same running state without the minimum scale and the clamp, floored at 1e-6
-//! ([`CausalScaler::with_floor`]); its context handling lives in `crate::toto2::context`.
+//! ([`CausalScaler::with_floor`]); Toto 2.0's context handling lives in its folder (`context.rs`).
 
 use crate::host::sum::torch_sum;
 

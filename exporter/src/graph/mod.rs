@@ -1,7 +1,7 @@
 //! Graph construction shared by every family: a scoped, typed ONNX [`builder`], the shared external [`weights`]
 //! files, the fp32 regions of fp16 graphs ([`precision`]), the typing rules ([`types`]) and the fp16 emulation
 //! rewrite ([`emulate`]). Each family's forward pass (one function per model block) is in its folder
-//! (`toto1::graph`, `toto2::graph`).
+//! (`graph.rs` in each family folder).
 pub mod builder;
 pub mod emulate;
 pub mod precision;
