@@ -2,7 +2,7 @@
 //! folders, shared code beside them never names a family, and one registry module per crate holds the only
 //! `match` on the family.
 //!
-//! * A family folder is a directory named in [`FAMILIES`] directly under a crate's `src/` root
+//! * A family folder is a directory named in [`families`] directly under a crate's `src/` root
 //!   (`engines/src/toto2/`, or a single file `engines/src/toto2.rs`).
 //! * A registry module is `registry.rs` or `registry/` directly under a crate's `src/` root.
 //! * [`imports_follow_the_layers`]: a file in family F references no other family's modules (in any crate); a file
@@ -22,9 +22,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The model families, each a folder under a crate's `src/`.
-// The engineer of the family refactor will derive this from the family enum once there is one.
-const FAMILIES: &[&str] = &["toto1", "toto2"];
+/// The model families, each a folder under a crate's `src/`: the folders the one family enum names, so a new
+/// family is checked as soon as it has a variant.
+fn families() -> Vec<&'static str> {
+    exporter::registry::Family::ALL.iter().map(|f| f.capabilities().folder).collect()
+}
 
 /// The crates whose sources are checked: their directories under the repository root (a missing one is skipped).
 const CRATES: &[&str] = &[".", "engines", "exporter", "python"];
@@ -439,11 +441,11 @@ fn imports_follow_the_layers() {
             let (refs, mut v) = check_file(
                 &shown,
                 &src,
-                &layer_of(rel, FAMILIES),
+                &layer_of(rel, &families()),
                 &k.name,
                 &module_of(rel),
                 &names,
-                FAMILIES,
+                &families(),
             );
             n_files += 1;
             n_refs += refs;
@@ -453,9 +455,10 @@ fn imports_follow_the_layers() {
     let dirs: Vec<&str> = crates.iter().map(|c| c.dir.as_str()).collect();
     assert!(
         bad.is_empty(),
-        "{} references cross the family layers (families {FAMILIES:?}; a family's files name no other family, \
+        "{} references cross the family layers (families {:?}; a family's files name no other family, \
          shared files name none, registry modules may):\n{}\n{} violations",
         bad.len(),
+        families(),
         bad.join("\n"),
         bad.len()
     );
@@ -471,7 +474,7 @@ fn family_words(f: &str) -> [String; 2] {
 
 #[test]
 fn family_names_stay_in_family_folders() {
-    let words: Vec<String> = FAMILIES.iter().flat_map(|f| family_words(f)).collect();
+    let words: Vec<String> = families().iter().flat_map(|f| family_words(f)).collect();
     let (mut all_lines, mut all_files) = (0, 0);
     let mut outside: Vec<String> = Vec::new();
     let mut outside_files = BTreeSet::new();
@@ -480,7 +483,7 @@ fn family_names_stay_in_family_folders() {
             let Ok(text) = std::fs::read_to_string(&path) else { continue }; // binary files
             let rel = path.strip_prefix(&k.src).unwrap();
             let shown = path.strip_prefix(repo()).unwrap().display().to_string();
-            let exempt = layer_of(rel, FAMILIES) != Layer::Shared;
+            let exempt = layer_of(rel, &families()) != Layer::Shared;
             let mut hit = false;
             for (n, line) in text.lines().enumerate() {
                 if words.iter().any(|w| line.contains(w.as_str())) {
@@ -572,10 +575,10 @@ fn super_and_self_resolve_from_the_file_module() {
     assert_eq!(res("exporter::toto1::X"), Some(("exporter".into(), vec!["toto1".into(), "X".into()])));
     assert_eq!(module_of(Path::new("main.rs")), Vec::<String>::new());
     assert_eq!(module_of(Path::new("toto2.rs")), ["toto2"]);
-    assert_eq!(layer_of(Path::new("toto2.rs"), FAMILIES), Layer::Family("toto2".into()));
-    assert_eq!(layer_of(Path::new("toto2/a/b.rs"), FAMILIES), Layer::Family("toto2".into()));
-    assert_eq!(layer_of(Path::new("graph/toto2.rs"), FAMILIES), Layer::Shared);
-    assert_eq!(layer_of(Path::new("registry/mod.rs"), FAMILIES), Layer::Registry);
+    assert_eq!(layer_of(Path::new("toto2.rs"), &families()), Layer::Family("toto2".into()));
+    assert_eq!(layer_of(Path::new("toto2/a/b.rs"), &families()), Layer::Family("toto2".into()));
+    assert_eq!(layer_of(Path::new("graph/toto2.rs"), &families()), Layer::Shared);
+    assert_eq!(layer_of(Path::new("registry/mod.rs"), &families()), Layer::Registry);
     // a root file's bare path is a child module of the root
     let root: Vec<String> = Vec::new();
     assert_eq!(resolve(&r("toto1::f"), "totoc", &root, &crates).unwrap().1, ["toto1", "f"]);
@@ -609,10 +612,10 @@ fn violations_are_reported_with_file_line_and_layers() {
     let crates = ["totoc".to_string(), "engines".to_string(), "exporter".to_string()];
     let src = "use crate::toto2::engine;\nuse super::toto1::x;\nuse super::super::toto1::y;\n\
                fn f() { exporter::toto1::config::load(); }\n";
-    let at = |rel: &str| (layer_of(Path::new(rel), FAMILIES), module_of(Path::new(rel)));
+    let at = |rel: &str| (layer_of(Path::new(rel), &families()), module_of(Path::new(rel)));
     let (layer, module) = at("toto2/build.rs");
     let (n, bad) =
-        check_file("engines/src/toto2/build.rs", src, &layer, "engines", &module, &crates, FAMILIES);
+        check_file("engines/src/toto2/build.rs", src, &layer, "engines", &module, &crates, &families());
     assert_eq!(n, 4);
     // `super::toto1` of toto2/build.rs is toto2::toto1, inside the family
     assert_eq!(
@@ -623,7 +626,7 @@ fn violations_are_reported_with_file_line_and_layers() {
         ]
     );
     let (layer, module) = at("serve/a.rs");
-    let (_, bad) = check_file("src/serve/a.rs", src, &layer, "totoc", &module, &crates, FAMILIES);
+    let (_, bad) = check_file("src/serve/a.rs", src, &layer, "totoc", &module, &crates, &families());
     assert_eq!(
         bad,
         [
@@ -633,6 +636,6 @@ fn violations_are_reported_with_file_line_and_layers() {
         ]
     );
     let (layer, module) = at("registry/mod.rs");
-    let (_, bad) = check_file("src/registry/mod.rs", src, &layer, "totoc", &module, &crates, FAMILIES);
+    let (_, bad) = check_file("src/registry/mod.rs", src, &layer, "totoc", &module, &crates, &families());
     assert!(bad.is_empty(), "{bad:?}");
 }
