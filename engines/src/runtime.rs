@@ -303,7 +303,7 @@ pub fn default_intra_threads(threads: usize) {
 /// Threads of the global intra-op pool.
 pub fn intra_threads() -> usize {
     match INTRA_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => crate::backend::physical_cores(),
+        0 => crate::cpu::physical_cores(),
         n => n,
     }
 }

@@ -235,7 +235,7 @@ fn print_report(
         a.context,
         a.runs
     );
-    let cpu = engines::backend::cpu_summary();
+    let cpu = engines::cpu::cpu_summary();
     println!("  cpu          {}", cpu.as_deref().unwrap_or("unknown (no /proc/cpuinfo)"));
     for b in benches {
         println!("  {:<12} {} ({})", b.label, b.dir.display(), b.engine.info().label);
@@ -387,7 +387,7 @@ fn run_reference(a: &BenchArgs, checkpoint: &Path) -> anyhow::Result<Value> {
     std::fs::write(dir.path().join("bench_reference.py"), BENCH_REFERENCE_PY)?;
     std::fs::write(dir.path().join("run_reference.py"), RUN_REFERENCE_PY)?;
     let script = dir.path().join("bench_reference.py");
-    let threads = a.threads.unwrap_or_else(engines::backend::physical_cores);
+    let threads = a.threads.unwrap_or_else(engines::cpu::physical_cores);
     let cases = WORKLOADS.iter().filter(|w| !w.separate_calls).map(|w| w.name).collect::<Vec<_>>().join(",");
     eprintln!("timing toto-ts eager ({} runs per case; this takes a while) ...", a.runs);
     let out = Command::new(&python)

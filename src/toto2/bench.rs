@@ -76,7 +76,7 @@ pub fn run(
     }
     let threads = engines::runtime::intra_threads();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let cpu = engines::backend::cpu_summary();
+    let cpu = engines::cpu::cpu_summary();
     println!(
         "Toto 2.0: {} series × {} points, H={HORIZON}, single pass; {threads} threads; load average {}; cpu {}",
         a.throughput_series,
@@ -207,7 +207,7 @@ fn run_reference(a: &BenchArgs, checkpoint: &Path) -> anyhow::Result<Value> {
     let script = dir.path().join("bench_toto2_reference.py");
     std::fs::write(&script, BENCH_TOTO2_REFERENCE_PY)?;
     std::fs::write(dir.path().join("run_toto2_reference.py"), RUN_TOTO2_REFERENCE_PY)?;
-    let threads = a.threads.unwrap_or_else(engines::backend::physical_cores);
+    let threads = a.threads.unwrap_or_else(engines::cpu::physical_cores);
     eprintln!("timing toto-2 eager ({} runs; this takes a while) ...", a.runs);
     let out = Command::new(&python)
         .arg(&script)

@@ -23,6 +23,7 @@ use crate::host::rope;
 use crate::host::scaler::ScalerConfig;
 use crate::memory::human;
 use crate::plan::{Available, Pins, Shape};
+use crate::pool::{LruPool, TakeError};
 use crate::request::{ContextCut, ForecastRequest};
 
 /// One bucket the engine may run.
@@ -31,19 +32,11 @@ struct Slot {
     profile: String,
 }
 
-/// A loaded bucket: its runner (`None` while a session holds it) and when it was last used.
-struct Loaded {
-    bucket: Bucket,
-    runner: Option<GraphRunner>,
-    memory: u64,
-    last_used: u64,
-}
-
 /// What calls share, behind the engine's lock.
 #[derive(Default)]
 struct Exec {
-    loaded: Vec<Loaded>,
-    tick: u64,
+    /// The loaded buckets' runners.
+    pool: LruPool<Bucket, GraphRunner>,
     totals: HashMap<Bucket, (u64, u64, f64)>,
     last_call: Vec<RunRecord>,
 }
@@ -254,7 +247,7 @@ impl FamilyEngine for Toto1Engine {
                     runs,
                     rows_used,
                     seconds,
-                    loaded: exec.loaded.iter().any(|l| l.bucket == a.bucket),
+                    loaded: exec.pool.is_loaded(a.bucket),
                 }
             })
             .collect();
@@ -300,61 +293,39 @@ struct Pool<'e> {
 
 impl Graphs for Pool<'_> {
     fn take(&mut self, bucket: Bucket, keep: &[Bucket]) -> Result<GraphRunner> {
-        self.exec.tick += 1;
-        let tick = self.exec.tick;
-        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
-            l.last_used = tick;
-            return l.runner.take().ok_or_else(|| Error::Session {
-                graph: self.engine.label(bucket).0,
-                message: "already in use by this call".into(),
-            });
-        }
         let slot = self.engine.slots.get(&bucket).ok_or_else(|| Error::Session {
             graph: format!("{bucket:?}"),
             message: "not a bucket of this engine".into(),
         })?;
         let need = slot.graph.memory_bytes;
         let weights = self.call.bundle.manifest().resident_weight_bytes();
-        loop {
-            let used: u64 = self.exec.loaded.iter().map(|l| l.memory).sum();
-            if weights + used + need <= self.engine.budget {
-                break;
+        let bundle = self.call.bundle;
+        let taken = self
+            .exec
+            .pool
+            .take(bucket, need, weights, self.engine.budget, keep, || bundle.load_graph(&slot.graph.file()));
+        taken.map_err(|e| match e {
+            TakeError::InUse => {
+                Error::Session { graph: self.engine.label(bucket).0, message: "already in use by this call".into() }
             }
-            let victim = self
-                .exec
-                .loaded
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.runner.is_some() && !keep.contains(&l.bucket))
-                .min_by_key(|(_, l)| l.last_used)
-                .map(|(i, _)| i);
-            match victim {
-                Some(i) => drop(self.exec.loaded.swap_remove(i)),
-                None => {
-                    return Err(Error::Engine {
-                        path: self.call.dir.to_path_buf(),
-                        message: format!(
-                        "bucket {} needs {} beside the weights ({}) and the buckets in use ({}): over the \
-                             memory budget ({}); give a larger --memory-budget",
-                        self.engine.label(bucket).0,
-                        human(need),
-                        human(weights),
-                        human(used),
-                        human(self.engine.budget)
-                    ),
-                    })
-                }
-            }
-        }
-        let runner = self.call.bundle.load_graph(&slot.graph.file())?;
-        self.exec.loaded.push(Loaded { bucket, runner: None, memory: need, last_used: tick });
-        Ok(runner)
+            TakeError::OverBudget { used } => Error::Engine {
+                path: self.call.dir.to_path_buf(),
+                message: format!(
+                    "bucket {} needs {} beside the weights ({}) and the buckets in use ({}): over the memory budget \
+                     ({}); give a larger --memory-budget",
+                    self.engine.label(bucket).0,
+                    human(need),
+                    human(weights),
+                    human(used),
+                    human(self.engine.budget)
+                ),
+            },
+            TakeError::Load(e) => e,
+        })
     }
 
     fn put(&mut self, bucket: Bucket, runner: GraphRunner) {
-        if let Some(l) = self.exec.loaded.iter_mut().find(|l| l.bucket == bucket) {
-            l.runner = Some(runner);
-        }
+        self.exec.pool.put(bucket, runner);
     }
 
     fn record(&mut self, run: RunRecord) {

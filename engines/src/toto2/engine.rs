@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
 use crate::memory::human;
+use crate::pool::{LruPool, TakeError};
 use crate::request::ContextCut;
 use crate::request::ForecastRequest;
 use crate::toto2::driver::{self, fits, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings, Trace};
@@ -36,18 +37,10 @@ struct SetSlot {
     entry: Toto2SetEntry,
 }
 
-/// A loaded set: its runners (`None` while a call holds them) and when it was last used.
-struct Loaded {
-    set: usize,
-    runners: Option<Vec<GraphRunner>>,
-    memory: u64,
-    last_used: u64,
-}
-
 #[derive(Default)]
 struct Pool {
-    loaded: Vec<Loaded>,
-    tick: u64,
+    /// The loaded sets' runners.
+    runners: LruPool<usize, Vec<GraphRunner>>,
     /// Runs per set since load: (chunks, seconds); one fixed-size record per set.
     totals: Vec<(u64, f64)>,
 }
@@ -332,72 +325,51 @@ impl Toto2Engine {
 
     /// The set's runners, loaded if needed (evicting the least recently used sets to stay within the budget).
     fn take(&self, pool: &mut Pool, bundle: &EngineBundle, set: usize) -> Result<Vec<GraphRunner>> {
-        pool.tick += 1;
-        let tick = pool.tick;
-        if let Some(l) = pool.loaded.iter_mut().find(|l| l.set == set) {
-            l.last_used = tick;
-            return l.runners.take().ok_or_else(|| Error::Session {
+        let need = self.sets[set].entry.memory_bytes;
+        let load = || {
+            self.sets[set]
+                .entry
+                .graphs
+                .iter()
+                .map(|g| {
+                    // No memory pattern: a Toto 2.0 pass allocates a few large activations, and ONNX Runtime's
+                    // second run allocates the pattern's one block beside the first run's separate buffers still
+                    // held in the arena (22m, 64 rows: 261 MB after one run, 375 MB after two; without the
+                    // pattern 261 and 286 MB).
+                    bundle.load_graph(&GraphFile {
+                        file: &g.file,
+                        label: &g.file,
+                        inputs: &g.inputs,
+                        outputs: &g.outputs,
+                        shared: false,
+                        gpu_graph_id: None,
+                        memory_pattern: false,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+        };
+        pool.runners.take(set, need, self.weights_bytes, self.budget, &[], load).map_err(|e| match e {
+            TakeError::InUse => Error::Session {
                 graph: self.sets[set].entry.name.clone(),
                 message: "already in use by this call".into(),
-            });
-        }
-        let need = self.sets[set].entry.memory_bytes;
-        loop {
-            let used: u64 = pool.loaded.iter().map(|l| l.memory).sum();
-            if self.weights_bytes + used + need <= self.budget {
-                break;
-            }
-            let victim = pool
-                .loaded
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.runners.is_some())
-                .min_by_key(|(_, l)| l.last_used)
-                .map(|(i, _)| i);
-            match victim {
-                Some(i) => drop(pool.loaded.swap_remove(i)),
-                None => {
-                    return Err(Error::Session {
-                        graph: self.sets[set].entry.name.clone(),
-                        message: format!(
-                        "needs {} beside the weights ({}) and the sets in use ({}): over the memory budget \
-                             ({}); give a larger --memory-budget",
-                        human(need),
-                        human(self.weights_bytes),
-                        human(used),
-                        human(self.budget)
-                    ),
-                    })
-                }
-            }
-        }
-        let runners = self.sets[set]
-            .entry
-            .graphs
-            .iter()
-            .map(|g| {
-                // No memory pattern: a Toto 2.0 pass allocates a few large activations, and ONNX Runtime's second
-                // run allocates the pattern's one block beside the first run's separate buffers still held in the
-                // arena (22m, 64 rows: 261 MB after one run, 375 MB after two; without the pattern 261 and 286 MB).
-                bundle.load_graph(&GraphFile {
-                    file: &g.file,
-                    label: &g.file,
-                    inputs: &g.inputs,
-                    outputs: &g.outputs,
-                    shared: false,
-                    gpu_graph_id: None,
-                    memory_pattern: false,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        pool.loaded.push(Loaded { set, runners: None, memory: need, last_used: tick });
-        Ok(runners)
+            },
+            TakeError::OverBudget { used } => Error::Session {
+                graph: self.sets[set].entry.name.clone(),
+                message: format!(
+                    "needs {} beside the weights ({}) and the sets in use ({}): over the memory budget ({}); give a \
+                     larger --memory-budget",
+                    human(need),
+                    human(self.weights_bytes),
+                    human(used),
+                    human(self.budget)
+                ),
+            },
+            TakeError::Load(e) => e,
+        })
     }
 
     fn put(&self, pool: &mut Pool, set: usize, runners: Vec<GraphRunner>) {
-        if let Some(l) = pool.loaded.iter_mut().find(|l| l.set == set) {
-            l.runners = Some(runners);
-        }
+        pool.runners.put(set, runners);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
