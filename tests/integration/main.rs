@@ -15,6 +15,7 @@ mod plot;
 mod precision;
 mod serve;
 mod serve_hostile;
+mod third_family;
 mod toto2;
 #[path = "../support/venv.rs"]
 mod venv;

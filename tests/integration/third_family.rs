@@ -1,0 +1,329 @@
+//! A throwaway third model family, built here and never shipped: is adding a family a folder plus registry
+//! lines (issue 23)? The test copies the workspace into `target/third-family-test/tree`, adds the toy family's files
+//! (`tests/third_family/*.rs`: one per crate) and its registry lines (the edits below, each at an anchor that must
+//! occur exactly once), builds `totoc` there (`--profile third-family`), and then exports a one-layer graph,
+//! builds an engine and forecasts through the CLI and `POST /v1/forecast`. It prints the existing files it had
+//! to touch; the goal is at most 8, all of them registry or module-list lines.
+//!
+//! When a registry changes shape, an anchor stops matching and this test says which: update the edit (and
+//! docs/architecture.md's checklist with it).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::common::root;
+use crate::serve::{post_json, spawn_serve};
+
+/// Where an edit puts its text.
+#[derive(Clone, Copy)]
+enum At {
+    After,
+    Before,
+    Replace,
+}
+
+/// One registry edit: `text` right after, right before, or instead of `anchor`.
+struct Edit {
+    file: &'static str,
+    anchor: &'static str,
+    text: &'static str,
+    at: At,
+}
+
+const fn after(file: &'static str, anchor: &'static str, text: &'static str) -> Edit {
+    Edit { file, anchor, text, at: At::After }
+}
+
+const fn before(file: &'static str, anchor: &'static str, text: &'static str) -> Edit {
+    Edit { file, anchor, text, at: At::Before }
+}
+
+const fn replace(file: &'static str, anchor: &'static str, text: &'static str) -> Edit {
+    Edit { file, anchor, text, at: At::Replace }
+}
+
+const EXPORTER_REGISTRY: &str = "exporter/src/registry.rs";
+const ENGINES_REGISTRY: &str = "engines/src/registry.rs";
+const BIN_REGISTRY: &str = "src/registry.rs";
+
+/// Every line the toy family adds to existing files.
+const EDITS: &[Edit] = &[
+    // module lists
+    after("exporter/src/lib.rs", "pub mod toto2;\n", "pub mod toy;\n"),
+    after("engines/src/lib.rs", "pub mod toto2;\n", "pub mod toy;\n"),
+    after("src/main.rs", "mod toto2;\n", "mod toy;\n"),
+    // exporter: the variant, its capabilities, its config, its manifest section, its export
+    after(EXPORTER_REGISTRY, "    #[serde(rename = \"toto-2.0\")]\n    Toto2,\n", "    #[serde(rename = \"toy\")]\n    Toy,\n"),
+    before(
+        EXPORTER_REGISTRY,
+        "impl Family {\n",
+        "const TOY: Capabilities = Capabilities {\n    name: \"toy\",\n    title: \"Toy\",\n    folder: \"toy\",\n    \
+         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    point_forecast: \"mean\",\n    samples: false,\n    \
+         quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n};\n\n",
+    ),
+    replace(
+        EXPORTER_REGISTRY,
+        "pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];",
+        "pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Toy];",
+    ),
+    after(EXPORTER_REGISTRY, "            Family::Toto2 => &TOTO2,\n", "            Family::Toy => &TOY,\n"),
+    after(EXPORTER_REGISTRY, "    Toto2(Toto2Config),\n", "    #[serde(rename = \"toy\")]\n    Toy(crate::toy::ToyConfig),\n"),
+    after(EXPORTER_REGISTRY, "            AnyConfig::Toto2(_) => Family::Toto2,\n", "            AnyConfig::Toy(_) => Family::Toy,\n"),
+    after(
+        EXPORTER_REGISTRY,
+        "            Family::Toto2 => AnyConfig::Toto2(Toto2Config::from_json(text)?),\n",
+        "            Family::Toy => AnyConfig::Toy(crate::toy::ToyConfig::from_json(text)?),\n",
+    ),
+    after(
+        EXPORTER_REGISTRY,
+        "        Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),\n",
+        "        Family::Toy => crate::toy::export_bundle(opts, progress),\n",
+    ),
+    after(
+        EXPORTER_REGISTRY,
+        "    pub dynamic_graphs: Vec<crate::toto1::manifest::DynamicGraphEntry>,\n",
+        "    #[serde(default, skip_serializing_if = \"Vec::is_empty\")]\n    pub toy: Vec<crate::toy::ToyGraph>,\n",
+    ),
+    after(
+        EXPORTER_REGISTRY,
+        "            .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))\n",
+        "            .chain(self.toy.iter().map(|g| g.profile.name.as_str()))\n",
+    ),
+    // engines: its engine, its build, its manifest section
+    before(
+        ENGINES_REGISTRY,
+        "    })\n}\n\n/// `totoc build-engine` by the export bundle's family",
+        "        AnyConfig::Toy(_) => {\n            let (limits, engine) = crate::toy::ToyEngine::load(manifest)?;\n            \
+         (limits, Box::new(engine))\n        }\n",
+    ),
+    before(
+        ENGINES_REGISTRY,
+        "    }\n}\n\n/// Each family's graphs in an engine manifest.",
+        "        AnyConfig::Toy(_) => {\n            crate::toy::build_engine(artifacts, &source, source_sha, target, out, options, progress)\n        }\n",
+    ),
+    after(
+        ENGINES_REGISTRY,
+        "    pub toto2_dropped: Vec<crate::toto2::manifest::Toto2Dropped>,\n",
+        "    #[serde(default, skip_serializing_if = \"Vec::is_empty\")]\n    pub toy: Vec<exporter::toy::ToyGraph>,\n",
+    ),
+    // the binary: bench, verify, readiness, notes, bundle info
+    after(
+        BIN_REGISTRY,
+        "        Family::Toto2 => crate::toto2::bench::run(a, engines_arg, budget),\n",
+        "        Family::Toy => crate::toy::bench(),\n",
+    ),
+    after(
+        BIN_REGISTRY,
+        "        Family::Toto2 => crate::toto2::bench::rss_probe(a, dir, name, budget),\n",
+        "        Family::Toy => crate::toy::bench(),\n",
+    ),
+    after(
+        BIN_REGISTRY,
+        "        Family::Toto2 => crate::toto2::verify::run(engine, cases),\n",
+        "        Family::Toy => crate::toy::verify(cases),\n",
+    ),
+    before(
+        BIN_REGISTRY,
+        "    }\n}\n\n/// What `totoc forecast` prints once",
+        "        Family::Toy => crate::toy::golden_reports(path),\n",
+    ),
+    after(
+        BIN_REGISTRY,
+        "        Family::Toto2 => Some(engines::toto2::quantiles::INTERPOLATION_NOTE),\n",
+        "        Family::Toy => None,\n",
+    ),
+    after(
+        BIN_REGISTRY,
+        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, \"fp32\")))\n",
+        "        .chain(g.toy.iter().map(|t| crate::toy::profile(t, \"fp32\")))\n",
+    ),
+    after(
+        BIN_REGISTRY,
+        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, precision)))\n",
+        "        .chain(g.toy.iter().map(|t| crate::toy::profile(t, precision)))\n",
+    ),
+];
+
+/// The family's own files: (source under tests/third_family, destination in the tree).
+const NEW_FILES: &[(&str, &str)] = &[
+    ("exporter_toy.rs", "exporter/src/toy.rs"),
+    ("engines_toy.rs", "engines/src/toy.rs"),
+    ("bin_toy.rs", "src/toy.rs"),
+];
+
+/// The workspace's files (tracked and untracked, not ignored), fixtures and docs left out, copied to `tree`.
+fn copy_workspace(tree: &Path) {
+    let root = root();
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    for rel in out.stdout.split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let rel = std::str::from_utf8(rel).unwrap();
+        if rel.starts_with("tests/fixtures/") || rel.starts_with("docs/") || !root.join(rel).is_file() {
+            continue;
+        }
+        let to = tree.join(rel);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(root.join(rel), &to).unwrap();
+    }
+}
+
+/// Applies every edit; returns the existing files touched.
+fn apply_edits(tree: &Path) -> BTreeSet<&'static str> {
+    let mut touched = BTreeSet::new();
+    for e in EDITS {
+        let path = tree.join(e.file);
+        let text = fs::read_to_string(&path).unwrap();
+        let n = text.matches(e.anchor).count();
+        assert_eq!(
+            n, 1,
+            "{}: anchor {:?} occurs {n} times (the registry changed: update this test)",
+            e.file, e.anchor
+        );
+        let start = text.find(e.anchor).unwrap();
+        let end = start + e.anchor.len();
+        let edited = match e.at {
+            At::After => format!("{}{}{}", &text[..end], e.text, &text[end..]),
+            At::Before => format!("{}{}{}", &text[..start], e.text, &text[start..]),
+            At::Replace => format!("{}{}{}", &text[..start], e.text, &text[end..]),
+        };
+        fs::write(&path, edited).unwrap();
+        touched.insert(e.file);
+    }
+    touched
+}
+
+#[test]
+fn a_third_family_is_a_folder_and_registry_lines() {
+    let root = root();
+    let work = root.join("target/third-family-test");
+    let tree = work.join("tree");
+    let _ = fs::remove_dir_all(&tree);
+    copy_workspace(&tree);
+    for (from, to) in NEW_FILES {
+        fs::copy(root.join("tests/third_family").join(from), tree.join(to)).unwrap();
+    }
+    let touched = apply_edits(&tree);
+    eprintln!(
+        "third family: {} new files, {} edits in {} existing files: {}",
+        NEW_FILES.len(),
+        EDITS.len(),
+        touched.len(),
+        touched.iter().copied().collect::<Vec<_>>().join(", ")
+    );
+    assert!(touched.len() <= 8, "{} existing files touched (goal: at most 8)", touched.len());
+    let registry_or_module_list = |f: &&str| {
+        f.ends_with("/registry.rs")
+            || *f == "src/registry.rs"
+            || f.ends_with("lib.rs")
+            || f.ends_with("main.rs")
+    };
+    assert!(
+        touched.iter().all(registry_or_module_list),
+        "only registries and module lists may change: {touched:?}"
+    );
+
+    // Build totoc with the toy family (dependencies shared with this build's target directory).
+    let t = std::time::Instant::now();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir =
+        std::env::var("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or(root.join("target"));
+    let status = Command::new(cargo)
+        .args(["build", "--profile", "third-family", "--bin", "totoc"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .current_dir(&tree)
+        .status()
+        .expect("cargo build of the tree with the toy family");
+    assert!(status.success(), "the workspace with a third family does not build");
+    eprintln!("third-family build: {:.0} s", t.elapsed().as_secs_f64());
+    let bin = work.join("totoc");
+    fs::copy(target_dir.join("third-family/totoc"), &bin).unwrap();
+
+    // A toy checkpoint and profile, exported, built and forecast through the CLI.
+    let ckpt = work.join("checkpoint");
+    fs::create_dir_all(&ckpt).unwrap();
+    fs::write(ckpt.join("config.json"), r#"{"toto_context_is_not_this": 0}"#).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(&bin).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let profiles = work.join("toy.yaml");
+    fs::write(&profiles, "profiles:\n  - {name: toy, batch: 1, variates: 2, context: 8, horizon: 4}\n")
+        .unwrap();
+    let (bundle, engine) = (work.join("bundle"), work.join("engine"));
+    let ck = ckpt.to_str().unwrap();
+    let export = |out: &Path| {
+        run(&[
+            "export",
+            "--checkpoint",
+            ck,
+            "--config",
+            profiles.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--force",
+        ])
+    };
+    // a config no family claims is refused, naming every family's keys
+    let (ok, _, err) = export(&bundle);
+    assert!(
+        !ok && err.contains("toy_context") && err.contains("embed_dim") && err.contains("d_model"),
+        "{err}"
+    );
+    fs::write(ckpt.join("config.json"), r#"{"toy_context": 8}"#).unwrap();
+    let (ok, _, err) = export(&bundle);
+    assert!(ok, "export: {err}");
+    let (ok, _, err) = run(&[
+        "build-engine",
+        "--artifacts",
+        bundle.to_str().unwrap(),
+        "--target",
+        "cpu",
+        "--out",
+        engine.to_str().unwrap(),
+        "--force",
+    ]);
+    assert!(ok, "build-engine: {err}");
+    let context: Vec<f64> = (0..12).map(|i| i as f64).collect();
+    let request = json!({"target": [context, vec![2.0; 12]], "id_mask": [0, 0], "horizon": 4});
+    let input = work.join("request.json");
+    fs::write(&input, request.to_string()).unwrap();
+    let (ok, out, err) =
+        run(&["forecast", "--engine", engine.to_str().unwrap(), "--input", input.to_str().unwrap()]);
+    assert!(ok, "forecast: {err}");
+    let cli: Value = serde_json::from_str(&out).unwrap();
+    // the layer averages the last 8 points: 4..=11 -> 7.5, and the constant 2
+    let mean = |v: &Value, i: usize| {
+        v["mean"][i].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(mean(&cli, 0), vec![7.5; 4], "{cli}");
+    assert_eq!(mean(&cli, 1), vec![2.0; 4], "{cli}");
+    assert_eq!(cli["context_truncated"], json!({"given": 12, "used": 8}), "{cli}");
+
+    // The same through the server.
+    let log = work.join("serve.log");
+    let (mut child, http, _grpc) = spawn_serve(&bin, &engine, &[], "warn", &log);
+    let url = format!("http://{http}");
+    let ready = (0..300).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ureq::get(&format!("{url}/v2/health/ready")).call().is_ok()
+    });
+    let (status, served) = post_json(&format!("{url}/v1/forecast"), &request);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "the toy engine's server never became ready:\n{}", fs::read_to_string(&log).unwrap());
+    assert_eq!(status, 200, "{served}");
+    assert_eq!(mean(&served, 0), mean(&cli, 0), "{served}");
+    assert_eq!(mean(&served, 1), mean(&cli, 1), "{served}");
+}
