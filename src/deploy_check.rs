@@ -293,6 +293,27 @@ fn kserve_manifests_match_the_serve_flags_and_routes() {
         .collect();
     assert_eq!(ports, [("http1".to_string(), http), ("h2c".to_string(), grpc)]);
     assert!(rt["spec"]["protocolVersions"].as_array().unwrap().iter().any(|v| v == "v2"));
+    // The model format the runtime declares is the engine bundle format this totoc reads, and docs/formats.md
+    // names the formats of this totoc.
+    let format = &rt["spec"]["supportedModelFormats"][0];
+    assert_eq!(format["name"], "totoc-engine");
+    assert_eq!(
+        format["version"].as_str(),
+        Some(engines::bundle::ENGINE_FORMAT_VERSION.to_string().as_str()),
+        "deploy/kserve/servingruntime.yaml declares another engine format than {}",
+        engines::bundle::ENGINE_FORMAT
+    );
+    assert_eq!(
+        engines::bundle::ENGINE_FORMAT,
+        format!("totoc-engine/{}", engines::bundle::ENGINE_FORMAT_VERSION)
+    );
+    let formats = read("docs/formats.md");
+    for tag in [engines::bundle::ENGINE_FORMAT, exporter::manifest::BUNDLE_FORMAT] {
+        assert!(
+            formats.contains(&format!("`{tag}`")),
+            "docs/formats.md does not name the current format {tag}"
+        );
+    }
     assert!(c["resources"]["requests"]["cpu"].is_string() && c["resources"]["limits"]["memory"].is_string());
 
     let isvc = yaml("deploy/kserve/inferenceservice.yaml");
