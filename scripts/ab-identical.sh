@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Do two builds of totoc produce the same bytes? Runs the demo's pipeline (tiny Toto 1.0 fixture: export with
-# golden cases, CPU engine, verify, a sampled forecast; an fp16 export and its CPU emulation engine) with binary A
-# and binary B into separate directories and compares every file byte for byte, and the forecasts' numbers
-# exactly (JSON fields that hold wall-clock timings are left out). A refactor that claims "behaviour unchanged"
-# passes this.
+# golden cases, CPU engine, verify, a sampled forecast; an fp16 export and its CPU emulation engine), and the same
+# for the Toto 2.0 4m random-weight checkpoint (tests/reference/make_toto2_checkpoints.py, quantile forecast),
+# with binary A and binary B into separate directories and compares every file byte for byte, and the forecasts'
+# numbers exactly (JSON fields that hold wall-clock timings are left out). A refactor that claims "behaviour
+# unchanged" passes this.
 #
 # Usage: scripts/ab-identical.sh A_BIN B_BIN [WORK_DIR]   (e.g. target/abab/bin/base target/abab/bin/new)
 # Needs ONNX Runtime (TOTOC_ORT_LIB, default: scripts/fetch-onnxruntime.sh) and python3.
@@ -28,6 +29,17 @@ req = {"target": [[round(50 + 10 * math.sin(i / 6) + 0.1 * i, 3) for i in t],
        "id_mask": [0, 0], "horizon": 24, "samples": 64, "quantiles": [0.1, 0.5, 0.9], "seed": 42}
 json.dump(req, open(sys.argv[1], "w"))
 PY
+python3 - "$work/request2.json" <<'PY'
+import json, math, sys
+t = range(600)
+req = {"target": [[round(50 + 10 * math.sin(i / 9) + 0.05 * i, 3) for i in t],
+                  [None if i % 23 == 0 else round(5 + math.cos(i / 7), 3) for i in t]],
+       "id_mask": [0, 0], "horizon": 96, "quantiles": [0.1, 0.25, 0.5, 0.9]}
+json.dump(req, open(sys.argv[1], "w"))
+PY
+ref_python=${TOTOC_REFERENCE_PYTHON:-$HOME/.cache/totoc/reference-venv/bin/python}
+[ -x "$ref_python" ] || ref_python=python3
+"$ref_python" tests/reference/make_toto2_checkpoints.py --config 4m --out "$work/toto2-4m"
 for side in a b; do
   bin=$a_bin
   [ "$side" = b ] && bin=$b_bin
@@ -42,9 +54,15 @@ for side in a b; do
   "$bin" forecast --engine "$d/engine" --input "$work/request.json" --output "$d/forecast.json" 2>"$d/forecast.log"
   "$bin" forecast --engine "$d/engine-fp16" --input "$work/request.json" --output "$d/forecast-fp16.json" \
     2>"$d/forecast16.log"
+  "$bin" export --checkpoint "$work/toto2-4m" --config tests/fixtures/toto2/profiles.yaml \
+    --golden tests/fixtures/toto2/4m/cases --out "$d/bundle2" --force 2>"$d/export2.log"
+  "$bin" build-engine --artifacts "$d/bundle2" --target cpu --out "$d/engine2" --force 2>"$d/build2.log"
+  "$bin" verify --engine "$d/engine2" >"$d/verify2.txt"
+  "$bin" forecast --engine "$d/engine2" --input "$work/request2.json" --output "$d/forecast2.json" \
+    2>"$d/forecast2.log"
 done
 fail=0
-for tree in bundle engine engine-fp16; do
+for tree in bundle engine engine-fp16 bundle2 engine2; do
   if diff -r "$work/a/$tree" "$work/b/$tree" >"$work/diff-$tree.txt"; then
     echo "identical: $tree ($(find "$work/a/$tree" -type f | wc -l) files)"
   else
@@ -52,14 +70,14 @@ for tree in bundle engine engine-fp16; do
     fail=1
   fi
 done
-for f in verify.txt verify-fp16.txt; do
+for f in verify.txt verify-fp16.txt verify2.txt; do
   if cmp -s "$work/a/$f" "$work/b/$f"; then echo "identical: $f ($(wc -l <"$work/a/$f") lines)"; else
     echo "DIFFERENT: $f"
     diff "$work/a/$f" "$work/b/$f" | head -n 20
     fail=1
   fi
 done
-for f in forecast.json forecast-fp16.json; do
+for f in forecast.json forecast-fp16.json forecast2.json; do
   if python3 - "$work/a/$f" "$work/b/$f" <<'PY'; then echo "identical numbers: $f"; else fail=1; fi
 import json, sys
 def strip(v):
