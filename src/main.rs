@@ -7,6 +7,7 @@ mod data;
 #[cfg(test)]
 mod deploy_check;
 mod plot;
+mod profile_lines;
 mod progress;
 mod registry;
 mod serve;

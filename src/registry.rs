@@ -13,7 +13,7 @@ use engines::engine::{Engine, LoadOptions};
 use exporter::registry::Family;
 
 use crate::cli::{BenchArgs, VerifyArgs};
-use crate::cmd::bundle::ProfileInfo;
+use crate::profile_lines::ProfileInfo;
 
 /// `totoc bench` on engines of `family` (its workloads, against its reference).
 pub fn bench(

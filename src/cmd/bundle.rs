@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use engines::bundle::EngineManifest;
 use engines::memory::human;
-use exporter::bucket::Bucket;
 use exporter::integrity::{check_bundle, MANIFEST_HASH_FILE};
 use exporter::manifest::{FileEntry, FormatTag, Manifest, MANIFEST_FILE};
 use serde::Serialize;
 
 use crate::cli::{BundleArgs, BundleCommand};
+use crate::profile_lines::ProfileInfo;
 
 /// Format tag of `totoc bundle info --json`.
 pub const INFO_FORMAT: &str = "totoc-bundle-info/1";
@@ -98,29 +98,6 @@ struct BundleInfo {
     total_bytes: u64,
 }
 
-#[derive(Debug, Serialize)]
-pub(crate) struct ProfileInfo {
-    name: String,
-    batch: usize,
-    variates: usize,
-    context: usize,
-    horizon: usize,
-    samples: usize,
-    buckets: Vec<BucketInfo>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct BucketInfo {
-    /// `prefill` or `decode`.
-    pub(crate) kind: String,
-    pub(crate) rows: usize,
-    pub(crate) slots: usize,
-    pub(crate) precision: String,
-    pub(crate) file: String,
-    /// Estimated bytes of the bucket's buffers when loaded (besides the shared weights).
-    pub(crate) memory_bytes: u64,
-}
-
 fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let path = dir.join(MANIFEST_FILE);
     let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -144,18 +121,6 @@ fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
         print_text(&info);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// One bucket graph of an export or engine bundle, as `bundle info` lists it.
-pub(crate) fn bucket_info(bucket: &Bucket, precision: &str, file: &str, memory_bytes: u64) -> BucketInfo {
-    BucketInfo {
-        kind: bucket.kind.as_str().into(),
-        rows: bucket.rows,
-        slots: bucket.slots,
-        precision: precision.into(),
-        file: file.to_string(),
-        memory_bytes,
-    }
 }
 
 fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
@@ -207,18 +172,6 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
         format: m.format,
         files: m.files,
     })
-}
-
-pub(crate) fn profile_info(p: &exporter::profile::Profile, buckets: Vec<BucketInfo>) -> ProfileInfo {
-    ProfileInfo {
-        name: p.name.clone(),
-        batch: p.batch,
-        variates: p.variates,
-        context: p.context,
-        horizon: p.horizon,
-        samples: p.samples,
-        buckets,
-    }
 }
 
 /// The text form, written at once (a closed pipe, e.g. `| head`, is not an error).

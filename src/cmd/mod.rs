@@ -3,7 +3,7 @@ mod bench;
 mod bench_serve;
 pub(crate) mod bench_support;
 mod build_engine;
-pub(crate) mod bundle;
+mod bundle;
 mod doctor;
 mod export;
 mod forecast;

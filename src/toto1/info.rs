@@ -1,6 +1,6 @@
 //! `totoc bundle info` lines of a Toto 1.0 profile: one per bucket graph.
 
-use crate::cmd::bundle::{bucket_info, profile_info, ProfileInfo};
+use crate::profile_lines::{bucket_info, profile_info, ProfileInfo};
 
 /// A profile of an export bundle: one line per bucket graph of each precision.
 pub fn export_profile(p: &exporter::toto1::manifest::ProfileEntry) -> ProfileInfo {

@@ -1,6 +1,6 @@
 //! `totoc bundle info` lines of a Toto 2.0 profile.
 
-use crate::cmd::bundle::{profile_info, BucketInfo, ProfileInfo};
+use crate::profile_lines::{profile_info, BucketInfo, ProfileInfo};
 
 /// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches).
 pub fn profile(p: &exporter::toto2::manifest::Toto2ProfileEntry, precision: &str) -> ProfileInfo {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cmd::bundle::{profile_info, BucketInfo, ProfileInfo};
+use crate::profile_lines::{profile_info, BucketInfo, ProfileInfo};
 
 pub fn bench() -> anyhow::Result<ExitCode> {
     anyhow::bail!("the toy family has no benchmark workloads")

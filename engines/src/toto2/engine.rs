@@ -378,7 +378,7 @@ impl Toto2Engine {
 }
 
 /// Admits every request (see [`FamilyEngine::admit`]) and runs the admitted ones on the sets.
-fn admit_and_run(
+pub(crate) fn admit_and_run(
     t2: &Toto2Engine,
     call: Call<'_>,
     reqs: Vec<ForecastRequest>,
@@ -401,36 +401,6 @@ fn admit_and_run(
         out[i] = Some(r);
     }
     out.into_iter().map(|r| r.expect("every request answered")).collect()
-}
-
-/// [`Engine::forecast`](crate::engine::Engine::forecast) with each request's full nine sorted knots and (with
-/// `record`) its per-block raw knots and scaler statistics, as `totoc verify` compares them; `decode_block`
-/// `Some(b)` runs only on the profiles with that `decode_block`. On an engine of another family every request
-/// fails with an error saying so.
-pub fn forecast_traced(
-    engine: &crate::engine::Engine,
-    reqs: Vec<ForecastRequest>,
-    record: bool,
-    decode_block: Option<Option<usize>>,
-) -> Vec<Result<Toto2Forecast>> {
-    match engine.family_engine().as_any().downcast_ref::<Toto2Engine>() {
-        Some(t2) => {
-            let trace = if record { Trace::Blocks } else { Trace::Knots };
-            admit_and_run(t2, engine.call(), reqs, trace, decode_block)
-        }
-        None => reqs
-            .iter()
-            .map(|_| {
-                Err(Error::Engine {
-                    path: engine.dir().to_path_buf(),
-                    message: format!(
-                        "a {} engine has no quantile knots; use forecast_traced",
-                        engine.info().model.capabilities().title
-                    ),
-                })
-            })
-            .collect(),
-    }
 }
 
 impl FamilyEngine for Toto2Engine {

@@ -78,23 +78,52 @@ impl Toto2Case {
     }
 }
 
+/// [`Engine::forecast`](crate::engine::Engine::forecast) with each request's full nine sorted knots and (with
+/// `record`) its per-block raw knots and scaler statistics, as `totoc verify` compares them; `decode_block`
+/// `Some(b)` runs only on the profiles with that `decode_block`. On an engine of another family every request
+/// fails with an error saying so.
+pub fn forecast_traced(
+    engine: &crate::engine::Engine,
+    reqs: Vec<ForecastRequest>,
+    record: bool,
+    decode_block: Option<Option<usize>>,
+) -> Vec<Result<super::Toto2Forecast>> {
+    match engine.family_engine().as_any().downcast_ref::<super::engine::Toto2Engine>() {
+        Some(t2) => {
+            let trace = if record { super::Trace::Blocks } else { super::Trace::Knots };
+            super::engine::admit_and_run(t2, engine.call(), reqs, trace, decode_block)
+        }
+        None => reqs
+            .iter()
+            .map(|_| {
+                Err(Error::Engine {
+                    path: engine.dir().to_path_buf(),
+                    message: format!(
+                        "a {} engine has no quantile knots; use forecast_traced",
+                        engine.info().model.capabilities().title
+                    ),
+                })
+            })
+            .collect(),
+    }
+}
+
 /// Runs `case` on `engine` (on its profiles with the case's `decode_block`) and compares the median and the
 /// nine quantiles with the reference: one report per output (`median`, `q0.1` … `q0.9`).
 pub fn check_case(engine: &Engine, case: &Toto2Case) -> Result<Vec<Report>> {
-    let f =
-        super::engine::forecast_traced(engine, vec![case.request.clone()], false, Some(case.decode_block))
-            .pop()
-            .expect("one result per request")
-            .map_err(|e| match e {
-                Error::Unservable { at, why } => Error::Unservable {
-                    at,
-                    why: format!(
-                        "{why}; the case ran with decode_block {:?}: export a profile with that decode_block",
-                        case.decode_block
-                    ),
-                },
-                e => e,
-            })?;
+    let f = forecast_traced(engine, vec![case.request.clone()], false, Some(case.decode_block))
+        .pop()
+        .expect("one result per request")
+        .map_err(|e| match e {
+            Error::Unservable { at, why } => Error::Unservable {
+                at,
+                why: format!(
+                    "{why}; the case ran with decode_block {:?}: export a profile with that decode_block",
+                    case.decode_block
+                ),
+            },
+            e => e,
+        })?;
     let tol = Tolerance::default();
     let v = case.request.variates();
     let sigmas: Vec<f64> = case.request.target.iter().map(|x| context_sigma(x)).collect();
