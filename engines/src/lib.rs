@@ -13,7 +13,10 @@
 //! * [`bundle`]: the engine bundle format, loading a hash-verified bundle, and the `build-engine` machinery both
 //!   families share (fp32 or fp16; fp16 on CPU as an emulation that shows fp16 error), dispatching on the model;
 //! * [`tensorrt`]: TensorRT engine checks (every node on TensorRT, engine stamp vs this machine) and profiles;
-//! * [`doctor`]: which providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which targets work.
+//! * [`doctor`]: which providers, CUDA/cuDNN/TensorRT libraries and GPUs this machine has, and which targets work;
+//! * [`cpu`]: the CPU this process runs on (physical cores, model and SIMD flags): the bottom layer;
+//! * [`pool`]: the loaded graphs of an engine within its memory budget, least recently used evicted (every
+//!   family's pool).
 //!
 //! Shared layers, the host side (what the static graphs leave out, f64 where the reference uses it):
 //! * [`request`]: the forecast request/response format shared with the Python reference harness, its
@@ -22,17 +25,20 @@
 //!   tables ([`host::rope`]) and torch's reduction order ([`host::sum`]);
 //! * [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode passes);
 //!   [`memory`] is the budget the engine keeps its buckets within; [`budget`] how much one request may ask;
-//! * [`compare`]: tolerances against the reference (`1e-4·σ + 1e-6·|ref|`).
+//! * [`admission`]: the limits and context policy every family applies before its own checks;
+//! * [`compare`]: tolerances against the reference (`1e-4·σ + 1e-6·|ref|`) and finding golden case files.
 //!
-//! Families:
-//! * [`toto1`]: Toto 1.0 — its `build-engine`, the forecast session (one prefill per series, its cache copied to
+//! Families, behind [`family::FamilyEngine`] and reached only through [`registry`] (the one `match` on the
+//! family: loading a family's engine, building its engine bundle, its manifest sections):
+//! * [`toto1`]: Toto 1.0 — its engine (buckets, pool, planner glue), its `build-engine`, the forecast session (one prefill per series, its cache copied to
 //!   every sample path), the Student-T mixture (mean forecasts, seeded sample paths, quantiles) and its golden
 //!   reference cases (as `totoc verify` runs them);
 //! * [`toto2`]: Toto 2.0 — its `build-engine`, context preparation, its rotary tables, quantile post-processing,
 //!   golden cases, and the forecast driver that runs a chunk of requests through one shape's pass, or prefill
 //!   and decode, graphs.
 //!
-//! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy).
+//! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy),
+//! holding the family's engine behind the [`family`] seam. See docs/architecture.md.
 //!
 //! Errors are one [`Error`] enum ([`error`]).
 
