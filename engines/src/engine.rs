@@ -14,7 +14,7 @@
 //! * [`Engine::info`] says what the engine holds (model family, point forecast, limits, target), which a
 //!   server reports as its model metadata.
 //!
-//! The family's own engine sits behind the [`FamilyEngine`] seam, built by [`crate::registry::load_family`]:
+//! The family's own engine sits behind the [`FamilyEngine`] seam, built by `registry::load_family`:
 //! this file names no family.
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //!
 //! A profile bounds one request: at most `batch` series of at most `variates` variates, `context` points of
 //! history, `horizon` forecast points and `samples` sample paths. Every graph of the profile has static shapes
-//! derived from these bounds (see [`crate::signature::Dims`]).
+//! derived from these bounds (each family's `signature.rs`).
 //!
 //! A file holds a [`ProfileSet`]:
 //! ```yaml
@@ -26,7 +26,7 @@
 //! series × variates for prefill, series × sample paths × variates for decode); the largest prefill must cover the
 //! profile's context and the largest decode its context + horizon, so every call within the bounds has a bucket.
 //! [`ProfileSet::from_yaml`] checks what needs no model (positive bounds, unique directory-safe names) and
-//! names the line of each fault; [`ProfileSet::check_against`] checks the bounds against a model.
+//! names the line of each fault; each family checks the bounds against its model (Toto 1.0: `toto1::profile`).
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! `totoc build-engine`'s shared machinery, used by every family: precision, build-cache inputs, golden cases,
 //! the fp16 emulation, TensorRT engines; [`build_engine`] reads and checks the source manifest and hands it to
-//! its family's builder ([`crate::registry::build_family_engine`]).
+//! its family's builder (`registry::build_family_engine`).
 
 use std::path::{Path, PathBuf};
 

@@ -420,7 +420,7 @@ impl<'w> GraphBuilder<'w> {
     }
 
     /// `x · W` for a `[K, N]` f32 weight `name` stored as int8 codes with one scale per output column
-    /// ([`crate::quantize`]), run by ONNX's `MatMulInteger` on `x` quantized per row ([`Self::quantize_rows`]):
+    /// ([`crate::quantize`]), run by ONNX's `MatMulInteger` on `x` quantized per row (`quantize_rows`):
     /// `(xq − 128) · q` accumulates exactly in int32 and is scaled back by the row's and the column's scales, so a
     /// row's result does not depend on the other rows of the call. `make` computes the f32 `[K, N]` weight and
     /// runs only the first time `name` is seen; `x` must be f32.

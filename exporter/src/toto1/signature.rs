@@ -57,7 +57,7 @@ pub const TIME_MASK: &str = "time_mask";
 const ROWS_MARK: usize = 1_000_003;
 const SLOTS_MARK: usize = 1_000_033;
 
-/// A graph's dims with symbolic rows and slots (placeholder values; see [`dynamic_inputs`]).
+/// A graph's dims with symbolic rows and slots (placeholder values; see [`dynamic_signature`]).
 pub fn symbolic_dims(model: &ModelConfig, kind: GraphKind) -> GraphDims {
     GraphDims::new(model, kind, ROWS_MARK, SLOTS_MARK)
 }

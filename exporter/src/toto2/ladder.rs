@@ -88,7 +88,7 @@ pub fn set_name(profile: &str, d: &Toto2Dims) -> String {
 /// Estimated bytes of one set's buffers when loaded and run (weights not counted; they are shared): its inputs
 /// and outputs (with block decoding the KV caches, twice: the prefill's outputs and the decode's), plus a
 /// conservative bound on the largest intermediates of ONNX Runtime's plan (residual stream, MLP, attention
-/// scores of the time and variate layers), as [`crate::bucket::Bucket::memory_bytes`] does for Toto 1.0.
+/// scores of the time and variate layers), as Toto 1.0's `ModelBuckets::memory_bytes` does for its buckets.
 pub fn memory_bytes(d: &Toto2Dims, cfg: &Toto2Config) -> u64 {
     let f = 4u64;
     let sig_bytes = |sigs: Vec<TensorSig>| -> u64 {
