@@ -17,8 +17,10 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-// The CPU probe is the bottom layer (`crate::cpu`); re-exported here, where callers have always found it.
+// The CPU and machine probes are the bottom layer (`crate::cpu`, `crate::machine`); re-exported here, where
+// callers have always found them.
 pub use crate::cpu::{cpu_summary, physical_cores};
+pub use crate::machine::Version;
 use crate::runtime::{Runtime, ORT_VERSION};
 
 /// Where the graphs run. Serialised into the engine manifest (`{"kind": "cpu", "threads": null}`).
@@ -366,27 +368,6 @@ pub fn apply_process_env(target: &Target, precision: Precision) {
     }
 }
 
-/// A runtime version `major.minor[.patch]`, for the checks below.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Version(pub u32, pub u32, pub u32);
-
-impl Version {
-    /// Parses `1.31.1`, `10.15`, `10.15.1.29` (extra parts ignored).
-    pub fn parse(s: &str) -> Option<Version> {
-        let mut it = s.trim().split('.').map(|p| p.parse::<u32>().ok());
-        let major = it.next()??;
-        let minor = it.next()??;
-        let patch = it.next().flatten().unwrap_or(0);
-        Some(Version(major, minor, patch))
-    }
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
 /// The first TensorRT whose ONNX parser imports `TensorScatter` (into its KV-cache update layer).
 pub const TENSORRT_TENSOR_SCATTER: Version = Version(10, 15, 0);
 /// The first ONNX Runtime with CPU and CUDA kernels for every op of an opset-24 graph.
@@ -530,7 +511,11 @@ pub fn session_builder(rt: &Runtime, target: &Target, cfg: &SessionConfig) -> Re
 /// A GPU provider that cannot be used here: why, what this machine lacks for it (`totoc doctor`'s findings), and
 /// what to install.
 fn provider_error(target: &Target, provider: &str, why: String) -> Error {
-    let problems = crate::doctor::target_problems(target);
+    let problems = if target.is_gpu() {
+        crate::machine::gpu_problems(matches!(target, Target::TensorRt { .. }))
+    } else {
+        Vec::new()
+    };
     let found = if problems.is_empty() {
         String::new()
     } else {

@@ -12,137 +12,16 @@
 //! its pip extras): CUDA 13 runtime, cuBLAS/cuBLASLt 13, cuRAND 10 and cuDNN 9 for the CUDA provider, plus TensorRT
 //! 10 (`libnvinfer.so.10`, `libnvonnxparser.so.10`) for the TensorRT provider.
 
-use std::ffi::{c_char, c_int};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::backend::{self, Target, Version, TENSORRT_TENSOR_SCATTER};
+#[cfg(test)]
+use crate::machine::VersionQuery;
+pub use crate::machine::{gpu_architecture, tensorrt_version, Gpu, LibSpec, LibStatus, NeededBy, LIBRARIES};
+use crate::machine::{missing_lib, probe_gpus, probe_library};
 use crate::runtime::{self, ORT_VERSION};
-
-/// Which GPU providers need a library.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NeededBy {
-    /// The CUDA provider (and so TensorRT too, which runs on it).
-    Cuda,
-    /// The TensorRT provider only.
-    #[serde(rename = "tensorrt")]
-    TensorRt,
-}
-
-/// A shared library a GPU provider loads.
-#[derive(Debug, Clone, Copy)]
-pub struct LibSpec {
-    pub soname: &'static str,
-    pub what: &'static str,
-    /// Where to get it.
-    pub package: &'static str,
-    pub needed_by: NeededBy,
-    /// Version query, if the library exports one.
-    version: VersionQuery,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum VersionQuery {
-    None,
-    /// `int f(int*)`, value `major·1000 + minor·10` (CUDA).
-    CudaStyle(&'static str),
-    /// `size_t f()`, value `major·10000 + minor·100 + patch` (cuDNN 9).
-    Cudnn(&'static str),
-    /// `int f()`, value `major·10000 + minor·100 + patch` (TensorRT 10).
-    TensorRt(&'static str),
-}
-
-/// The libraries ONNX Runtime 1.31.1's GPU providers load.
-pub const LIBRARIES: &[LibSpec] = &[
-    LibSpec {
-        soname: "libcuda.so.1",
-        what: "NVIDIA driver (CUDA driver API)",
-        package: "the NVIDIA GPU driver of this machine (not on PyPI)",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::CudaStyle("cuDriverGetVersion"),
-    },
-    LibSpec {
-        soname: "libcudart.so.13",
-        what: "CUDA 13 runtime",
-        package: "pip install nvidia-cuda-runtime (CUDA 13)",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::CudaStyle("cudaRuntimeGetVersion"),
-    },
-    LibSpec {
-        soname: "libcublas.so.13",
-        what: "cuBLAS 13",
-        package: "pip install nvidia-cublas (CUDA 13)",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::None,
-    },
-    LibSpec {
-        soname: "libcublasLt.so.13",
-        what: "cuBLASLt 13",
-        package: "pip install nvidia-cublas (CUDA 13)",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::None,
-    },
-    LibSpec {
-        soname: "libcurand.so.10",
-        what: "cuRAND",
-        package: "pip install nvidia-curand (CUDA 13)",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::None,
-    },
-    LibSpec {
-        soname: "libcudnn.so.9",
-        what: "cuDNN 9",
-        package: "pip install nvidia-cudnn-cu13",
-        needed_by: NeededBy::Cuda,
-        version: VersionQuery::Cudnn("cudnnGetVersion"),
-    },
-    LibSpec {
-        soname: "libnvinfer.so.10",
-        what: "TensorRT 10",
-        package: "pip install tensorrt-cu13-libs (TensorRT 10; 10.15+ for opset-24 bundles)",
-        needed_by: NeededBy::TensorRt,
-        version: VersionQuery::TensorRt("getInferLibVersion"),
-    },
-    LibSpec {
-        soname: "libnvonnxparser.so.10",
-        what: "TensorRT ONNX parser",
-        package: "pip install tensorrt-cu13-libs",
-        needed_by: NeededBy::TensorRt,
-        version: VersionQuery::TensorRt("getNvOnnxParserVersion"),
-    },
-];
-
-/// What the probe found for one library.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LibStatus {
-    pub soname: String,
-    pub what: String,
-    pub package: String,
-    pub needed_by: NeededBy,
-    /// Where it was loaded from (`None`: not found).
-    pub path: Option<PathBuf>,
-    pub version: Option<String>,
-    /// The loader's message when it was not found.
-    pub error: Option<String>,
-}
-
-impl LibStatus {
-    pub fn found(&self) -> bool {
-        self.path.is_some()
-    }
-}
-
-/// A GPU as the CUDA driver reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Gpu {
-    pub index: usize,
-    pub name: String,
-    /// `(major, minor)`.
-    pub compute_capability: (i32, i32),
-    pub memory_bytes: u64,
-}
 
 /// The loaded ONNX Runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -189,10 +68,6 @@ impl Facts {
     pub fn tensorrt_version(&self) -> Option<Version> {
         self.lib("libnvinfer.so.10")?.version.as_deref().and_then(Version::parse)
     }
-}
-
-fn missing_lib(l: &LibStatus) -> String {
-    format!("{} ({}) not found: {}", l.soname, l.what, l.package)
 }
 
 fn gpu_onnxruntime_help() -> String {
@@ -286,150 +161,13 @@ pub fn examine(ort_lib: Option<&Path>) -> Report {
     Report { verdicts: verdicts(&facts), facts }
 }
 
-/// The problems that keep `target` from working here (empty: none found), for error messages. Probes only the
-/// libraries and GPUs (the runtime is already loaded by the caller).
+/// The problems that keep `target` from working here (empty: none found), for error messages: the machine's
+/// findings ([`crate::machine::gpu_problems`]) for a GPU target.
 pub fn target_problems(target: &Target) -> Vec<String> {
     if !target.is_gpu() {
         return Vec::new();
     }
-    let facts = Facts {
-        ort: Err(String::new()),
-        libraries: LIBRARIES
-            .iter()
-            .filter(|l| l.needed_by == NeededBy::Cuda || matches!(target, Target::TensorRt { .. }))
-            .map(probe_library)
-            .collect(),
-        gpus: probe_gpus(),
-    };
-    let mut out: Vec<String> = facts.libraries.iter().filter(|l| !l.found()).map(missing_lib).collect();
-    match &facts.gpus {
-        Ok(g) if g.is_empty() => out.push("the CUDA driver reports no GPU".into()),
-        Ok(_) => {}
-        Err(e) => out.push(format!("no GPU: {e}")),
-    }
-    out
-}
-
-/// The TensorRT version this machine's `libnvinfer.so.10` reports, if it loads.
-pub fn tensorrt_version() -> Option<Version> {
-    let spec = LIBRARIES.iter().find(|l| l.soname == "libnvinfer.so.10")?;
-    probe_library(spec).version.as_deref().and_then(Version::parse)
-}
-
-/// The compute capability of CUDA device `index` as digits (`90` for sm_90), if the driver lists it.
-pub fn gpu_architecture(index: usize) -> Option<String> {
-    let gpus = probe_gpus().ok()?;
-    let g = gpus.iter().find(|g| g.index == index)?;
-    Some(format!("{}{}", g.compute_capability.0, g.compute_capability.1))
-}
-
-/// Where the loaded library `soname` lives (from `/proc/self/maps`).
-fn mapped_path(soname: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| Path::new(p).file_name().is_some_and(|n| n.to_string_lossy().starts_with(soname)))
-        .map(PathBuf::from)
-}
-
-fn probe_library(spec: &LibSpec) -> LibStatus {
-    let mut status = LibStatus {
-        soname: spec.soname.into(),
-        what: spec.what.into(),
-        package: spec.package.into(),
-        needed_by: spec.needed_by,
-        path: None,
-        version: None,
-        error: None,
-    };
-    // SAFETY: loading a vendor library runs its initialisers, as ONNX Runtime's provider would when it loads it;
-    // only version queries with the documented C signatures are called below.
-    let lib = match unsafe { libloading::Library::new(spec.soname) } {
-        Ok(l) => l,
-        Err(e) => {
-            status.error = Some(e.to_string());
-            return status;
-        }
-    };
-    status.path = mapped_path(spec.soname).or_else(|| Some(PathBuf::from(spec.soname)));
-    status.version = unsafe { query_version(&lib, spec.version) };
-    status
-}
-
-/// # Safety
-/// `lib` must export the queried symbol with the signature its [`VersionQuery`] variant documents.
-unsafe fn query_version(lib: &libloading::Library, q: VersionQuery) -> Option<String> {
-    match q {
-        VersionQuery::None => None,
-        VersionQuery::CudaStyle(sym) => {
-            let f = unsafe { lib.get::<unsafe extern "C" fn(*mut c_int) -> c_int>(sym.as_bytes()) }.ok()?;
-            let mut v: c_int = 0;
-            (unsafe { f(&mut v) } == 0).then(|| format!("{}.{}", v / 1000, (v % 1000) / 10))
-        }
-        VersionQuery::Cudnn(sym) => {
-            let f = unsafe { lib.get::<unsafe extern "C" fn() -> usize>(sym.as_bytes()) }.ok()?;
-            let v = unsafe { f() };
-            Some(format!("{}.{}.{}", v / 10_000, (v % 10_000) / 100, v % 100))
-        }
-        VersionQuery::TensorRt(sym) => {
-            let f = unsafe { lib.get::<unsafe extern "C" fn() -> c_int>(sym.as_bytes()) }.ok()?;
-            let v = unsafe { f() };
-            crate::tensorrt::parse_tensorrt_version(&v.to_string()).map(|v| v.to_string())
-        }
-    }
-}
-
-/// The GPUs through the CUDA driver API.
-fn probe_gpus() -> Result<Vec<Gpu>, String> {
-    // SAFETY: the CUDA driver API functions below have these C signatures (cuda.h); `CUdevice` is an int.
-    let lib = unsafe { libloading::Library::new("libcuda.so.1") }
-        .map_err(|e| format!("libcuda.so.1 (NVIDIA driver) not loadable: {e}"))?;
-    type InitFn = unsafe extern "C" fn(u32) -> c_int;
-    type CountFn = unsafe extern "C" fn(*mut c_int) -> c_int;
-    type GetFn = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
-    type NameFn = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
-    type AttrFn = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
-    type MemFn = unsafe extern "C" fn(*mut usize, c_int) -> c_int;
-    let sym = |name: &str| format!("libcuda.so.1 lacks {name}");
-    unsafe {
-        let init = lib.get::<InitFn>(b"cuInit").map_err(|_| sym("cuInit"))?;
-        let count = lib.get::<CountFn>(b"cuDeviceGetCount").map_err(|_| sym("cuDeviceGetCount"))?;
-        let get = lib.get::<GetFn>(b"cuDeviceGet").map_err(|_| sym("cuDeviceGet"))?;
-        let name = lib.get::<NameFn>(b"cuDeviceGetName").map_err(|_| sym("cuDeviceGetName"))?;
-        let attr = lib.get::<AttrFn>(b"cuDeviceGetAttribute").map_err(|_| sym("cuDeviceGetAttribute"))?;
-        let mem = lib.get::<MemFn>(b"cuDeviceTotalMem_v2").map_err(|_| sym("cuDeviceTotalMem_v2"))?;
-        let rc = init(0);
-        if rc != 0 {
-            return Err(format!("cuInit failed with CUDA error {rc} (driver installed but no usable GPU?)"));
-        }
-        let mut n: c_int = 0;
-        if count(&mut n) != 0 {
-            return Err("cuDeviceGetCount failed".into());
-        }
-        let mut out = Vec::new();
-        for i in 0..n {
-            let mut dev: c_int = 0;
-            if get(&mut dev, i) != 0 {
-                continue;
-            }
-            let mut buf = [0 as c_char; 256];
-            name(buf.as_mut_ptr(), buf.len() as c_int, dev);
-            let gpu_name = std::ffi::CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned();
-            let (mut major, mut minor) = (0, 0);
-            // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-            attr(&mut major, 75, dev);
-            attr(&mut minor, 76, dev);
-            let mut bytes = 0usize;
-            mem(&mut bytes, dev);
-            out.push(Gpu {
-                index: i as usize,
-                name: gpu_name,
-                compute_capability: (major, minor),
-                memory_bytes: bytes as u64,
-            });
-        }
-        Ok(out)
-    }
+    crate::machine::gpu_problems(matches!(target, Target::TensorRt { .. }))
 }
 
 impl Report {

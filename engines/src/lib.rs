@@ -54,6 +54,7 @@ pub mod error;
 pub mod family;
 pub mod graph;
 pub mod host;
+pub mod machine;
 pub mod memory;
 pub mod plan;
 pub mod pool;

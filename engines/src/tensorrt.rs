@@ -23,6 +23,8 @@ use exporter::pb::ModelProto;
 use exporter::signature::{DynSig, TensorSig};
 
 use crate::backend::Version;
+// Lives with the library probes that read it; callers have always found it here.
+pub use crate::machine::parse_tensorrt_version;
 
 /// The TensorRT version and GPU architecture an engine was built for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,16 +52,6 @@ impl EngineStamp {
             architecture: attr_str(n, &["hardware_architecture", "compute_capability"]).unwrap_or_default(),
         })
     }
-}
-
-/// A TensorRT version as the provider or the library reports it: `10.15.1`, or `getInferLibVersion()`'s
-/// `major·10000 + minor·100 + patch` (`101501`).
-pub fn parse_tensorrt_version(s: &str) -> Option<Version> {
-    if s.contains('.') {
-        return Version::parse(s);
-    }
-    let n: u32 = s.trim().parse().ok()?;
-    (n >= 10_000).then_some(Version(n / 10_000, (n / 100) % 100, n % 100))
 }
 
 /// A compute capability as digits (`sm_90`, `9.0`, `90` → `90`).
