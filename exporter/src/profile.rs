@@ -26,7 +26,7 @@
 //! series × variates for prefill, series × sample paths × variates for decode); the largest prefill must cover the
 //! profile's context and the largest decode its context + horizon, so every call within the bounds has a bucket.
 //! [`ProfileSet::from_yaml`] checks what needs no model (positive bounds, unique directory-safe names) and
-//! names the line of each fault; each family checks the bounds against its model (Toto 1.0: `toto1::profile`).
+//! names the line of each fault; each family checks the bounds against its model (Toto 1.0: its folder's `profile.rs`).
 
 use std::path::Path;
 
