@@ -136,20 +136,32 @@ pub trait FamilyEngine: Send + Sync + std::fmt::Debug {
     fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions)
         -> Vec<Result<Forecast>>;
 
-    /// The shape buckets calls run on (empty where the family names its graphs otherwise: [`Self::graph_sets`]).
-    fn buckets(&self) -> Vec<Bucket>;
+    // The bucket reports below default to "no buckets", for a family whose graphs are not shape buckets.
+
+    /// The shape buckets calls run on (none by default: the family names its graphs in [`Self::graph_sets`]).
+    fn buckets(&self) -> Vec<Bucket> {
+        Vec::new()
+    }
 
     /// A bucket's graph name, e.g. `default.decode.n8.t69`.
-    fn bucket_name(&self, bucket: Bucket) -> String;
+    fn bucket_name(&self, bucket: Bucket) -> String {
+        format!("{bucket:?}")
+    }
 
     /// What each bucket has run so far.
-    fn bucket_stats(&self) -> Vec<BucketStats>;
+    fn bucket_stats(&self) -> Vec<BucketStats> {
+        Vec::new()
+    }
 
     /// The graph runs of the last call.
-    fn last_call(&self) -> Vec<RunRecord>;
+    fn last_call(&self) -> Vec<RunRecord> {
+        Vec::new()
+    }
 
     /// Names of the engine's graph sets where they are not buckets (`default.n4.s64`).
-    fn graph_sets(&self) -> Vec<String>;
+    fn graph_sets(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The family's own type, for the calls only that family has (its folder downcasts).
     fn as_any(&self) -> &dyn Any;

@@ -214,15 +214,6 @@ impl FamilyGraphs {
             .collect()
     }
 
-    /// The bundle's profiles (their bounds).
-    pub fn profiles(&self) -> Vec<&crate::profile::Profile> {
-        self.profiles
-            .iter()
-            .map(|p| &p.profile)
-            .chain(self.toto2_profiles.iter().map(|p| &p.profile))
-            .collect()
-    }
-
     /// Graph files of every profile (shape-polymorphic graphs not counted).
     pub fn graph_count(&self) -> usize {
         self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()

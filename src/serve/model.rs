@@ -269,13 +269,12 @@ pub fn plan_checked(
     }
     // The counts, before anything per series is built.
     let samples_n = samples.unwrap_or(0);
-    let quantile_count = match &levels {
-        Some(x) => x.data.count(),
-        None if spec.info.model.capabilities().quantile_knots.is_some() => {
-            spec.info.model.capabilities().quantile_knots.map_or(0, <[f64]>::len)
-        }
-        None if samples_n > 0 => engines::request::DEFAULT_QUANTILES.len(),
-        None => 0,
+    // No levels asked: a quantile model answers with its knots, a sampling one (with samples) with the defaults.
+    let quantile_count = match (&levels, spec.info.model.capabilities().quantile_knots) {
+        (Some(x), _) => x.data.count(),
+        (None, Some(knots)) => knots.len(),
+        (None, None) if samples_n > 0 => engines::request::DEFAULT_QUANTILES.len(),
+        (None, None) => 0,
     };
     check(RequestSize {
         series: n,

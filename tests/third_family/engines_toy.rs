@@ -5,7 +5,6 @@ use std::any::Any;
 use std::path::Path;
 use std::sync::Mutex;
 
-use exporter::bucket::Bucket;
 use exporter::fsutil::StagingDir;
 use exporter::manifest::{file_entries, Manifest};
 use exporter::signature::Precision;
@@ -18,7 +17,7 @@ use crate::bundle::{
     ENGINE_FORMAT_VERSION,
 };
 use crate::error::{Error, Result};
-use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::family::{Call, EngineLimits, FamilyEngine, Forecast, RunOptions};
 use crate::graph::GraphRunner;
 use crate::registry::EngineGraphs;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
@@ -62,10 +61,7 @@ pub fn build_engine(
         files: file_entries(stage.path(), &files)?,
         inputs: Default::default(),
     };
-    let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
-    exporter::integrity::write_manifest(stage.path(), &json)?;
-    stage.commit()?;
-    Ok(manifest)
+    crate::bundle::commit_engine(stage, manifest)
 }
 
 /// The toy engine: its one graph per profile, loaded on first use.
@@ -154,22 +150,6 @@ impl FamilyEngine for ToyEngine {
                 Ok(Forecast { response: self.run(call, &req)?, steps: Vec::new() })
             })
             .collect()
-    }
-
-    fn buckets(&self) -> Vec<Bucket> {
-        Vec::new()
-    }
-
-    fn bucket_name(&self, bucket: Bucket) -> String {
-        format!("{bucket:?}")
-    }
-
-    fn bucket_stats(&self) -> Vec<BucketStats> {
-        Vec::new()
-    }
-
-    fn last_call(&self) -> Vec<RunRecord> {
-        Vec::new()
     }
 
     fn graph_sets(&self) -> Vec<String> {

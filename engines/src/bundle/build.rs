@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::export::GOLDEN_DIR;
-use exporter::fsutil::{sha256_file, write_atomic};
+use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
 use exporter::graph::emulate::{self, EmulatedWeights};
 use exporter::manifest::{Manifest, MANIFEST_FILE};
 use exporter::pb::ModelProto;
@@ -119,6 +119,15 @@ pub fn build_engine(
     source.verify_files(artifacts)?;
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
     crate::registry::build_family_engine(artifacts, source, source_sha, target, out, options, progress)
+}
+
+/// Writes `manifest` (and its hash file) into the staged engine bundle and moves the bundle into place: the last
+/// step of every family's build.
+pub(crate) fn commit_engine(stage: StagingDir, manifest: EngineManifest) -> Result<EngineManifest> {
+    let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
+    exporter::integrity::write_manifest(stage.path(), &json)?;
+    stage.commit()?;
+    Ok(manifest)
 }
 
 pub(crate) fn read_model(path: &Path) -> Result<ModelProto> {

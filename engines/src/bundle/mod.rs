@@ -35,7 +35,7 @@ pub mod format;
 pub mod load;
 
 pub use build::{build_engine, pick_precision};
-pub(crate) use build::{check_cache, copy_golden_cases, engine_inputs, provider_present};
+pub(crate) use build::{check_cache, commit_engine, copy_golden_cases, engine_inputs, provider_present};
 pub use format::{
     BuildEvent, BuildOptions, EngineManifest, GraphForm, SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT,
     ENGINE_FORMAT_VERSION,

@@ -223,10 +223,6 @@ impl FamilyEngine for Toto1Engine {
         self.lock().last_call.clone()
     }
 
-    fn graph_sets(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -192,8 +192,5 @@ pub fn build_engine(
         files: file_entries(stage.path(), &files)?,
         inputs,
     };
-    let json = serde_json::to_vec_pretty(&manifest).expect("engine manifest serialises");
-    exporter::integrity::write_manifest(stage.path(), &json)?;
-    stage.commit()?;
-    Ok(manifest)
+    crate::bundle::commit_engine(stage, manifest)
 }

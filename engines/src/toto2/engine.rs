@@ -19,7 +19,7 @@ use exporter::toto2::{Toto2Config, Toto2Dims};
 use crate::admission::admit;
 use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
 use crate::error::{Error, Result};
-use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::family::{Call, EngineLimits, FamilyEngine, Forecast, RunOptions};
 use crate::graph::GraphRunner;
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
@@ -433,22 +433,6 @@ impl FamilyEngine for Toto2Engine {
             .into_iter()
             .map(|r| r.map(|f| Forecast { response: f.response, steps: Vec::new() }))
             .collect()
-    }
-
-    fn buckets(&self) -> Vec<exporter::bucket::Bucket> {
-        Vec::new()
-    }
-
-    fn bucket_name(&self, bucket: exporter::bucket::Bucket) -> String {
-        format!("{bucket:?}")
-    }
-
-    fn bucket_stats(&self) -> Vec<BucketStats> {
-        Vec::new()
-    }
-
-    fn last_call(&self) -> Vec<RunRecord> {
-        Vec::new()
     }
 
     fn graph_sets(&self) -> Vec<String> {
