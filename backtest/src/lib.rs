@@ -1,0 +1,10 @@
+//! Rolling-origin backtests of totoc engines (`totoc backtest`; the Python package's `cross_validation` wraps the
+//! same code).
+//!
+//! * [`metrics`]: forecast-quality metrics in f64 with fev's and utilsforecast's definitions, the naive and
+//!   seasonal-naive baselines, and their aggregation per series, per window and overall.
+//!
+//! The crate reads no files: the binary's data layer turns tables into series on their calendar grid, and writes
+//! the reports.
+
+pub mod metrics;

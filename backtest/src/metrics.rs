@@ -1,0 +1,1 @@
+//! Forecast-quality metrics (filled in by the metrics work).
