@@ -183,7 +183,7 @@ fn the_artifacts_workflow_builds_every_config() {
         .collect();
     assert_eq!(listed, configs, "the cpu job's matrix must list every config in configs/");
     for c in &configs {
-        let set = exporter::profile::ProfileSet::from_file(&root().join("configs").join(c)).unwrap();
+        let set = exporter::profile_file::ProfileSet::from_file(&root().join("configs").join(c)).unwrap();
         let model =
             set.model.unwrap_or_else(|| panic!("configs/{c} names no model: generation and checkpoint"));
         assert!(!model.checkpoint.is_empty());

@@ -6,10 +6,9 @@ mod common;
 use std::path::Path;
 
 use engines::backend::Target;
-use engines::bundle::{
-    build_engine, BuildEvent, BuildOptions, EngineBundle, EngineManifest, GraphForm, ENGINE_FORMAT,
-};
+use engines::bundle::{BuildEvent, BuildOptions, EngineBundle, EngineManifest, GraphForm, ENGINE_FORMAT};
 use engines::graph::{CacheMode, CacheMove};
+use engines::registry::build_engine;
 use exporter::fsutil::sha256_file;
 use exporter::signature::Precision;
 

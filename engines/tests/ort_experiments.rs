@@ -471,8 +471,9 @@ fn rss_graph_runner_weight_sharing() {
 #[ignore]
 fn real_bundle_engine() {
     use engines::backend::Target;
-    use engines::bundle::{build_engine, BuildOptions};
+    use engines::bundle::BuildOptions;
     use engines::engine::{Engine, LoadOptions};
+    use engines::registry::build_engine;
     init_ort();
     let src = std::path::PathBuf::from(std::env::var("EXP_BUNDLE").expect("set EXP_BUNDLE"));
     let out = std::env::var("EXP_OUT")

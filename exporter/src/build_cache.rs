@@ -10,14 +10,11 @@
 //!
 //! `--force` rebuilds without asking.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::bundle_files::MANIFEST_FILE;
 use crate::integrity::check_bundle;
-use crate::manifest::MANIFEST_FILE;
-
-/// What a build's output depends on: name → hash or value (`checkpoint.safetensors` → sha256, `totoc` → version).
-pub type BuildInputs = BTreeMap<String, String>;
+pub use crate::manifest::BuildInputs;
 
 /// The bundle at `--out` against this build's inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ pub enum Error {
         problems.len(),
         problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ")
     )]
-    Integrity { dir: PathBuf, problems: Vec<crate::integrity::Problem>, rebuild: String },
+    Integrity { dir: PathBuf, problems: Vec<crate::bundle_files::Problem>, rebuild: String },
 
     // --- model config
     #[error("invalid model config: {message}")]

@@ -173,12 +173,6 @@ pub(crate) fn check_cache(
     }
 }
 
-/// Runs the export (or skips it: [`crate::build_cache`]); on any error nothing is left at `opts.out`.
-/// The checkpoint's family (from its `config.json`) picks the exporter ([`crate::registry::export_bundle`]).
-pub fn export(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
-    crate::registry::export_bundle(opts, progress)
-}
-
 /// Writes `manifest` (and its hash file) into the staged bundle and moves the bundle into place.
 pub(crate) fn commit_bundle(stage: StagingDir, manifest: Manifest) -> Result<Manifest> {
     let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");

@@ -13,90 +13,15 @@
 //! artifact store, not this file.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::bundle_files::MANIFEST_FILE;
+pub use crate::bundle_files::{Problem, MANIFEST_HASH_FILE};
 use crate::error::{Error, Result};
 use crate::fsutil::{sha256_bytes, sha256_file, write_atomic};
-use crate::manifest::{FileEntry, MANIFEST_FILE};
-
-/// The hash file of `manifest.json`, beside it.
-pub const MANIFEST_HASH_FILE: &str = "manifest.sha256";
-
-/// One thing wrong with a bundle, naming the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Problem {
-    /// `manifest.json` is not the file its hash file was written for.
-    ManifestEdited,
-    /// No `manifest.sha256` (or an unreadable one).
-    ManifestHashMissing { detail: String },
-    /// `manifest.json` is missing or its `files` list cannot be read.
-    ManifestUnreadable { detail: String },
-    /// A listed file does not exist.
-    Missing { file: String },
-    /// A listed file is shorter than the manifest says.
-    Truncated { file: String, bytes: u64, expected: u64 },
-    /// A listed file is longer than the manifest says.
-    Grown { file: String, bytes: u64, expected: u64 },
-    /// A listed file has the right size but another sha256.
-    Modified { file: String },
-    /// A file in the bundle that the manifest does not list.
-    Unlisted { file: String },
-}
-
-impl Problem {
-    /// The bundle-relative file the problem is about.
-    pub fn file(&self) -> &str {
-        match self {
-            Problem::ManifestEdited | Problem::ManifestUnreadable { .. } => MANIFEST_FILE,
-            Problem::ManifestHashMissing { .. } => MANIFEST_HASH_FILE,
-            Problem::Missing { file }
-            | Problem::Truncated { file, .. }
-            | Problem::Grown { file, .. }
-            | Problem::Modified { file }
-            | Problem::Unlisted { file } => file,
-        }
-    }
-
-    /// A short machine-readable name (`modified`, `missing`, ...; `totoc bundle verify --json`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Problem::ManifestEdited => "manifest-edited",
-            Problem::ManifestHashMissing { .. } => "manifest-hash-missing",
-            Problem::ManifestUnreadable { .. } => "manifest-unreadable",
-            Problem::Missing { .. } => "missing",
-            Problem::Truncated { .. } => "truncated",
-            Problem::Grown { .. } => "grown",
-            Problem::Modified { .. } => "modified",
-            Problem::Unlisted { .. } => "unlisted",
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::ManifestEdited => write!(
-                f,
-                "{MANIFEST_FILE}: edited after it was written (its sha256 is not the one in {MANIFEST_HASH_FILE})"
-            ),
-            Problem::ManifestHashMissing { detail } => write!(f, "{MANIFEST_HASH_FILE}: {detail}"),
-            Problem::ManifestUnreadable { detail } => write!(f, "{MANIFEST_FILE}: {detail}"),
-            Problem::Missing { file } => write!(f, "{file}: missing"),
-            Problem::Truncated { file, bytes, expected } => {
-                write!(f, "{file}: truncated ({bytes} of {expected} bytes)")
-            }
-            Problem::Grown { file, bytes, expected } => {
-                write!(f, "{file}: {bytes} bytes, the manifest says {expected}")
-            }
-            Problem::Modified { file } => write!(f, "{file}: modified (sha256 differs from the manifest)"),
-            Problem::Unlisted { file } => write!(f, "{file}: not listed in the manifest"),
-        }
-    }
-}
+use crate::manifest::FileEntry;
 
 /// Every problem of the bundle at `dir`, in a stable order (manifest first, then files by name). Empty: intact.
 /// Only I/O failures other than a missing file are errors.

@@ -13,6 +13,7 @@
 //! family (see docs/architecture.md).
 pub mod bucket;
 pub mod build_cache;
+pub mod bundle_files;
 pub mod error;
 pub mod export;
 pub mod fsutil;
@@ -21,6 +22,7 @@ pub mod integrity;
 pub mod manifest;
 pub mod pb;
 pub mod profile;
+pub mod profile_file;
 pub mod quantize;
 pub mod registry;
 pub mod safetensors;

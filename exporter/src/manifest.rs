@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fsutil::sha256_file;
 
-use crate::registry::{AnyConfig, Family, FamilyGraphs};
+use crate::registry::family::{AnyConfig, Family, FamilyGraphs};
 use crate::signature::Precision;
 use crate::variant::OpsetVariant;
 
@@ -18,7 +18,7 @@ use crate::variant::OpsetVariant;
 pub const BUNDLE_FORMAT: &str = "totoc-export/4";
 /// Version number of [`BUNDLE_FORMAT`] (`format_version` in the manifest).
 pub const BUNDLE_FORMAT_VERSION: u32 = 4;
-pub const MANIFEST_FILE: &str = "manifest.json";
+pub use crate::bundle_files::MANIFEST_FILE;
 
 /// The message for a bundle of another format: which totoc made it and what to run.
 pub fn format_mismatch(kind: &str, found: &str, want: &str, rebuild: &str) -> String {
@@ -33,6 +33,10 @@ pub fn format_mismatch(kind: &str, found: &str, want: &str, rebuild: &str) -> St
         env!("CARGO_PKG_VERSION")
     )
 }
+
+/// What a build's output depends on: name → hash or value (`checkpoint.safetensors` → sha256, `totoc` → version).
+/// Written in both bundles' manifests; [`crate::build_cache`] compares it with the next build's.
+pub type BuildInputs = std::collections::BTreeMap<String, String>;
 
 /// Where the weights came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,7 +92,7 @@ pub struct Manifest {
     /// What the export was made from (checkpoint and profile hashes, totoc version, options): `totoc export`
     /// skips the work when they are unchanged ([`crate::build_cache`]). Absent in older manifests.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub inputs: crate::build_cache::BuildInputs,
+    pub inputs: BuildInputs,
 }
 
 impl Manifest {
@@ -129,12 +133,6 @@ impl Manifest {
         serde_json::from_str(&text).map_err(|e| {
             Error::Config { message: format!("not a totoc export manifest ({e})") }.in_file(&path)
         })
-    }
-
-    /// The bundle's integrity check ([`crate::integrity::require_intact`]): the manifest's own hash, every
-    /// listed file's size and sha256, no unlisted files.
-    pub fn verify_files(&self, dir: &Path) -> Result<()> {
-        crate::integrity::require_intact(dir, "totoc export")
     }
 
     pub fn family(&self) -> Family {

@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use exporter::export::{export, ExportOptions};
+use exporter::export::ExportOptions;
 use exporter::graph::types::{output_type, ElemType};
 use exporter::graph::{Fp16Plan, Fp32Region};
 use exporter::pb::{tensor_proto, type_proto, ModelProto};
-use exporter::profile::ProfileSet;
+use exporter::profile_file::ProfileSet;
+use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
 use exporter::variant::OpsetVariant;
 use prost::Message;

@@ -4,10 +4,11 @@
 //! weight file is hashed in the manifest; re-exports are byte-identical.
 use std::path::{Path, PathBuf};
 
-use exporter::export::{export, ExportOptions};
+use exporter::export::ExportOptions;
 use exporter::graph::Fp16Plan;
 use exporter::pb::{tensor_proto, ModelProto};
-use exporter::profile::ProfileSet;
+use exporter::profile_file::ProfileSet;
+use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
 use exporter::variant::OpsetVariant;
 use prost::Message;

@@ -4,8 +4,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use engines::backend::Target;
-use engines::bundle::{build_engine, BuildEvent, BuildOptions, GraphForm};
+use engines::bundle::{BuildEvent, BuildOptions, GraphForm};
 use engines::memory::{human, parse_size};
+use engines::registry::build_engine;
 
 use crate::cli::{BuildEngineArgs, GraphsArg, PrecisionArg, TargetArg};
 use crate::progress::Progress;

@@ -3,9 +3,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use exporter::export::{export, ExportEvent, ExportOptions};
+use exporter::export::{ExportEvent, ExportOptions};
 use exporter::graph::Fp16Plan;
-use exporter::profile::ProfileSet;
+use exporter::profile_file::ProfileSet;
+use exporter::registry::export_bundle;
 use exporter::variant::OpsetVariant;
 
 use crate::cli::ExportArgs;
@@ -30,7 +31,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     let progress = Progress::new();
     let mut up_to_date = false;
-    let manifest = export(&opts, &mut |ev| match ev {
+    let manifest = export_bundle(&opts, &mut |ev| match ev {
         ExportEvent::UpToDate => up_to_date = true,
         ExportEvent::Rebuilding { changed } => progress.note(&format!(
             "re-exporting {}: its inputs changed: {}",

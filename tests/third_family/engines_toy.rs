@@ -19,7 +19,7 @@ use crate::bundle::{
 use crate::error::{Error, Result};
 use crate::family::{Call, EngineLimits, FamilyEngine, Forecast, RunOptions};
 use crate::graph::GraphRunner;
-use crate::registry::EngineGraphs;
+use crate::registry::graphs::EngineGraphs;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
 
 /// Builds a toy engine (CPU only): the graphs and weights copied, the manifest written.

@@ -9,7 +9,7 @@ use crate::export::{commit_bundle, weights_file, ExportEvent, ExportOptions};
 use crate::fsutil::{sha256_bytes, write_atomic, StagingDir};
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, CheckpointInfo, Manifest, WeightsEntry};
-use crate::registry::{AnyConfig, FamilyGraphs};
+use crate::registry::family::{AnyConfig, FamilyGraphs};
 use crate::safetensors::CONFIG_FILE;
 use crate::signature::{DType, Precision, TensorSig};
 

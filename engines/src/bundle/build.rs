@@ -1,14 +1,14 @@
 //! `totoc build-engine`'s shared machinery, used by every family: precision, build-cache inputs, golden cases,
-//! the fp16 emulation, TensorRT engines; [`build_engine`] reads and checks the source manifest and hands it to
-//! its family's builder (`registry::build_family_engine`).
+//! the fp16 emulation, TensorRT engines. `registry::build_engine` reads and checks the source manifest and hands
+//! it to its family's builder, which calls these.
 
 use std::path::{Path, PathBuf};
 
 use exporter::build_cache::{self, BuildInputs, CacheCheck};
 use exporter::export::GOLDEN_DIR;
-use exporter::fsutil::{sha256_file, write_atomic, StagingDir};
+use exporter::fsutil::{write_atomic, StagingDir};
 use exporter::graph::emulate::{self, EmulatedWeights};
-use exporter::manifest::{Manifest, MANIFEST_FILE};
+use exporter::manifest::Manifest;
 use exporter::pb::ModelProto;
 use exporter::signature::{DType, Precision, TensorSig};
 use prost::Message;
@@ -105,20 +105,6 @@ pub(crate) fn copy_golden_cases(source: &Manifest, artifacts: &Path, stage: &Pat
         std::fs::copy(artifacts.join(&f.path), &dst).map_err(|e| Error::io(&dst, e))?;
     }
     Ok(())
-}
-
-/// Builds an engine bundle for `target` from the export bundle at `artifacts` into `out`.
-pub fn build_engine(
-    artifacts: &Path,
-    target: &Target,
-    out: &Path,
-    options: &BuildOptions,
-    progress: &mut dyn FnMut(BuildEvent),
-) -> Result<EngineManifest> {
-    let source = Manifest::read(artifacts)?;
-    source.verify_files(artifacts)?;
-    let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
-    crate::registry::build_family_engine(artifacts, source, source_sha, target, out, options, progress)
 }
 
 /// Writes `manifest` (and its hash file) into the staged engine bundle and moves the bundle into place: the last

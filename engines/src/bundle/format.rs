@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Target;
 use crate::error::{Error, Result};
-use crate::registry::EngineGraphs;
+use crate::registry::graphs::EngineGraphs;
 
 /// Format tag of engine bundles.
 pub const ENGINE_FORMAT: &str = "totoc-engine/4";

@@ -6,6 +6,7 @@ use exporter::manifest::MANIFEST_FILE;
 use exporter::signature::TensorSig;
 
 use super::format::EngineManifest;
+pub use super::graph_file::GraphFile;
 use crate::backend::{self, session_config, Stage, Target};
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedSession, SharedWeights};
@@ -16,25 +17,6 @@ pub(crate) fn bundle_files(dir: &Path) -> Result<Vec<String>> {
     let mut files = exporter::integrity::files_under(dir)?;
     files.retain(|f| f != MANIFEST_FILE && f != exporter::integrity::MANIFEST_HASH_FILE);
     Ok(files)
-}
-
-/// One graph file of an engine bundle, as a family's manifest section describes it: what
-/// [`EngineBundle::load_graph`] loads.
-#[derive(Debug, Clone, Copy)]
-pub struct GraphFile<'a> {
-    /// The model to load, relative to the bundle.
-    pub file: &'a str,
-    /// How a shared session's bucket runner is named (the export graph it was built from).
-    pub label: &'a str,
-    /// The I/O the manifest records: the loaded graph must have exactly this signature.
-    pub inputs: &'a [TensorSig],
-    pub outputs: &'a [TensorSig],
-    /// `file` is a shape-polymorphic graph whose one session serves every bucket listing it.
-    pub shared: bool,
-    /// The bucket's captured-CUDA-graph key on a shared session.
-    pub gpu_graph_id: Option<i64>,
-    /// ONNX Runtime's memory pattern (off where a graph's second run would hold two arenas' worth).
-    pub memory_pattern: bool,
 }
 
 /// The loaded graph's I/O must be exactly the signature the manifest records.

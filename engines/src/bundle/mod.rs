@@ -32,9 +32,10 @@
 
 pub mod build;
 pub mod format;
+pub mod graph_file;
 pub mod load;
 
-pub use build::{build_engine, pick_precision};
+pub use build::pick_precision;
 pub(crate) use build::{check_cache, commit_engine, copy_golden_cases, engine_inputs, provider_present};
 pub use format::{
     BuildEvent, BuildOptions, EngineManifest, GraphForm, SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT,

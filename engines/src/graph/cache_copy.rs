@@ -11,7 +11,7 @@ use ort::value::DynTensor;
 
 use crate::error::{Error, Result};
 
-use super::ort_glue::ort_error;
+use super::ort_types::ort_error;
 
 pub(super) fn dtype_size(d: DType) -> usize {
     match d {

@@ -53,6 +53,7 @@ mod binding;
 mod cache_copy;
 mod facts;
 mod ort_glue;
+mod ort_types;
 mod runner;
 mod shared_session;
 mod weights;

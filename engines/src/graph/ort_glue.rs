@@ -1,15 +1,13 @@
-//! Glue to ONNX Runtime: element and dtype conversions, its errors, opening a session, signatures and where
-//! the execution providers placed the nodes.
+//! Glue to ONNX Runtime: opening a session, signatures and where the execution providers placed the nodes
+//! (element and dtype conversions and its errors are [`super::ort_types`]).
 
 use std::ffi::CStr;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use exporter::pb::tensor_proto;
-use exporter::signature::{DType, TensorSig};
+use exporter::signature::TensorSig;
 use ort::session::Session;
-use ort::value::TensorElementType;
 use ort::AsPointer;
 
 use crate::backend::{self, SessionConfig, Target};
@@ -18,6 +16,7 @@ use crate::runtime::Runtime;
 
 use super::cache_copy::with_copy_counter;
 use super::facts::{model_facts, ModelFacts};
+use super::ort_types::dtype_of;
 use super::weights::{weight_placement, Held, SharedWeights, WeightPlacement};
 
 /// Nodes an execution provider ran.
@@ -25,43 +24,6 @@ use super::weights::{weight_placement, Held, SharedWeights, WeightPlacement};
 pub struct ProviderNodes {
     pub provider: String,
     pub nodes: usize,
-}
-
-pub(super) fn element_type(onnx: i32) -> Option<TensorElementType> {
-    use tensor_proto::DataType as D;
-    Some(match D::try_from(onnx).ok()? {
-        D::Float => TensorElementType::Float32,
-        D::Float16 => TensorElementType::Float16,
-        D::Bfloat16 => TensorElementType::Bfloat16,
-        D::Double => TensorElementType::Float64,
-        D::Int64 => TensorElementType::Int64,
-        D::Int32 => TensorElementType::Int32,
-        D::Int8 => TensorElementType::Int8,
-        D::Uint8 => TensorElementType::Uint8,
-        D::Bool => TensorElementType::Bool,
-        _ => return None,
-    })
-}
-
-pub(super) fn ort_error<R>(context: impl Into<String>, e: ort::Error<R>) -> Error {
-    Error::Ort { context: context.into(), message: e.message().to_string() }
-}
-
-pub(super) fn dtype_of(t: TensorElementType) -> Option<DType> {
-    match t {
-        TensorElementType::Float32 => Some(DType::F32),
-        TensorElementType::Float16 => Some(DType::F16),
-        TensorElementType::Int64 => Some(DType::I64),
-        _ => None,
-    }
-}
-
-pub(super) fn element_of(d: DType) -> TensorElementType {
-    match d {
-        DType::F32 => TensorElementType::Float32,
-        DType::F16 => TensorElementType::Float16,
-        DType::I64 => TensorElementType::Int64,
-    }
 }
 
 /// Creates `model`'s session for `target` (weights shared through `weights` on CPU), with the logger that counts

@@ -18,7 +18,8 @@ use crate::runtime::Runtime;
 use super::binding::{binding_plan, CacheMode, Capture, Memory, GPU_GRAPH_ID};
 use super::cache_copy::{bytes_of, bytes_of_mut, copy_slots, dtype_size, CacheLayout, CacheMove};
 use super::facts::state_input_name;
-use super::ort_glue::{element_of, ort_error, signature_of, ProviderNodes};
+use super::ort_glue::{signature_of, ProviderNodes};
+use super::ort_types::{element_of, ort_error};
 use super::shared_session::SharedSession;
 use super::weights::{Held, SharedWeights};
 

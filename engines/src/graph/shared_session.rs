@@ -12,7 +12,8 @@ use crate::error::Result;
 use crate::runtime::Runtime;
 
 use super::facts::ModelFacts;
-use super::ort_glue::{dtype_of, ep_assignment, open_session, ProviderNodes};
+use super::ort_glue::{ep_assignment, open_session, ProviderNodes};
+use super::ort_types::dtype_of;
 use super::weights::{Held, SharedWeights};
 
 /// A loaded session that one or more [`GraphRunner`](super::GraphRunner)s bind their I/O to: one per static bucket

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
 use super::facts::{ExternalInit, ModelFacts};
-use super::ort_glue::{element_type, ort_error};
+use super::ort_types::{element_type, ort_error};
 
 /// An ORT value over memory it does not own (a weight in a mapped file); released on drop.
 struct RawValue {

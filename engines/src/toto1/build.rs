@@ -1,4 +1,4 @@
-//! `totoc build-engine` for a Toto 1.0 export bundle (called by [`crate::bundle::build_engine`] when the source
+//! `totoc build-engine` for a Toto 1.0 export bundle (called by [`crate::registry::build_engine`] when the source
 //! manifest's model is Toto 1.0): the per-profile, per-bucket graphs, checked and budgeted.
 
 use std::path::Path;
@@ -27,7 +27,7 @@ use crate::bundle::load::{bundle_files, check_io};
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedSession, SharedWeights};
 use crate::memory::human;
-use crate::registry::EngineGraphs;
+use crate::registry::graphs::EngineGraphs;
 use crate::runtime::{self};
 use exporter::toto1::ModelBuckets;
 

@@ -8,7 +8,7 @@ use exporter::signature::TensorSig;
 use exporter::toto1::signature::GraphDims;
 
 use crate::backend::SessionConfig;
-use crate::bundle::GraphFile;
+use crate::bundle::graph_file::GraphFile;
 use crate::graph::ProviderNodes;
 
 /// One bucket's graph in an engine.

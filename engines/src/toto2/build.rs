@@ -1,4 +1,4 @@
-//! `totoc build-engine` for a Toto 2.0 export bundle (called by [`crate::bundle::build_engine`] when the
+//! `totoc build-engine` for a Toto 2.0 export bundle (called by [`crate::registry::build_engine`] when the
 //! export manifest says `toto-2.0`).
 //!
 //! Same layout and checks as Toto 1.0's per-bucket CPU/CUDA engines: the fp32 weight file once, each kept graph
@@ -24,7 +24,7 @@ use crate::bundle::{
 use crate::error::{Error, Result};
 use crate::graph::{GraphRunner, SharedWeights};
 use crate::memory::human;
-use crate::registry::EngineGraphs;
+use crate::registry::graphs::EngineGraphs;
 use crate::runtime;
 
 /// Builds an engine for `target` from the Toto 2.0 export bundle `artifacts` (its manifest `source`, already

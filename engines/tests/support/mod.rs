@@ -5,12 +5,14 @@ pub mod ks;
 use std::path::{Path, PathBuf};
 
 use engines::backend::Target;
-use engines::bundle::{build_engine, BuildOptions, GraphForm};
+use engines::bundle::{BuildOptions, GraphForm};
 use engines::compare::{precision_errors, Tolerance};
 use engines::engine::{Engine, LoadOptions};
-use exporter::export::{export, ExportOptions};
+use engines::registry::build_engine;
+use exporter::export::ExportOptions;
 use exporter::graph::Fp16Plan;
-use exporter::profile::ProfileSet;
+use exporter::profile_file::ProfileSet;
+use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
 use exporter::variant::OpsetVariant;
 

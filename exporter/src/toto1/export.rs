@@ -17,7 +17,7 @@ use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::precision::FloatTypes;
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, WeightsEntry};
-use crate::registry::{AnyConfig, FamilyGraphs};
+use crate::registry::family::{AnyConfig, FamilyGraphs};
 use crate::signature::{GraphKind, Precision};
 use crate::variant::OpsetVariant;
 

@@ -5,7 +5,8 @@ use super::bucket::default_ladder;
 use super::config::ModelConfig;
 use crate::bucket::{decode_slots, slots, Bucket};
 use crate::error::{Error, Result};
-use crate::profile::{Profile, ProfileSet};
+use crate::profile::Profile;
+use crate::profile_file::ProfileSet;
 
 /// What a [`Profile`] is for a Toto 1.0 model.
 pub trait ModelProfile {
@@ -121,7 +122,7 @@ mod tests {
 
     use super::*;
 
-    const GOOD: &str = crate::profile::tests::GOOD;
+    const GOOD: &str = crate::profile_file::tests::GOOD;
 
     #[test]
     fn too_many_patches_names_profile_and_numbers() {

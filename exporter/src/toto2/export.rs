@@ -8,6 +8,7 @@ use std::path::Path;
 use prost::Message;
 
 use super::graph::toto2_graph;
+pub use super::manifest::Toto2GraphFile;
 use super::manifest::{Toto2ProfileEntry, Toto2SetEntry};
 use crate::error::{Error, Result};
 use crate::export::{
@@ -16,24 +17,12 @@ use crate::export::{
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, WeightsEntry};
-use crate::registry::{AnyConfig, FamilyGraphs};
-use crate::signature::{Precision, TensorSig};
+use crate::registry::family::{AnyConfig, FamilyGraphs};
+use crate::signature::Precision;
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::ladder;
-use crate::toto2::signature::{Toto2Dims, Toto2GraphKind};
+use crate::toto2::signature::Toto2Dims;
 use crate::variant::OpsetVariant;
-
-/// One written graph file and its I/O.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Toto2GraphFile {
-    pub kind: Toto2GraphKind,
-    /// File name inside the bundle directory: `<set>.<kind>.onnx`.
-    pub file: String,
-    pub inputs: Vec<TensorSig>,
-    pub outputs: Vec<TensorSig>,
-    /// ONNX nodes in the graph.
-    pub nodes: usize,
-}
 
 /// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx` (fp32) or
 /// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::export::Toto2GraphFile;
-use super::signature::Toto2Dims;
+use super::signature::{Toto2Dims, Toto2GraphKind};
 use crate::profile::Profile;
+use crate::signature::TensorSig;
 
 /// One exported Toto 2.0 profile: its bounds and its graph sets (see [`super::ladder`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,4 +22,16 @@ pub struct Toto2SetEntry {
     /// Estimated bytes of its buffers when loaded ([`super::ladder::memory_bytes`]).
     pub memory_bytes: u64,
     pub graphs: Vec<Toto2GraphFile>,
+}
+
+/// One written graph file and its I/O.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Toto2GraphFile {
+    pub kind: Toto2GraphKind,
+    /// File name inside the bundle directory: `<set>.<kind>.onnx`.
+    pub file: String,
+    pub inputs: Vec<TensorSig>,
+    pub outputs: Vec<TensorSig>,
+    /// ONNX nodes in the graph.
+    pub nodes: usize,
 }

@@ -1,12 +1,12 @@
-//! The model families totoc compiles, and the only place in the exporter that names each of them.
+//! The model families totoc compiles: the one [`Family`] enum of the workspace (the engines and the binary use
+//! it too), what each family can do ([`Capabilities`]), and the family-tagged types every layer names: a
+//! family's config ([`AnyConfig`]) and its sections of an export manifest ([`FamilyGraphs`]).
 //!
-//! [`Family`] is the one family enum of the workspace (the engines and the binary use it too). Code outside the
-//! family folders (`toto1/`, `toto2/`) never names a family: it asks [`Family::capabilities`] what a family does
-//! (its point forecast, whether it samples, its quantile knots, precisions, targets) or calls the dispatch
-//! functions here ([`AnyConfig::from_json`], [`export_bundle`]).
-//!
-//! Adding a family: a folder `<family>/` with its config, checkpoint loader, graph and `export_bundle`, one
-//! variant in [`Family`] and [`AnyConfig`], and one arm in each `match` below (see docs/architecture.md).
+//! Code outside the family folders (`toto1/`, `toto2/`) never names a family: it asks
+//! [`Family::capabilities`] what a family does (its point forecast, whether it samples, its quantile knots,
+//! precisions, targets). This module names only the families' leaf modules (configs, manifest sections), so
+//! shared layers may depend on it; the dispatch into family code (exporting a bundle) is [`super`], which
+//! nothing in the crate below it imports.
 //!
 //! Which family a checkpoint holds is told from its `config.json`: each family names the keys only its config
 //! has ([`Capabilities::config_keys`]); exactly one family must claim a config, and each family's parser then
@@ -17,12 +17,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::export::{ExportEvent, ExportOptions};
-use crate::manifest::Manifest;
 use crate::safetensors::CONFIG_FILE;
 use crate::signature::Precision;
 use crate::toto1::config::ModelConfig;
-use crate::toto2::Toto2Config;
+use crate::toto2::config::Toto2Config;
 
 /// A model family (and generation) totoc compiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,7 +79,7 @@ const TOTO2: Capabilities = Capabilities {
     config_keys: &["d_model"],
     point_forecast: "median",
     samples: false,
-    quantile_knots: Some(&crate::toto2::KNOTS),
+    quantile_knots: Some(&crate::toto2::config::KNOTS),
     precisions: &[Precision::Fp32],
     targets: &["cpu", "cuda"],
 };
@@ -218,44 +216,5 @@ impl FamilyGraphs {
     pub fn graph_count(&self) -> usize {
         self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
             + self.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>()
-    }
-}
-
-/// `totoc export` by the checkpoint's family (from its `config.json`); on any error nothing is left at
-/// `opts.out`.
-pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
-    match Family::of_checkpoint(&opts.checkpoint)? {
-        Family::Toto1 => crate::toto1::export::export_bundle(opts, progress),
-        Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detects_both_generations_and_refuses_neither() {
-        let v2 = crate::toto2::config::tests::config_4m_json();
-        assert_eq!(Family::detect(&v2).unwrap(), Family::Toto2);
-        assert!(matches!(AnyConfig::from_json(&v2).unwrap(), AnyConfig::Toto2(_)));
-        let v1 = r#"{"patch_size":64,"stride":64,"embed_dim":768,"num_layers":12,"num_heads":12,
-            "mlp_hidden_dim":3072,"dropout":0.1,"spacewise_every_n_layers":12,"spacewise_first":false,
-            "scaler_cls":"<class 'model.scaler.CausalPatchStdMeanScaler'>",
-            "output_distribution_classes":["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
-            "output_distribution_kwargs":{"k_components":24}}"#;
-        assert_eq!(AnyConfig::from_json(v1).unwrap().family(), Family::Toto1);
-        // manifests carry it adjacently tagged, and read it back validated
-        let any = AnyConfig::from_json(&v2).unwrap();
-        let json = serde_json::to_value(&any).unwrap();
-        assert_eq!(json["generation"], "toto-2.0");
-        assert_eq!(serde_json::from_value::<AnyConfig>(json).unwrap(), any);
-        let e = Family::detect(r#"{"hidden_size": 4}"#).unwrap_err().to_string();
-        assert!(e.contains("embed_dim") && e.contains("d_model"), "{e}");
-        assert!(Family::detect("[1]").is_err());
-        // a 2.0 config with a 1.0 key is refused by the 2.0 parser, naming the key
-        let e =
-            AnyConfig::from_json(&v2.replace("\"d_ff\"", "\"stride\":32,\"d_ff\"")).unwrap_err().to_string();
-        assert!(e.contains("stride"), "{e}");
     }
 }

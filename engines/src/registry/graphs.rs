@@ -1,57 +1,8 @@
-//! The model families the engines run, and the only place in this crate that names each of them: the `match`es
-//! that build a family's engine and a family's engine bundle. Everything else reaches a family through
-//! [`FamilyEngine`] or asks [`exporter::registry::Family::capabilities`].
-//!
-//! Adding a family: its folder (`engines/src/<family>/`) with an engine implementing [`FamilyEngine`] and an
-//! engine-bundle builder, and one arm in each `match` below (see docs/architecture.md).
+//! Each family's sections of an engine manifest ([`EngineGraphs`]): the one type that names every family's
+//! engine-manifest entries. It names only the families' manifest modules, so the bundle format may depend on it;
+//! the dispatch into family code is [`super`], which nothing below it imports.
 
-use std::path::Path;
-
-use exporter::registry::AnyConfig;
 use serde::{Deserialize, Serialize};
-
-use crate::bundle::EngineManifest;
-use crate::error::Result;
-use crate::family::{EngineLimits, FamilyEngine};
-
-/// The engine of `manifest`'s family within `budget` bytes, and its limits.
-pub(crate) fn load_family(
-    manifest: &EngineManifest,
-    dir: &Path,
-    budget: u64,
-) -> Result<(EngineLimits, Box<dyn FamilyEngine>)> {
-    Ok(match &manifest.model {
-        AnyConfig::Toto1(cfg) => {
-            let (limits, engine) = crate::toto1::engine::Toto1Engine::load(manifest, cfg, dir, budget)?;
-            (limits, Box::new(engine))
-        }
-        AnyConfig::Toto2(cfg) => {
-            let engine = crate::toto2::engine::Toto2Engine::new(manifest, cfg, budget)?;
-            (crate::toto2::engine::Toto2Engine::limits(manifest), Box::new(engine))
-        }
-    })
-}
-
-/// `totoc build-engine` by the export bundle's family: `source` is its manifest, already read and verified,
-/// `source_sha` that manifest's sha256.
-pub(crate) fn build_family_engine(
-    artifacts: &Path,
-    source: exporter::manifest::Manifest,
-    source_sha: String,
-    target: &crate::backend::Target,
-    out: &Path,
-    options: &crate::bundle::BuildOptions,
-    progress: &mut dyn FnMut(crate::bundle::BuildEvent),
-) -> Result<EngineManifest> {
-    match source.model.clone() {
-        AnyConfig::Toto1(model) => crate::toto1::build::build_engine(
-            artifacts, source, model, source_sha, target, out, options, progress,
-        ),
-        AnyConfig::Toto2(_) => {
-            crate::toto2::build::build_engine(artifacts, &source, source_sha, target, out, options, progress)
-        }
-    }
-}
 
 /// Each family's graphs in an engine manifest. Written flattened, as top-level manifest fields, so the engine
 /// format (`totoc-engine/4`) is unchanged: `profiles` and `dropped` (Toto 1.0; empty in other engines),

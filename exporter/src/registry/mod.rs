@@ -1,0 +1,58 @@
+//! The model families totoc compiles, and the only place in the exporter that names each of them.
+//!
+//! * [`family`]: the [`Family`] enum, its capabilities, a family's config ([`AnyConfig`]) and manifest sections
+//!   ([`FamilyGraphs`]): the types shared layers name;
+//! * here: the one `match` that calls into a family's code ([`export_bundle`]). Family code and the shared layers
+//!   import only [`family`], never this module, so the arrows run one way: this module → family folders →
+//!   [`family`] and the shared layers.
+//!
+//! Adding a family: a folder `<family>/` with its config, checkpoint loader, graph and `export_bundle`, one
+//! variant in [`Family`], [`AnyConfig`] and [`FamilyGraphs`] ([`family`]), and one arm in [`export_bundle`]
+//! (see docs/architecture.md).
+
+pub mod family;
+
+pub use family::{AnyConfig, Capabilities, Family, FamilyGraphs};
+
+use crate::error::Result;
+use crate::export::{ExportEvent, ExportOptions};
+use crate::manifest::Manifest;
+
+/// `totoc export` by the checkpoint's family (from its `config.json`); on any error nothing is left at
+/// `opts.out`.
+pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
+    match Family::of_checkpoint(&opts.checkpoint)? {
+        Family::Toto1 => crate::toto1::export::export_bundle(opts, progress),
+        Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_both_generations_and_refuses_neither() {
+        let v2 = crate::toto2::config::tests::config_4m_json();
+        assert_eq!(Family::detect(&v2).unwrap(), Family::Toto2);
+        assert!(matches!(AnyConfig::from_json(&v2).unwrap(), AnyConfig::Toto2(_)));
+        let v1 = r#"{"patch_size":64,"stride":64,"embed_dim":768,"num_layers":12,"num_heads":12,
+            "mlp_hidden_dim":3072,"dropout":0.1,"spacewise_every_n_layers":12,"spacewise_first":false,
+            "scaler_cls":"<class 'model.scaler.CausalPatchStdMeanScaler'>",
+            "output_distribution_classes":["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
+            "output_distribution_kwargs":{"k_components":24}}"#;
+        assert_eq!(AnyConfig::from_json(v1).unwrap().family(), Family::Toto1);
+        // manifests carry it adjacently tagged, and read it back validated
+        let any = AnyConfig::from_json(&v2).unwrap();
+        let json = serde_json::to_value(&any).unwrap();
+        assert_eq!(json["generation"], "toto-2.0");
+        assert_eq!(serde_json::from_value::<AnyConfig>(json).unwrap(), any);
+        let e = Family::detect(r#"{"hidden_size": 4}"#).unwrap_err().to_string();
+        assert!(e.contains("embed_dim") && e.contains("d_model"), "{e}");
+        assert!(Family::detect("[1]").is_err());
+        // a 2.0 config with a 1.0 key is refused by the 2.0 parser, naming the key
+        let e =
+            AnyConfig::from_json(&v2.replace("\"d_ff\"", "\"stride\":32,\"d_ff\"")).unwrap_err().to_string();
+        assert!(e.contains("stride"), "{e}");
+    }
+}
