@@ -12,6 +12,8 @@
 //!   literals are not read.
 //! * [`family_names_stay_in_family_folders`]: `grep -rnE "Toto1|Toto2|toto1::|toto2::"` over the crates' sources
 //!   finds nothing outside family folders and registry modules.
+//! * [`modules_import_without_cycles`]: within each crate, no module imports a module that imports it back,
+//!   directly or through others (the same references, test modules left out).
 //! * [`long_files_say_why`]: a `.rs` file over [`LONG_FILE_LINES`] lines says why within its first
 //!   [`LONG_FILE_HEADER`] lines, in a comment holding `long-file: <reason>`.
 //!
@@ -19,7 +21,7 @@
 //! followed, and a bare `toto2::x` in code resolves from the file's own module (the `use` that imported `toto2`
 //! into another module is where that reference is reported).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The model families, each a folder under a crate's `src/`: the folders the one family enum names, so a new
@@ -534,6 +536,113 @@ fn long_files_say_why() {
     println!("long files: {checked} .rs files checked");
 }
 
+// ---- module cycles ----
+
+/// `src` without its trailing test module (`#[cfg(test)] mod tests { .. }`, by convention the file's last item):
+/// tests may reach into any module, and they are not part of the layering.
+fn without_tests(src: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = src[from..].find("#[cfg(test)]").map(|i| from + i) {
+        let rest = src[at + "#[cfg(test)]".len()..].trim_start();
+        let rest = rest.strip_prefix("pub(crate) ").or_else(|| rest.strip_prefix("pub ")).unwrap_or(rest);
+        if rest.starts_with("mod ") {
+            return &src[..at];
+        }
+        from = at + 1;
+    }
+    src
+}
+
+/// The import graph of one crate: each module to the modules its (non-test) code names. A path names the
+/// longest module that prefixes it; naming an ancestor module (`super::X` where the parent re-exports `X`) is
+/// the module tree, not an import, and is not an edge.
+fn import_graph(k: &Crate, crates: &[String]) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let sources: Vec<(Vec<String>, String)> = files(&k.src, true)
+        .into_iter()
+        .map(|p| (module_of(p.strip_prefix(&k.src).unwrap()), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    let modules: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph = BTreeMap::new();
+    for (module, src) in &sources {
+        let mut to = BTreeSet::new();
+        for r in references(without_tests(src)) {
+            let Some((krate, path)) = resolve(&r, &k.name, module, crates) else { continue };
+            if krate != k.name {
+                continue;
+            }
+            let target = (1..=path.len()).rev().map(|n| path[..n].to_vec()).find(|c| modules.contains(c));
+            if let Some(t) = target.filter(|t| t != module && !module.starts_with(t)) {
+                to.insert(t);
+            }
+        }
+        graph.insert(module.clone(), to);
+    }
+    graph
+}
+
+/// The strongly connected components of more than one module (Tarjan), each sorted: the import cycles.
+fn cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'g [String], (usize, usize)>,
+        stack: Vec<&'g [String]>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'g>(w: &mut Walk<'g>, v: &'g [String]) {
+        let n = w.index.len();
+        w.index.insert(v, (n, n));
+        w.stack.push(v);
+        for t in w.graph.get(v).into_iter().flatten() {
+            let low = match w.index.get(t.as_slice()) {
+                None => {
+                    visit(w, t);
+                    w.index[t.as_slice()].1
+                }
+                Some(&(i, _)) if w.stack.contains(&t.as_slice()) => i,
+                Some(_) => continue,
+            };
+            let e = w.index.get_mut(v).unwrap();
+            e.1 = e.1.min(low);
+        }
+        if w.index[v].0 == w.index[v].1 {
+            let at = w.stack.iter().rposition(|m| *m == v).unwrap();
+            let comp: Vec<&[String]> = w.stack.split_off(at);
+            if comp.len() > 1 {
+                let mut names: Vec<String> = comp.iter().map(|m| m.join("::")).collect();
+                names.sort();
+                w.out.push(names);
+            }
+        }
+    }
+    let mut w = Walk { graph, index: BTreeMap::new(), stack: Vec::new(), out: Vec::new() };
+    for v in graph.keys() {
+        if !w.index.contains_key(v.as_slice()) {
+            visit(&mut w, v);
+        }
+    }
+    w.out
+}
+
+#[test]
+fn modules_import_without_cycles() {
+    let crates = crates();
+    let names: Vec<String> = crates.iter().map(|c| c.name.clone()).collect();
+    let mut found = Vec::new();
+    for k in &crates {
+        let graph = import_graph(k, &names);
+        let edges: usize = graph.values().map(BTreeSet::len).sum();
+        println!("module cycles: {} ({} modules, {edges} import edges)", k.dir, graph.len());
+        for c in cycles(&graph) {
+            found.push(format!("{}: {}", k.dir, c.join(", ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import cycles between modules (each line one cycle; move the shared item below both, or pass it in):\n{}",
+        found.join("\n")
+    );
+}
+
 // ---- the checker's own tests ----
 
 fn seg(r: &Reference) -> String {
@@ -633,4 +742,19 @@ fn violations_are_reported_with_file_line_and_layers() {
     let (layer, module) = at("registry/mod.rs");
     let (_, bad) = check_file("src/registry/mod.rs", src, &layer, "totoc", &module, &crates, &families());
     assert!(bad.is_empty(), "{bad:?}");
+}
+
+#[test]
+fn cycles_are_found_and_tests_are_not_read() {
+    let m = |s: &str| s.split("::").map(String::from).collect::<Vec<_>>();
+    let mut g: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    g.insert(m("a"), [m("b")].into());
+    g.insert(m("b"), [m("c")].into());
+    g.insert(m("c"), [m("a")].into());
+    g.insert(m("d"), [m("a")].into());
+    assert_eq!(cycles(&g), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
+    g.insert(m("c"), BTreeSet::new());
+    assert!(cycles(&g).is_empty());
+    let src = "use crate::a;\n#[cfg(test)]\nfn helper() {}\n#[cfg(test)]\npub(crate) mod tests {\n use crate::b;\n}\n";
+    assert_eq!(without_tests(src), "use crate::a;\n#[cfg(test)]\nfn helper() {}\n");
 }
