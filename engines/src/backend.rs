@@ -104,6 +104,15 @@ impl Target {
         }
     }
 
+    /// Human name: `CPU`, `CUDA`, `TensorRT`.
+    pub fn title(&self) -> &'static str {
+        match self {
+            Target::Cpu { .. } => "CPU",
+            Target::Cuda { .. } => "CUDA",
+            Target::TensorRt { .. } => "TensorRT",
+        }
+    }
+
     /// ONNX Runtime's name of the main execution provider.
     pub fn provider_name(&self) -> &'static str {
         match self {

@@ -144,6 +144,26 @@ fn bundle_verify_and_info_cover_toto2_engines_and_a_rebuild_is_skipped() {
     assert!(out.status.success() && err.contains("up to date"), "{err}");
 }
 
+/// A target the family does not build (its capabilities list `cpu` and `cuda`) is refused before any work, naming
+/// the targets it does build, and nothing is written.
+#[test]
+fn a_tensorrt_build_of_a_toto2_bundle_is_refused_with_the_targets_it_builds() {
+    let bundle = engine().parent().unwrap().join("bundle");
+    let out = tempfile::tempdir().unwrap().path().join("trt");
+    let err = totoc_err(&[
+        "build-engine",
+        "--artifacts",
+        bundle.to_str().unwrap(),
+        "--target",
+        "tensorrt",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("TensorRT engines are not built for Toto 2.0 bundles"), "{err}");
+    assert!(err.contains("`--target cpu` or `--target cuda`"), "{err}");
+    assert!(!out.exists(), "a refused build left {}", out.display());
+}
+
 #[test]
 fn verify_fails_on_a_perturbed_reference() {
     let dir = tempfile::tempdir().unwrap();

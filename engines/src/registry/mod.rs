@@ -58,6 +58,7 @@ pub fn build_engine(
     let source = Manifest::read(artifacts)?;
     exporter::integrity::require_intact(artifacts, "totoc export")?;
     let source_sha = sha256_file(&artifacts.join(MANIFEST_FILE))?;
+    check_target(&source, artifacts, target)?;
     match source.model.clone() {
         AnyConfig::Toto1(model) => crate::toto1::build::build_engine(
             artifacts, source, model, source_sha, target, out, options, progress,
@@ -66,4 +67,22 @@ pub fn build_engine(
             crate::toto2::build::build_engine(artifacts, &source, source_sha, target, out, options, progress)
         }
     }
+}
+
+/// A target the bundle's family does not build engines for is refused before any work, naming the targets it
+/// does build ([`exporter::registry::Capabilities::targets`]).
+fn check_target(source: &Manifest, artifacts: &Path, target: &Target) -> Result<()> {
+    let caps = source.model.family().capabilities();
+    if caps.targets.contains(&target.name()) {
+        return Ok(());
+    }
+    let fix = caps.targets.iter().map(|t| format!("`--target {t}`")).collect::<Vec<_>>().join(" or ");
+    Err(crate::error::Error::Engine {
+        path: artifacts.to_path_buf(),
+        message: format!(
+            "{} engines are not built for {} bundles yet: build with {fix}",
+            target.title(),
+            caps.title
+        ),
+    })
 }

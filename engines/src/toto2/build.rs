@@ -4,8 +4,8 @@
 //! Same layout and checks as Toto 1.0's per-bucket CPU/CUDA engines: the fp32 weight file once, each kept graph
 //! set's graphs copied, every graph loaded once here with the shared weights and its I/O required to be the
 //! manifest's, sets whose buffers cannot fit the memory budget beside the weights dropped with a note. Toto 2.0
-//! graphs are fp32 static graphs: TensorRT engines and the shared (shape-polymorphic) graph form are not built
-//! for them yet, and asking for either is an error that says so.
+//! graphs are fp32 static graphs: TensorRT engines (refused by the registry from the family's capabilities) and
+//! the shared (shape-polymorphic) graph form (refused here) are not built for them yet.
 
 use std::path::Path;
 use std::time::Instant;
@@ -39,12 +39,6 @@ pub fn build_engine(
     progress: &mut dyn FnMut(BuildEvent),
 ) -> Result<EngineManifest> {
     let refuse = |message: String| Error::Engine { path: artifacts.to_path_buf(), message };
-    if matches!(target, Target::TensorRt { .. }) {
-        return Err(refuse(
-            "TensorRT engines are not built for Toto 2.0 bundles yet: build with `--target cpu` or `--target cuda`"
-                .into(),
-        ));
-    }
     if options.graphs == Some(GraphForm::Shared) {
         return Err(refuse(
             "Toto 2.0 bundles have no shape-polymorphic graphs: build with `--graphs per-bucket`".into(),

@@ -52,9 +52,10 @@ pub struct Capabilities {
     pub samples: bool,
     /// The quantile levels the model predicts directly (others are interpolated), if it predicts quantiles.
     pub quantile_knots: Option<&'static [f64]>,
-    /// Precisions `totoc export` writes graphs in.
+    /// Precisions `totoc export` writes graphs in (each family's export refuses the others with its reason).
     pub precisions: &'static [Precision],
-    /// Engine targets `totoc build-engine` builds (`cpu`, `cuda`, `tensorrt`).
+    /// Engine targets `totoc build-engine` builds (`cpu`, `cuda`, `tensorrt`); others are refused before any work
+    /// (`engines::registry::build_engine`).
     pub targets: &'static [&'static str],
 }
 
