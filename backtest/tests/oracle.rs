@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::Command;
 
 use backtest::metrics::{
-    evaluate, relative_skill, relative_skill_by_cutoff, seasonal_naive, MetricRow, Quantiles, SeriesWindows,
-    WindowInput,
+    evaluate, point_as_quantiles, relative_skill, relative_skill_by_cutoff, seasonal_naive, MetricRow,
+    Quantiles, SeriesWindows, WindowInput,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -213,7 +213,7 @@ fn window_json(w: &Window, point: &[f64], quantiles: &[f64], levels: usize) -> V
 
 /// fev's seasonal_naive reports its point forecast as every quantile.
 fn baseline_quantiles(w: &Window, levels: usize) -> Vec<f64> {
-    (0..levels).flat_map(|_| w.baseline.iter().copied()).collect()
+    point_as_quantiles(&w.baseline, levels)
 }
 
 fn cases_json(cases: &[Case]) -> Value {
