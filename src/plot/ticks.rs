@@ -239,7 +239,7 @@ mod tests {
     fn axis(stamps: &[&str]) -> TimeAxis {
         let stamps: Vec<Stamp> = stamps.iter().map(|s| parse_text(s, EpochUnit::Seconds).unwrap()).collect();
         let g = infer_grid(&stamps, None).unwrap();
-        TimeAxis { last: *stamps.last().unwrap(), freq: g.freq, anchor: g.anchor }
+        TimeAxis::continuous(*stamps.last().unwrap(), g.freq, g.anchor)
     }
 
     #[test]
