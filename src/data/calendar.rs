@@ -306,6 +306,11 @@ impl Calendar {
         &self.zone
     }
 
+    /// Open slots in one week (holidays aside).
+    pub fn open_per_week(&self) -> usize {
+        self.open.iter().filter(|&&o| o).count()
+    }
+
     /// Every slot of the week is open (holidays aside).
     pub fn every_slot(&self) -> bool {
         self.open.iter().all(|&o| o)

@@ -279,11 +279,16 @@ fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
     }
     let fields: Vec<Field> =
         names.iter().zip(&columns).map(|(name, c)| Field::new(name, c.data_type().clone(), true)).collect();
-    let schema = Arc::new(Schema::new(fields).with_metadata(calendar_metadata(rows)));
+    let meta = calendar_metadata(rows);
+    let schema = Arc::new(Schema::new(fields).with_metadata(meta.clone()));
     let fail = |e: String| DataError::at("output", format!("cannot write Parquet: {e}"));
     let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::SNAPPY)
+        // Also as the file's own key-value metadata, which every Parquet reader shows.
+        .set_key_value_metadata(Some(
+            meta.into_iter().map(|(k, v)| parquet::file::metadata::KeyValue::new(k, v)).collect(),
+        ))
         .build();
     let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema, Some(props))
         .map_err(|e| fail(e.to_string()))?;
