@@ -248,7 +248,7 @@ fn v1_forecast_follows_the_request_calendar() {
     assert_eq!(status, 200, "{got}");
     assert_eq!(got["timestamps"], json!(["2024-02-13", "2024-02-14"]));
     assert_eq!(got["calendar"], "weekdays Mon–Fri, 1 holiday");
-    assert_eq!(got, cli_forecast(&[req.clone()])[0]);
+    assert_eq!(got, cli_forecast(std::slice::from_ref(&req))[0]);
     let mut bad = req.clone();
     bad["timezone"] = json!("Mars/Olympus");
     let (status, got) = post_json(&s.url("/v1/forecast"), &bad);
