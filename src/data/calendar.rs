@@ -583,6 +583,10 @@ pub fn infer(
         }
     }
     let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
+    if !open.iter().any(|&o| o) {
+        // Rows too sparse for any weekly pattern: the fixed-step grid decides (and refuses mixed frequencies).
+        return continuous("no slot is observed in half of its complete weeks");
+    }
     let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
     if let Some(s) = stamps.iter().find(|s| cal.refusal(s.at.as_nanosecond()) == Some("is on a holiday")) {
         return Err(CalendarError::Holiday(s.to_string()));

@@ -117,6 +117,16 @@ fn a_slot_is_open_when_observed_in_half_the_complete_weeks() {
 }
 
 #[test]
+fn rows_without_a_weekly_pattern_stay_continuous() {
+    // One row every 8 days for a year: every weekday is seen in fewer than half the weeks.
+    let sparse: Vec<Stamp> = (0..46).map(|i| p(&(1_704_067_200 + i * 8 * 86_400).to_string())).collect();
+    match infer(&sparse, DAY, Zone::Fixed(Offset::UTC), &no_holidays()).unwrap() {
+        Inferred::Continuous(why) => assert!(why.contains("no slot is observed in half"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_calendar_without_an_open_slot_is_refused() {
     let e = Calendar::new(DAY, 0, vec![false; 7], no_holidays(), Zone::Fixed(Offset::UTC)).unwrap_err();
     assert_eq!(e, CalendarError::Empty);
