@@ -163,6 +163,22 @@ fn fx_week_follows_new_york_across_the_march_2024_dst_change() {
 }
 
 #[test]
+fn fx_bars_written_with_changing_offsets_keep_their_session_without_a_zone() {
+    let bars = fx_bars("2024-03-03T00:00:00Z", "2024-04-05T00:00:00Z");
+    let zone = series_zone(&bars, &CalendarOptions::default());
+    assert!(matches!(zone, Zone::Written(ref c) if c.len() == 2), "{zone:?}");
+    let Inferred::Session(cal) = infer(&bars, HOUR, zone, &no_holidays()).unwrap() else {
+        panic!("continuous")
+    };
+    assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 (the timestamps' offsets), 1 hour");
+    let pos = positions(&bars, &cal, 10_000).unwrap();
+    assert_eq!(*pos.last().unwrap() + 1, bars.len());
+    let fri = p("2024-03-08T16:00:00-05:00").at.as_nanosecond();
+    assert_eq!(cal.next_after(fri), Some(p("2024-03-10T21:00:00Z").at.as_nanosecond()));
+    assert_eq!(cal.last_before(p("2024-03-10T21:00:00Z").at.as_nanosecond()), Some(fri));
+}
+
+#[test]
 fn every_slot_in_a_named_zone_walks_the_repeated_hour_twice() {
     let ny = Zone::Named(TimeZone::get("America/New_York").unwrap());
     let open = vec![true; 7 * 24];
