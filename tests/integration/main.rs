@@ -5,6 +5,7 @@
 //! `TOTOC_STRICT_TESTS=1`, see `tests/support/venv.rs`).
 mod bundle;
 mod cache;
+mod calendar;
 mod common;
 mod data;
 mod deploy;
