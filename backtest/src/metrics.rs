@@ -71,6 +71,7 @@ mod baseline;
 mod direction;
 mod error;
 mod input;
+mod mean;
 mod metric;
 mod point;
 mod quantile;

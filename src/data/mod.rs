@@ -15,6 +15,7 @@
 //!
 //! The formats are specified in `docs/formats.md`.
 
+pub mod axis;
 pub mod calendar;
 pub mod csv_in;
 pub mod error;
@@ -31,9 +32,10 @@ use std::path::{Path, PathBuf};
 
 use engines::request::{ForecastRequest, Limits, Overrides};
 
+use axis::TimeAxis;
 use error::{DataError, Result};
 use series::{assemble, Context};
-use timestamps::{EpochUnit, Freq, TimeAxis};
+use timestamps::{EpochUnit, Freq};
 
 /// File formats, in and out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,10 @@ use engines::request::{Limits, Overrides, RequestFields, RequestId};
 
 use std::sync::Arc;
 
+use super::axis::TimeAxis;
 use super::calendar::{self, Calendar, CalendarMode, CalendarOptions, Inferred};
 use super::error::{DataError, Loc, Result};
-use super::timestamps::{common_step, infer_grid, Freq, GridError, Stamp, TimeAxis};
+use super::timestamps::{common_step, infer_grid, Freq, GridError, Stamp};
 use super::Series;
 
 /// A series' values `[variate][time]`, `None` = missing.

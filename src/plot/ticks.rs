@@ -11,7 +11,8 @@
 
 use jiff::tz::Offset;
 
-use crate::data::timestamps::{Freq, Stamp, StampStyle, TimeAxis};
+use crate::data::axis::TimeAxis;
+use crate::data::timestamps::{Freq, Stamp, StampStyle};
 
 /// One tick: where it is on its axis and what it says.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,9 +2,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::mean::Mean;
 use super::point::PointSums;
 use super::quantile::WqlSums;
-use super::window::{Mean, WindowParts};
+use super::window::WindowParts;
 use super::{Metric, MetricError, WindowInput};
 
 /// Which rows a [`MetricRow`] aggregates.

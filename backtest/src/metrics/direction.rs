@@ -1,6 +1,6 @@
 //! Direction accuracy: is the forecast's move from the last observed value the actual move?
 
-use super::window::Mean;
+use super::mean::Mean;
 
 /// The correct (1) / wrong (0) steps of one window: sign(ŷ_t − y_c) = sign(y_t − y_c) with signs in
 /// {−1, 0, +1} and y_c the last non-NaN value of the history, so a zero change is right only when both changes

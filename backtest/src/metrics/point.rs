@@ -1,6 +1,6 @@
 //! Point-forecast metrics (fev 0.10.0 `MAE`, `RMSE`, `SMAPE`, `MASE`) as sums that pool over series.
 
-use super::window::Mean;
+use super::mean::Mean;
 
 /// The sums of one window's point metrics over the steps whose actual is present.
 #[derive(Debug, Clone, Default)]

@@ -1,7 +1,7 @@
 //! Quantile metrics: fev 0.10.0 `WQL` (pooled sums), utilsforecast 0.2.17 `scaled_crps` and `coverage`, and
 //! utilsforecast's `{model}-lo-{level}` / `{model}-hi-{level}` column convention.
 
-use super::window::Mean;
+use super::mean::Mean;
 use super::Quantiles;
 
 /// The sums of one window's WQL: per level, the mean of fev's quantile loss 2·|(y − x)(1{y ≤ x} − q)| over the

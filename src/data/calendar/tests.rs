@@ -1,6 +1,7 @@
 //! Unit tests of session calendars: inference, walks across daylight saving time, holidays, descriptions.
 
-use super::super::timestamps::{parse_text, EpochUnit, Freq, MonthAnchor, TimeAxis};
+use super::super::axis::TimeAxis;
+use super::super::timestamps::{parse_text, EpochUnit, Freq, MonthAnchor};
 use super::*;
 
 const HOUR: i128 = 3_600 * NANOS_PER_SECOND;

@@ -1,0 +1,97 @@
+//! [`TimeAxis`]: the time axis of a series, enough to continue it — its last timestamp, its frequency and, for
+//! series observed in weekly sessions, its calendar ([`super::calendar`]). [`TimeAxis::future`] gives the
+//! timestamps of the forecast steps, continuing the series at its frequency (walking its session's open slots),
+//! written with the offset of the series' last timestamp (or its zone's).
+//!
+//! A module of its own because it sits above both the timestamp primitives ([`super::timestamps`]) and the
+//! calendar, which is built on those primitives.
+
+use std::sync::Arc;
+
+use jiff::civil::Date;
+use jiff::Timestamp;
+
+use super::calendar::{Calendar, Zone};
+use super::timestamps::{Freq, MonthAnchor, Stamp, StampStyle};
+
+/// The time axis of a series: enough to continue it.
+#[derive(Debug, Clone)]
+pub struct TimeAxis {
+    pub last: Stamp,
+    pub freq: Freq,
+    pub anchor: MonthAnchor,
+    /// The series' session ([`super::calendar`]): its steps walk the open slots. `None`: continuous, every
+    /// `freq` step is a grid point.
+    pub calendar: Option<Arc<Calendar>>,
+}
+
+impl TimeAxis {
+    /// A continuous axis (no session calendar).
+    pub fn continuous(last: Stamp, freq: Freq, anchor: MonthAnchor) -> Self {
+        TimeAxis { last, freq, anchor, calendar: None }
+    }
+
+    /// The calendar as reported: its open slots, or `continuous`.
+    pub fn calendar_text(&self) -> String {
+        super::calendar::describe(self.calendar.as_deref())
+    }
+
+    /// The timestamps of steps `1..=horizon` after the last one, in the last one's style and offset. `None` when
+    /// a step falls outside the range of timestamps (year 9999).
+    pub fn future(&self, horizon: usize) -> Option<Vec<Stamp>> {
+        if let Some(cal) = &self.calendar {
+            // One walk: each step starts from the one before.
+            let mut t = self.last.at.as_nanosecond();
+            return (0..horizon)
+                .map(|_| {
+                    t = cal.next_after(t)?;
+                    Some(self.session_stamp(cal, t))
+                })
+                .collect();
+        }
+        (1..=horizon as i64).map(|k| self.at(k)).collect()
+    }
+
+    /// A session instant, written like the last timestamp; with offsets, in the zone's offset at that instant
+    /// (a named zone changes offset with daylight saving time).
+    fn session_stamp(&self, cal: &Calendar, t: i128) -> Stamp {
+        let at = Timestamp::from_nanosecond(t).expect("walks stay in range");
+        let offset = match (self.last.style, cal.zone()) {
+            (StampStyle::Offset, Zone::Named(_) | Zone::Written(_)) => cal.zone().offset(at),
+            _ => self.last.offset,
+        };
+        Stamp { at, offset, style: self.last.style }
+    }
+
+    /// The timestamp `k` steps after the last one (`k` ≤ 0: the series' own grid points, 0 being the last), in
+    /// the last one's style and offset. `None` outside the range of timestamps.
+    pub fn at(&self, k: i64) -> Option<Stamp> {
+        if let Some(cal) = &self.calendar {
+            let t = cal.step_from(self.last.at.as_nanosecond(), k)?;
+            return Some(self.session_stamp(cal, t));
+        }
+        let at = match self.freq {
+            Freq::Fixed(ns) => {
+                Timestamp::from_nanosecond(self.last.at.as_nanosecond() + ns * k as i128).ok()?
+            }
+            Freq::Months(n) => {
+                let local = self.last.local();
+                let date = add_months(local.date(), n as i64 * k, self.anchor)?;
+                self.last.offset.to_timestamp(date.to_datetime(local.time())).ok()?
+            }
+        };
+        Some(Stamp { at, ..self.last })
+    }
+}
+
+/// `date` moved by `months`, landing on the anchor's day.
+fn add_months(date: Date, months: i64, anchor: MonthAnchor) -> Option<Date> {
+    let index = date.year() as i64 * 12 + (date.month() as i64 - 1) + months;
+    let (year, month) = (i16::try_from(index.div_euclid(12)).ok()?, index.rem_euclid(12) as i8 + 1);
+    let first = Date::new(year, month, 1).ok()?;
+    let day = match anchor {
+        MonthAnchor::End => first.days_in_month(),
+        MonthAnchor::Day(d) => d.min(first.days_in_month()),
+    };
+    Date::new(year, month, day).ok()
+}
