@@ -66,7 +66,11 @@ pub fn evaluate(
             point: &f.point,
             quantiles: (!levels.is_empty() && !f.quantiles.is_empty())
                 .then(|| Quantiles { levels, values: &f.quantiles }),
-            samples: f.samples.as_deref().map(|values| Samples { count: sample_paths, values }),
+            samples: f
+                .samples
+                .as_deref()
+                .filter(|_| sample_paths > 0)
+                .map(|values| Samples { count: sample_paths, values }),
         };
         if current != Some(s) {
             groups.push(SeriesWindows { unique_id: &ids[s], windows: Vec::new() });

@@ -156,6 +156,7 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(r) = &reference {
         rows.extend(r.rows.iter().cloned());
+        rows.extend(r.comparison_rows());
     }
     let skills = report::skills(&rows, &runs, &baselines);
     rows.extend(skills.iter().cloned());

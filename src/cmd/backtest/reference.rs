@@ -85,6 +85,36 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The comparisons as overall metric rows of each engine: `max_abs_delta_point`, `tolerance_ratio_point`,
+    /// `max_abs_delta_quantiles` (deterministic forecasts only), `{metric}_minus_reference` and
+    /// `seconds_per_window`, `reference_seconds_per_window`.
+    pub fn comparison_rows(&self) -> Vec<MetricRow> {
+        let row = |model: &str, metric: String, value: f64| MetricRow {
+            model: model.to_string(),
+            scope: Scope::Overall,
+            unique_id: None,
+            cutoff: None,
+            metric,
+            value,
+        };
+        let mut out = Vec::new();
+        for c in &self.comparisons {
+            if c.deterministic {
+                out.push(row(&c.label, "max_abs_delta_point".into(), c.max_abs_point));
+                out.push(row(&c.label, "tolerance_ratio_point".into(), c.tolerance_ratio));
+                if let Some(q) = c.max_abs_quantiles {
+                    out.push(row(&c.label, "max_abs_delta_quantiles".into(), q));
+                }
+            }
+            for (m, e, r) in &c.metrics {
+                out.push(row(&c.label, format!("{m}_minus_reference"), e - r));
+            }
+            out.push(row(&c.label, "seconds_per_window".into(), c.engine_s_per_window));
+        }
+        out.push(row(LABEL, "seconds_per_window".into(), self.s_per_window()));
+        out
+    }
+
     /// The reference's forecast of every window in plan order (`None` where it did not run).
     pub fn by_window(&self, total: usize) -> Vec<Option<&WindowForecast>> {
         let mut out = vec![None; total];

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use backtest::metrics::{relative_skill, MetricRow, Scope};
+use backtest::metrics::{relative_skill, Metric, MetricRow, Scope};
 use backtest::run::WindowForecast;
 use backtest::score::SEASONAL_NAIVE;
 
@@ -46,7 +46,12 @@ pub fn skills(
 /// The report's text.
 pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) -> String {
     let mut s = String::new();
-    let overall: Vec<&MetricRow> = rows.iter().filter(|r| r.scope == Scope::Overall).collect();
+    // The quality metrics and skills; the reference comparison's rows are written out in words below.
+    let overall: Vec<&MetricRow> = rows
+        .iter()
+        .filter(|r| r.scope == Scope::Overall)
+        .filter(|r| Metric::from_name(&r.metric).is_some() || r.metric.starts_with("skill_"))
+        .collect();
     let mut models: Vec<&str> = Vec::new();
     let mut metrics: Vec<&str> = Vec::new();
     for r in &overall {
@@ -118,7 +123,13 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                 let rel = if *rv != 0.0 { (e - rv) / rv.abs() } else { f64::NAN };
                 let _ = writeln!(s, "  {m}: {e:.6} vs {rv:.6} (Δ {:+.3e}, {:+.3e} relative)", e - rv, rel);
             }
-            match (c.mae(), c.mae_equal()) {
+            match (c.mae(), c.mae_equal().filter(|_| c.deterministic)) {
+                (Some(_), None) => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: none on sampled forecasts; --samples 0 compares the deterministic mean path"
+                    );
+                }
                 (Some((e, rv)), Some(true)) => {
                     let _ = writeln!(
                         s,
@@ -127,7 +138,7 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                         c.label
                     );
                 }
-                (Some((e, rv)), _) => {
+                (Some((e, rv)), Some(false)) => {
                     let _ = writeln!(
                         s,
                         "  verdict: {}'s backtest MAE differs from the reference's by more than {MAE_RTOL:e} relative \

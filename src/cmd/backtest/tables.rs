@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use backtest::metrics::{MetricRow, Scope};
+use backtest::metrics::{self, MetricRow};
 use backtest::run::WindowForecast;
 
 use super::reference::Reference;
@@ -15,26 +15,17 @@ use super::{Backtest, EngineRun};
 use crate::data::table_out::{self, Column, Table};
 use crate::data::{write, Format, Place};
 
-/// utilsforecast's name of quantile level `q` of model `label`: `-lo-80` for 0.1, `-hi-80` for 0.9, `-median`
-/// for 0.5 (the interval level is `|1 - 2q| * 100`, written as its shortest decimal).
+/// The column of quantile level `q` of model `label`: utilsforecast's `{label}-lo-{L}` / `{label}-hi-{L}`
+/// ([`backtest::metrics::quantile_column`]), `{label}-median` for 0.5, and `{label}-q{q}` for a level whose
+/// interval is not a whole percent (utilsforecast has no name for it).
 pub fn quantile_column(label: &str, q: f64) -> String {
-    let level = ((1.0 - 2.0 * q).abs() * 100.0 * 1e9).round() / 1e9;
-    if level == 0.0 {
-        format!("{label}-median")
-    } else if q < 0.5 {
-        format!("{label}-lo-{level}")
-    } else {
-        format!("{label}-hi-{level}")
-    }
-}
-
-pub fn scope_name(s: &Scope) -> &'static str {
-    match s {
-        Scope::Window => "window",
-        Scope::Series => "series",
-        Scope::Cutoff => "cutoff",
-        Scope::Overall => "overall",
-    }
+    metrics::quantile_column(label, q).unwrap_or_else(|| {
+        if q == 0.5 {
+            format!("{label}-median")
+        } else {
+            format!("{label}-q{q}")
+        }
+    })
 }
 
 /// One value per table row, from forecasts in plan order (`None`: that window has no forecast).
@@ -115,7 +106,7 @@ pub fn forecasts(
 pub fn metrics(rows: &[MetricRow]) -> Table {
     let mut t = Table::default();
     t.push("model", Column::Text(rows.iter().map(|r| Some(r.model.clone())).collect()));
-    t.push("scope", Column::Text(rows.iter().map(|r| Some(scope_name(&r.scope).to_string())).collect()));
+    t.push("scope", Column::Text(rows.iter().map(|r| Some(r.scope.name().to_string())).collect()));
     t.push("unique_id", Column::Text(rows.iter().map(|r| r.unique_id.clone()).collect()));
     t.push("cutoff", Column::Text(rows.iter().map(|r| r.cutoff.clone()).collect()));
     t.push("metric", Column::Text(rows.iter().map(|r| Some(r.metric.clone())).collect()));
@@ -142,5 +133,6 @@ mod tests {
         assert_eq!(quantile_column("m", 0.975), "m-hi-95");
         assert_eq!(quantile_column("m", 0.5), "m-median");
         assert_eq!(quantile_column("m", 0.3), "m-lo-40");
+        assert_eq!(quantile_column("m", 0.333), "m-q0.333");
     }
 }
