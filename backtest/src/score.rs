@@ -42,19 +42,29 @@ pub fn baselines(
     ]
 }
 
+/// What every model of one backtest is scored against.
+pub struct Scoring<'a> {
+    /// Series ids, by series index.
+    pub ids: &'a [String],
+    /// Series values in f64 ([`values_f64`]), by series index.
+    pub values: &'a [Vec<f64>],
+    /// MASE's season (and the seasonal-naive baseline's).
+    pub season: usize,
+    /// The cutoff's text in the tables (its timestamp, or its grid position), by series index and window.
+    pub cutoff: &'a dyn Fn(usize, &Window) -> String,
+}
+
 /// The metric rows of one model's forecasts (`forecasts` in series-major order, any subset of the planned
 /// windows). `levels`: the quantile levels of `forecasts[..].quantiles`; `sample_paths`: paths per window when
-/// kept; `cutoff(series, window)`: the cutoff's text in the tables (its timestamp, or its grid position).
+/// kept (0: sample paths are not scored).
 pub fn evaluate(
+    sc: &Scoring,
     model: &str,
-    ids: &[String],
-    values: &[Vec<f64>],
     forecasts: &[&WindowForecast],
     levels: &[f64],
     sample_paths: usize,
-    season: usize,
-    cutoff: &dyn Fn(usize, &Window) -> String,
 ) -> Result<Vec<MetricRow>, MetricError> {
+    let (ids, values, season, cutoff) = (sc.ids, sc.values, sc.season, sc.cutoff);
     let mut groups: Vec<SeriesWindows> = Vec::new();
     let mut current: Option<usize> = None;
     for f in forecasts {

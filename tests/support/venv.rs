@@ -32,6 +32,14 @@ pub const SERVE: Venv = Venv {
     setup: "scripts/setup-serve-venv.sh",
 };
 
+/// toto-ts 0.2.0 and toto-2 2.0.0, the eager references (`totoc backtest --reference-checkpoint`).
+pub const REFERENCE: Venv = Venv {
+    what: "the toto-ts / toto-2 reference venv",
+    env_var: "TOTOC_REFERENCE_PYTHON",
+    default_dir: "reference-venv",
+    setup: "tests/reference/setup_venv.sh",
+};
+
 /// Whether `TOTOC_STRICT_TESTS=1`: a skip is a failure.
 pub fn strict() -> bool {
     std::env::var("TOTOC_STRICT_TESTS").as_deref() == Ok("1")

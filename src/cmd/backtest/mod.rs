@@ -191,10 +191,10 @@ pub(super) fn evaluate(
 ) -> anyhow::Result<Vec<MetricRow>> {
     let samples = if spec.keep_samples { spec.samples } else { 0 };
     let ids = bt.ids();
-    score::evaluate(model, &ids, &bt.values, forecasts, &spec.quantiles, samples, bt.season, &|s, w| {
-        bt.stamp(s, w.cutoff)
-    })
-    .with_context(|| format!("scoring {model}"))
+    let cutoff = |s: usize, w: &Window| bt.stamp(s, w.cutoff);
+    let sc = score::Scoring { ids: &ids, values: &bt.values, season: bt.season, cutoff: &cutoff };
+    score::evaluate(&sc, model, forecasts, &spec.quantiles, samples)
+        .with_context(|| format!("scoring {model}"))
 }
 
 /// Reads the input as `totoc forecast` does and plans every series' windows.
