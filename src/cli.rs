@@ -291,6 +291,37 @@ pub enum TimestampUnitArg {
     Ns,
 }
 
+/// `--calendar`: which slots of the week are grid points.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum CalendarArg {
+    /// Inferred per series: the weekly slots it is observed in (trading days, an FX week, every hour), else
+    /// continuous.
+    #[default]
+    Auto,
+    /// Every step between the first and last timestamps.
+    Continuous,
+    /// Monday to Friday.
+    Weekdays,
+}
+
+/// The session calendar of series with timestamps (`forecast`, `plot`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CalendarArgs {
+    /// Which slots of the week are grid points: auto (inferred per series: weekdays for daily trading data, the
+    /// weekly session of hourly FX bars, ...), continuous (every step) or weekdays (Monday to Friday). Closed
+    /// slots are neither missing points nor forecast steps.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub calendar: CalendarArg,
+    /// IANA time zone the weekly slots are read in, e.g. America/New_York (follows daylight saving time;
+    /// default: each series' own UTC offset).
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// File of closed dates, one YYYY-MM-DD per line (# comments): no forecast step falls on them and they are
+    /// not missing points.
+    #[arg(long)]
+    pub holidays: Option<PathBuf>,
+}
+
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Long tables have one row per series and time step: an id column (unique_id, item_id, id, \
@@ -331,6 +362,8 @@ pub struct ForecastArgs {
     /// Spacing of every series, e.g. 1h, 15m, 1d, 1w, 1mo, 3mo, 1y (default: inferred per series).
     #[arg(long)]
     pub freq: Option<String>,
+    #[command(flatten)]
+    pub calendar: CalendarArgs,
     /// Forecast steps (replaces the requests' own; required for tables).
     #[arg(long)]
     pub horizon: Option<usize>,
@@ -423,6 +456,8 @@ pub struct PlotArgs {
     /// Spacing of every series, e.g. 1h, 15m, 1d, 1w, 1mo, 3mo, 1y (default: inferred per series).
     #[arg(long)]
     pub freq: Option<String>,
+    #[command(flatten)]
+    pub calendar: CalendarArgs,
     #[command(flatten)]
     pub plot_options: PlotOptions,
 }

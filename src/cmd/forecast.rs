@@ -11,7 +11,8 @@ use engines::engine::{Engine, LoadOptions};
 use engines::request::{ForecastResponse, Overrides};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{ForecastArgs, FormatArg, TimestampUnitArg};
+use crate::cli::{CalendarArg, CalendarArgs, ForecastArgs, FormatArg, TimestampUnitArg};
+use crate::data::calendar::{CalendarMode, CalendarOptions};
 use crate::data::timestamps::{parse_freq, EpochUnit};
 use crate::data::{self, write, Format, Place, ReadOptions};
 use crate::plot;
@@ -29,6 +30,7 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         target_columns: a.target_columns.clone(),
         timestamp_unit: epoch_unit(a.timestamp_unit),
         freq: a.freq.as_deref().map(parse_freq).transpose().map_err(anyhow::Error::msg)?,
+        calendar: calendar_options(&a.calendar)?,
     };
     let overrides = Overrides {
         horizon: a.horizon,
@@ -56,6 +58,9 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let limits = engine.info().request_limits();
     let mut dataset = data::read(&input, Some(in_format), &opts, &overrides, &limits)?;
     let read_time = start.elapsed();
+    if let Some(line) = dataset.calendar_line() {
+        eprintln!("{line}");
+    }
     let n = dataset.series.len();
     let out_format = out_format.unwrap_or(if n == 1 { Format::Json } else { Format::JsonLines });
     if out_format == Format::Json && n > 1 {
@@ -143,6 +148,17 @@ pub(super) fn format(f: FormatArg) -> Format {
         FormatArg::Csv => Format::Csv,
         FormatArg::Parquet => Format::Parquet,
     }
+}
+
+/// The calendar flags, checked (the zone name, the holiday file) before any engine loads.
+pub(super) fn calendar_options(a: &CalendarArgs) -> anyhow::Result<CalendarOptions> {
+    let mode = match a.calendar {
+        CalendarArg::Auto => CalendarMode::Auto,
+        CalendarArg::Continuous => CalendarMode::Continuous,
+        CalendarArg::Weekdays => CalendarMode::Weekdays,
+    };
+    CalendarOptions::from_flags(mode, a.timezone.as_deref(), a.holidays.as_deref())
+        .map_err(anyhow::Error::msg)
 }
 
 pub(super) fn epoch_unit(u: TimestampUnitArg) -> EpochUnit {

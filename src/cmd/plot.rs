@@ -7,7 +7,7 @@ use engines::request::{Limits, Overrides};
 use exporter::registry::Family;
 
 use crate::cli::PlotArgs;
-use crate::cmd::forecast::{epoch_unit, format};
+use crate::cmd::forecast::{calendar_options, epoch_unit, format};
 use crate::data::timestamps::parse_freq;
 use crate::data::{self, forecast_in, Place, ReadOptions};
 use crate::plot::model::{self, About, Forecast};
@@ -22,6 +22,7 @@ pub fn run(a: PlotArgs) -> anyhow::Result<ExitCode> {
         target_columns: a.target_columns.clone(),
         timestamp_unit: epoch_unit(a.timestamp_unit),
         freq: a.freq.as_deref().map(parse_freq).transpose().map_err(anyhow::Error::msg)?,
+        calendar: calendar_options(&a.calendar)?,
     };
     let input = Place::new(&a.input);
     // The input is read for its history only; every forecast brings its own horizon (1 satisfies the checks).

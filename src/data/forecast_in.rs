@@ -102,6 +102,8 @@ fn json(text: &str, lines: bool, source: &str, unit: EpochUnit) -> Result<Vec<Sa
 fn response(text: &str, at: String, unit: EpochUnit) -> Result<Saved> {
     let mut value: Value = serde_json::from_str(text).map_err(|e| DataError::at(&at, e.to_string()))?;
     let timestamps = value.as_object_mut().and_then(|o| o.remove("timestamps"));
+    // The series' calendar is reported for people; the timestamps say where the steps are.
+    value.as_object_mut().map(|o| o.remove("calendar"));
     let response: ForecastResponse = serde_json::from_value(value).map_err(|e| {
         DataError::input(
             &at,

@@ -7,21 +7,22 @@
 use engines::request::{json_error, Limits, Overrides, RequestFields};
 use serde_json::Value;
 
+use super::calendar::{self, CalendarMode, CalendarOptions, MAX_HOLIDAYS};
 use super::error::{DataError, Loc, Result};
 use super::series::{place, Context, RawSeries};
-use super::timestamps::{epoch, parse_text, EpochUnit, Freq, Stamp, StampStyle};
-use super::{Series, TimeKind};
+use super::timestamps::{epoch, parse_text, EpochUnit, Stamp, StampStyle};
+use super::{ReadOptions, Series, TimeKind};
 
 /// Reads the requests of a JSON document (`lines = false`) or of JSON Lines (blank lines skipped).
 pub fn read(
     text: &str,
     lines: bool,
     source: &str,
-    unit: EpochUnit,
-    freq: Option<Freq>,
+    opts: &ReadOptions,
     overrides: &Overrides,
     limits: &Limits,
 ) -> Result<(Vec<Series>, TimeKind)> {
+    let unit = opts.timestamp_unit;
     let mut series = Vec::new();
     let mut all_epochs = true;
     let docs: Vec<(String, &str)> = if lines {
@@ -37,7 +38,7 @@ pub fn read(
         return Err(DataError::input(source, "there is no request in it", "write one JSON request per line"));
     }
     for (at, doc) in docs {
-        let s = request(doc, &at, unit, freq, overrides, limits)?;
+        let s = request(doc, &at, opts, overrides, limits)?;
         if let Some(t) = &s.time {
             all_epochs &= matches!(t.last.style, StampStyle::Epoch(_));
         }
@@ -51,13 +52,22 @@ pub fn read(
 fn request(
     text: &str,
     at: &str,
-    unit: EpochUnit,
-    freq: Option<Freq>,
+    opts: &ReadOptions,
     overrides: &Overrides,
     limits: &Limits,
 ) -> Result<Series> {
+    let unit = opts.timestamp_unit;
     let mut value: Value = serde_json::from_str(text).map_err(|e| json_error(text, at, &e))?;
     let timestamps = value.as_object_mut().and_then(|o| o.remove("timestamps"));
+    let calendar = request_calendar(&mut value, at, &opts.calendar)?;
+    if timestamps.is_none() && calendar.is_some() {
+        return Err(DataError::input(
+            at,
+            "`calendar`, `timezone` and `holidays` need `timestamps`",
+            "give the request its `timestamps`, or leave those fields out",
+        ));
+    }
+    let calendar = calendar.unwrap_or_else(|| opts.calendar.clone());
     let mut fields: RequestFields =
         serde_json::from_value(value).map_err(|e| DataError::at(at, e.to_string()))?;
     let variates = fields.target.len();
@@ -74,7 +84,14 @@ fn request(
                 stamps,
                 values: (0..len).flat_map(|t| fields.target.iter().map(move |s| s[t])).collect(),
             };
-            let cx = Context { source: at, target_names: &target_names, freq, overrides, limits };
+            let cx = Context {
+                source: at,
+                target_names: &target_names,
+                freq: opts.freq,
+                calendar: &calendar,
+                overrides,
+                limits,
+            };
             let (target, axis) = place(&raw, &cx, at)?;
             fields.target = target;
             time = axis;
@@ -82,6 +99,53 @@ fn request(
     }
     let request = fields.validate(at, overrides, limits)?;
     Ok(Series { request, at: at.to_string(), target_names, time })
+}
+
+/// The request's own `calendar` (`"auto"`, `"continuous"`, `"weekdays"`), `timezone` (an IANA name) and
+/// `holidays` (at most [`MAX_HOLIDAYS`] `YYYY-MM-DD` dates), over the reader's options; `None` when it gives none.
+fn request_calendar(value: &mut Value, at: &str, base: &CalendarOptions) -> Result<Option<CalendarOptions>> {
+    let Some(obj) = value.as_object_mut() else { return Ok(None) };
+    let (mode, zone, holidays) = (obj.remove("calendar"), obj.remove("timezone"), obj.remove("holidays"));
+    if mode.is_none() && zone.is_none() && holidays.is_none() {
+        return Ok(None);
+    }
+    let mut opts = base.clone();
+    if let Some(mode) = mode {
+        let fix = "give `calendar` as \"auto\", \"continuous\" or \"weekdays\"";
+        let text = mode.as_str().ok_or_else(|| DataError::input(at, "`calendar` is not a string", fix))?;
+        opts.mode = CalendarMode::parse(text).map_err(|e| DataError::input(at, e, fix))?;
+    }
+    if let Some(zone) = zone {
+        let text = zone.as_str().ok_or_else(|| {
+            DataError::input(
+                at,
+                "`timezone` is not a string",
+                "give an IANA name such as \"America/New_York\"",
+            )
+        })?;
+        opts.zone =
+            Some(calendar::parse_zone(text).map_err(|e| DataError::at(at, format!("`timezone`: {e}")))?);
+    }
+    if let Some(holidays) = holidays {
+        let fix =
+            format!("give `holidays` as an array of at most {MAX_HOLIDAYS} dates such as \"2024-12-25\"");
+        let items = holidays
+            .as_array()
+            .filter(|a| a.len() <= MAX_HOLIDAYS)
+            .ok_or_else(|| DataError::input(at, "`holidays` is not an array of dates", &fix))?;
+        let mut days = std::collections::BTreeSet::new();
+        for (i, item) in items.iter().enumerate() {
+            let text = item
+                .as_str()
+                .ok_or_else(|| DataError::input(at, format!("holidays[{i}] is not a string"), &fix))?;
+            days.insert(
+                calendar::parse_holiday(text)
+                    .map_err(|e| DataError::at(at, format!("holidays[{i}]: {e}")))?,
+            );
+        }
+        opts.holidays = std::sync::Arc::new(days);
+    }
+    Ok(Some(opts))
 }
 
 fn parse_stamps(value: &Value, len: usize, at: &str, unit: EpochUnit) -> Result<Vec<Stamp>> {
@@ -119,7 +183,7 @@ mod tests {
 
     fn read_str(text: &str, lines: bool) -> Result<Vec<Series>> {
         let o = Overrides::default();
-        read(text, lines, "r.jsonl", EpochUnit::Seconds, None, &o, &Limits::default()).map(|(s, _)| s)
+        read(text, lines, "r.jsonl", &ReadOptions::default(), &o, &Limits::default()).map(|(s, _)| s)
     }
 
     #[test]
@@ -131,12 +195,12 @@ mod tests {
 "#;
         let s = read_str(text, true).unwrap();
         assert_eq!(s.len(), 3);
-        assert_eq!((s[0].at.as_str(), s[0].time, s[0].request.horizon), ("r.jsonl:1", None, 2));
+        assert_eq!((s[0].at.as_str(), s[0].time.is_none(), s[0].request.horizon), ("r.jsonl:1", true, 2));
         // sorted by time: 1 January first
         assert_eq!(s[1].request.target, vec![vec![None, Some(1.0)], vec![Some(4.0), Some(3.0)]]);
-        assert_eq!(s[1].time.unwrap().last.to_text(), "2024-01-02");
+        assert_eq!(s[1].time.as_ref().unwrap().last.to_text(), "2024-01-02");
         assert_eq!(s[1].at, "r.jsonl:3");
-        assert_eq!(s[2].time.unwrap().future(1).unwrap()[0].to_text(), "1700001200");
+        assert_eq!(s[2].time.as_ref().unwrap().future(1).unwrap()[0].to_text(), "1700001200");
     }
 
     #[test]

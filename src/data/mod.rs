@@ -15,6 +15,7 @@
 //!
 //! The formats are specified in `docs/formats.md`.
 
+pub mod calendar;
 pub mod csv_in;
 pub mod error;
 pub mod forecast_in;
@@ -117,6 +118,8 @@ pub struct ReadOptions {
     pub timestamp_unit: EpochUnit,
     /// A step forced on every series instead of inferring each one's.
     pub freq: Option<Freq>,
+    /// `--calendar`, `--timezone`, `--holidays`.
+    pub calendar: calendar::CalendarOptions,
 }
 
 /// The type of the input's timestamp column, so forecasts write theirs the same way.
@@ -160,6 +163,33 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The calendars of the series with timestamps, each with how many series follow it, in order of first
+    /// appearance (the `calendar:` line on stderr).
+    pub fn calendars(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for text in self.series.iter().filter_map(|s| s.time.as_ref()).map(TimeAxis::calendar_text) {
+            match out.iter_mut().find(|(t, _)| *t == text) {
+                Some((_, n)) => *n += 1,
+                None => out.push((text, 1)),
+            }
+        }
+        out
+    }
+
+    /// `calendar: weekdays Mon–Fri (3 series), continuous (1 series)`, or `None` without timestamps.
+    pub fn calendar_line(&self) -> Option<String> {
+        let cals = self.calendars();
+        if cals.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = if cals.len() == 1 && self.series.len() == 1 {
+            vec![cals[0].0.clone()]
+        } else {
+            cals.iter().map(|(t, n)| format!("{t} ({n} series)")).collect()
+        };
+        Some(format!("calendar: {}", parts.join("; ")))
+    }
+
     /// Context points of all series (grid points, missing ones included).
     pub fn points(&self) -> usize {
         self.series.iter().map(|s| s.request.context_len()).sum()
@@ -205,8 +235,7 @@ pub fn parse(
                 DataError::input(source, "the file is not UTF-8 text", "save it as UTF-8 JSON")
             })?;
             let lines = format == Format::JsonLines;
-            let (series, kind) =
-                json::read(text, lines, source, opts.timestamp_unit, opts.freq, overrides, limits)?;
+            let (series, kind) = json::read(text, lines, source, opts, overrides, limits)?;
             let has_id = series.iter().any(|s| s.request.id.is_some());
             let has_time = series.iter().any(|s| s.time.is_some());
             let columns = Columns {
@@ -219,7 +248,14 @@ pub fn parse(
         Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts)?,
     };
     let target_names = layout.target_names();
-    let cx = Context { source, target_names: &target_names, freq: opts.freq, overrides, limits };
+    let cx = Context {
+        source,
+        target_names: &target_names,
+        freq: opts.freq,
+        calendar: &opts.calendar,
+        overrides,
+        limits,
+    };
     let series = rows.series.into_iter().map(|raw| assemble(raw, &cx)).collect::<Result<Vec<_>>>()?;
     let columns = Columns {
         id: layout.id_name().map(str::to_string),

@@ -7,8 +7,11 @@ use std::collections::HashMap;
 
 use engines::request::{Limits, Overrides, RequestFields, RequestId};
 
+use std::sync::Arc;
+
+use super::calendar::{self, Calendar, CalendarMode, CalendarOptions, Inferred};
 use super::error::{DataError, Loc, Result};
-use super::timestamps::{infer_grid, Freq, GridError, Stamp, TimeAxis};
+use super::timestamps::{common_step, infer_grid, Freq, GridError, Stamp, TimeAxis};
 use super::Series;
 
 /// A series' values `[variate][time]`, `None` = missing.
@@ -104,6 +107,7 @@ pub struct Context<'a> {
     pub source: &'a str,
     pub target_names: &'a [String],
     pub freq: Option<Freq>,
+    pub calendar: &'a CalendarOptions,
     pub overrides: &'a Overrides,
     pub limits: &'a Limits,
 }
@@ -146,6 +150,23 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
     let mut order: Vec<usize> = (0..rows).collect();
     order.sort_by_key(|&r| raw.stamps[r].at);
     let sorted: Vec<Stamp> = order.iter().map(|&r| raw.stamps[r]).collect();
+    if let Some((cal, positions)) = session(raw, &order, &sorted, cx, at)? {
+        let len = positions.last().map_or(0, |p| p + 1);
+        let mut target = vec![vec![None; len]; nt];
+        for (&r, &pos) in order.iter().zip(&positions) {
+            for (v, series) in target.iter_mut().enumerate() {
+                series[pos] = raw.values[r * nt + v];
+            }
+        }
+        let last = *sorted.last().expect("a series has rows");
+        let axis = TimeAxis {
+            last,
+            freq: Freq::Fixed(cal.step()),
+            anchor: super::timestamps::MonthAnchor::End,
+            calendar: Some(Arc::new(cal)),
+        };
+        return Ok((target, Some(axis)));
+    }
     let grid = infer_grid(&sorted, cx.freq).map_err(|e| grid_error(e, raw, &order, &sorted, cx, at))?;
     let mut target = vec![vec![None; grid.len]; nt];
     for (&r, &pos) in order.iter().zip(&grid.positions) {
@@ -154,7 +175,82 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
         }
     }
     let last = *sorted.last().expect("a series has rows");
-    Ok((target, Some(TimeAxis { last, freq: grid.freq, anchor: grid.anchor })))
+    Ok((target, Some(TimeAxis::continuous(last, grid.freq, grid.anchor))))
+}
+
+/// The series' session calendar and the grid position of each sorted timestamp on it, or `None` for the
+/// continuous grid (`--calendar continuous`, or what inference found).
+fn session(
+    raw: &RawSeries,
+    order: &[usize],
+    sorted: &[Stamp],
+    cx: &Context<'_>,
+    at: &str,
+) -> Result<Option<(Calendar, Vec<usize>)>> {
+    let opts = cx.calendar;
+    let fix = "pass --calendar continuous (request field `calendar`) to keep every step on the grid";
+    let step = match (opts.mode, cx.freq) {
+        (CalendarMode::Continuous, _) => return Ok(None),
+        (_, Some(Freq::Fixed(ns))) => ns,
+        (CalendarMode::Auto, Some(Freq::Months(_))) => return Ok(None),
+        (CalendarMode::Weekdays, Some(f @ Freq::Months(_))) => {
+            return Err(DataError::input(
+                at,
+                format!("--calendar weekdays needs a step that divides one day, and --freq gives {f}"),
+                "pass --calendar auto or continuous, or a shorter --freq",
+            ))
+        }
+        _ if sorted.len() < 2 || sorted.windows(2).any(|w| w[0].at == w[1].at) => return Ok(None),
+        _ => {
+            let offs: Vec<i128> =
+                sorted.iter().map(|s| s.at.as_nanosecond() - sorted[0].at.as_nanosecond()).collect();
+            common_step(&offs)
+        }
+    };
+    let zone = calendar::series_zone(sorted, opts);
+    let loc = |i: usize| raw.locs[order[i]].at(cx.source);
+    let cal = match opts.mode {
+        CalendarMode::Continuous => return Ok(None),
+        CalendarMode::Auto => match calendar::infer(sorted, step, zone, &opts.holidays) {
+            Ok(Inferred::Session(cal)) => cal,
+            Ok(Inferred::Continuous(_)) => return Ok(None),
+            Err(e @ calendar::CalendarError::Holiday(_)) => {
+                let i = sorted
+                    .iter()
+                    .position(|s| e == calendar::CalendarError::Holiday(s.to_string()))
+                    .unwrap_or(0);
+                return Err(DataError::at(loc(i), e.to_string()));
+            }
+            Err(e) => return Err(DataError::at(at, e.to_string())),
+        },
+        CalendarMode::Weekdays => {
+            let phase = sorted[0].at.as_nanosecond() + zone_offset(&zone, &sorted[0]);
+            calendar::Calendar::weekdays(step, phase, opts.holidays.clone(), zone)
+                .map_err(|e| DataError::at(at, e.to_string()))?
+        }
+    };
+    // Auto: a session leaving more slots missing than observed is not the series' session.
+    let limit = match opts.mode {
+        CalendarMode::Auto => 2 * sorted.len(),
+        _ => sorted.len().saturating_mul(64),
+    };
+    match calendar::positions(sorted, &cal, limit) {
+        Ok(p) => Ok(Some((cal, p))),
+        Err(_) if opts.mode == CalendarMode::Auto => Ok(None),
+        Err(i) => {
+            let t = sorted[i].at.as_nanosecond();
+            let why = cal.refusal(t).unwrap_or("is too far past the previous one");
+            Err(DataError::input(
+                loc(i),
+                format!("timestamp {} {why} ({})", sorted[i], cal.describe()),
+                format!("remove the row, or {fix}"),
+            ))
+        }
+    }
+}
+
+fn zone_offset(zone: &calendar::Zone, s: &Stamp) -> i128 {
+    zone.offset(s.at).seconds() as i128 * 1_000_000_000
 }
 
 /// A grid error as a message naming the rows at fault.
@@ -239,6 +335,7 @@ mod tests {
             source: "t.csv",
             target_names: &names,
             freq: None,
+            calendar: &CalendarOptions::default(),
             overrides: &o,
             limits: &Limits::default(),
         };
@@ -260,7 +357,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].request.id, Some(RequestId::Str("b".into())));
         assert_eq!(s[0].request.target, vec![vec![Some(1.0), Some(2.0), Some(3.0), None]]);
-        assert_eq!(s[0].time.unwrap().last.to_text(), "2024-01-04");
+        assert_eq!(s[0].time.as_ref().unwrap().last.to_text(), "2024-01-04");
         // a: 1 January, (2 January missing), 3 and 4 January
         assert_eq!(s[1].request.target, vec![vec![Some(10.0), None, Some(30.0), Some(40.0)]]);
         assert_eq!(s[1].at, "t.csv: series a");

@@ -13,11 +13,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use jiff::civil::{Date, DateTime};
 use jiff::fmt::temporal::{Pieces, PiecesOffset};
 use jiff::tz::Offset;
 use jiff::Timestamp;
+
+use super::calendar::{Calendar, Zone};
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 const NANOS_PER_DAY: i128 = 86_400 * NANOS_PER_SECOND;
@@ -241,23 +244,61 @@ pub enum MonthAnchor {
 }
 
 /// The time axis of a series: enough to continue it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TimeAxis {
     pub last: Stamp,
     pub freq: Freq,
     pub anchor: MonthAnchor,
+    /// The series' session ([`super::calendar`]): its steps walk the open slots. `None`: continuous, every
+    /// `freq` step is a grid point.
+    pub calendar: Option<Arc<Calendar>>,
 }
 
 impl TimeAxis {
+    /// A continuous axis (no session calendar).
+    pub fn continuous(last: Stamp, freq: Freq, anchor: MonthAnchor) -> Self {
+        TimeAxis { last, freq, anchor, calendar: None }
+    }
+
+    /// The calendar as reported: its open slots, or `continuous`.
+    pub fn calendar_text(&self) -> String {
+        super::calendar::describe(self.calendar.as_deref())
+    }
+
     /// The timestamps of steps `1..=horizon` after the last one, in the last one's style and offset. `None` when
     /// a step falls outside the range of timestamps (year 9999).
     pub fn future(&self, horizon: usize) -> Option<Vec<Stamp>> {
+        if let Some(cal) = &self.calendar {
+            // One walk: each step starts from the one before.
+            let mut t = self.last.at.as_nanosecond();
+            return (0..horizon)
+                .map(|_| {
+                    t = cal.next_after(t)?;
+                    Some(self.session_stamp(cal, t))
+                })
+                .collect();
+        }
         (1..=horizon as i64).map(|k| self.at(k)).collect()
+    }
+
+    /// A session instant, written like the last timestamp; with offsets, in the zone's offset at that instant
+    /// (a named zone changes offset with daylight saving time).
+    fn session_stamp(&self, cal: &Calendar, t: i128) -> Stamp {
+        let at = Timestamp::from_nanosecond(t).expect("walks stay in range");
+        let offset = match (self.last.style, cal.zone()) {
+            (StampStyle::Offset, Zone::Named(_)) => cal.zone().offset(at),
+            _ => self.last.offset,
+        };
+        Stamp { at, offset, style: self.last.style }
     }
 
     /// The timestamp `k` steps after the last one (`k` ≤ 0: the series' own grid points, 0 being the last), in
     /// the last one's style and offset. `None` outside the range of timestamps.
     pub fn at(&self, k: i64) -> Option<Stamp> {
+        if let Some(cal) = &self.calendar {
+            let t = cal.step_from(self.last.at.as_nanosecond(), k)?;
+            return Some(self.session_stamp(cal, t));
+        }
         let at = match self.freq {
             Freq::Fixed(ns) => {
                 Timestamp::from_nanosecond(self.last.at.as_nanosecond() + ns * k as i128).ok()?
@@ -420,7 +461,7 @@ fn gap_text(stamps: &[Stamp], i: usize) -> String {
 }
 
 /// The most common spacing between consecutive offsets (ties: the shortest).
-fn common_step(offsets: &[i128]) -> i128 {
+pub(crate) fn common_step(offsets: &[i128]) -> i128 {
     let mut counts: HashMap<i128, usize> = HashMap::new();
     for w in offsets.windows(2) {
         *counts.entry(w[1] - w[0]).or_default() += 1;
@@ -444,7 +485,7 @@ mod tests {
     fn axis(xs: &[&str]) -> TimeAxis {
         let stamps: Vec<Stamp> = xs.iter().map(|s| p(s)).collect();
         let g = infer_grid(&stamps, None).unwrap();
-        TimeAxis { last: *stamps.last().unwrap(), freq: g.freq, anchor: g.anchor }
+        TimeAxis::continuous(*stamps.last().unwrap(), g.freq, g.anchor)
     }
 
     fn future(xs: &[&str], h: usize) -> Vec<String> {

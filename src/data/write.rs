@@ -177,14 +177,18 @@ struct JsonResponse<'a> {
     response: &'a ForecastResponse,
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamps: Option<Vec<JsonStamp>>,
+    /// The series' calendar ([`super::calendar`]), with the timestamps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calendar: Option<String>,
 }
 
 fn json(rows: &Rows<'_>) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    for (r, future) in rows.responses.iter().zip(&rows.future) {
+    for ((r, future), s) in rows.responses.iter().zip(&rows.future).zip(&rows.dataset.series) {
         let doc = JsonResponse {
             response: r,
             timestamps: future.as_ref().map(|f| f.iter().map(JsonStamp::from).collect()),
+            calendar: s.time.as_ref().map(|t| t.calendar_text()),
         };
         serde_json::to_writer(&mut out, &doc).map_err(|e| DataError::at("output", e.to_string()))?;
         out.push(b'\n');
@@ -275,16 +279,43 @@ fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
     }
     let fields: Vec<Field> =
         names.iter().zip(&columns).map(|(name, c)| Field::new(name, c.data_type().clone(), true)).collect();
-    let schema = Arc::new(Schema::new(fields));
+    let meta = calendar_metadata(rows);
+    let schema = Arc::new(Schema::new(fields).with_metadata(meta.clone()));
     let fail = |e: String| DataError::at("output", format!("cannot write Parquet: {e}"));
     let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::SNAPPY)
+        // Also as the file's own key-value metadata, which every Parquet reader shows.
+        .set_key_value_metadata(Some(
+            meta.into_iter().map(|(k, v)| parquet::file::metadata::KeyValue::new(k, v)).collect(),
+        ))
         .build();
     let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema, Some(props))
         .map_err(|e| fail(e.to_string()))?;
     w.write(&batch).map_err(|e| fail(e.to_string()))?;
     w.into_inner().map_err(|e| fail(e.to_string()))
+}
+
+/// The table metadata key of the series' calendars.
+pub const CALENDARS_KEY: &str = "totoc.calendars";
+
+/// Parquet key-value metadata: `totoc.calendars`, a JSON array of `{"id", "calendar"}` per series with
+/// timestamps (`id` null without series ids); nothing without timestamps.
+fn calendar_metadata(rows: &Rows<'_>) -> std::collections::HashMap<String, String> {
+    let list: Vec<serde_json::Value> = rows
+        .dataset
+        .series
+        .iter()
+        .filter_map(|s| {
+            let time = s.time.as_ref()?;
+            Some(serde_json::json!({"id": s.request.id, "calendar": time.calendar_text()}))
+        })
+        .collect();
+    let mut meta = std::collections::HashMap::new();
+    if !list.is_empty() {
+        meta.insert(CALENDARS_KEY.to_string(), serde_json::Value::Array(list).to_string());
+    }
+    meta
 }
 
 /// The timestamp column of a Parquet forecast table, of the input column's type (`step` numbers without one).
@@ -420,6 +451,6 @@ mod tests {
         let back = parse(bytes, Format::Parquet, "out.parquet", &opts, &o, &Limits::default()).unwrap();
         assert_eq!(back.columns.id.as_deref(), Some("unique_id"));
         assert_eq!(back.series[0].request.target, vec![vec![Some(1.0), Some(2.0)]]);
-        assert_eq!(back.series[0].time.unwrap().last.to_text(), "2024-01-01T03:00:00Z");
+        assert_eq!(back.series[0].time.as_ref().unwrap().last.to_text(), "2024-01-01T03:00:00Z");
     }
 }

@@ -112,13 +112,19 @@ impl NumberFormat {
 /// step numbers.
 pub fn time_ticks(axis: Option<&TimeAxis>, first: i64, last: i64, max: usize) -> Vec<Tick> {
     let max = max.max(2) as i64;
-    let steps = candidate_steps(axis.map(|a| a.freq));
+    // A session (trading days, an FX week) steps over closed time: ticks count its open slots, by weeks, from
+    // the last observation.
+    let session = axis.and_then(|a| a.calendar.as_deref()).filter(|c| !c.every_slot());
+    let steps = match session {
+        Some(c) => session_steps(c.open_per_week() as i64),
+        None => candidate_steps(axis.map(|a| a.freq)),
+    };
     let span = last - first + 1;
     // At most `(span - 1) / s + 1` multiples of `s` fall in `span` consecutive steps.
     let every = steps.into_iter().find(|&s| (span - 1) / s < max).unwrap_or(span.max(1));
     // The grid number of step 0, counted from a round origin (the epoch, or January of year 0), so that ticks
     // fall on round instants: every 12 months on January, every day on midnight.
-    let origin = axis.map_or(0, grid_number);
+    let origin = if session.is_some() { 0 } else { axis.map_or(0, grid_number) };
     (first..=last)
         .filter(|k| (origin + k).rem_euclid(every) == 0)
         .filter_map(|k| {
@@ -141,6 +147,23 @@ pub fn stamp_label(s: &Stamp) -> String {
         }
         _ => s.to_text(),
     }
+}
+
+/// Tick spacings of a session with `week` open slots a week: 1, 2, then whole weeks (1, 2, 4, 13, 26, 52), then
+/// 1-2-5 multiples of a year.
+fn session_steps(week: i64) -> Vec<i64> {
+    let mut steps: Vec<i64> =
+        [1, 2].into_iter().chain([1, 2, 4, 13, 26, 52].map(|w| w * week.max(1))).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut big = *steps.last().expect("one step at least");
+    while big < i64::MAX / 100 {
+        for m in [2, 5, 10] {
+            steps.push(big * m);
+        }
+        big *= 10;
+    }
+    steps
 }
 
 /// Tick spacings in grid steps, smallest first: round numbers of the series' own unit (months, weeks, days,
@@ -239,7 +262,7 @@ mod tests {
     fn axis(stamps: &[&str]) -> TimeAxis {
         let stamps: Vec<Stamp> = stamps.iter().map(|s| parse_text(s, EpochUnit::Seconds).unwrap()).collect();
         let g = infer_grid(&stamps, None).unwrap();
-        TimeAxis { last: *stamps.last().unwrap(), freq: g.freq, anchor: g.anchor }
+        TimeAxis::continuous(*stamps.last().unwrap(), g.freq, g.anchor)
     }
 
     #[test]

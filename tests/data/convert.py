@@ -11,6 +11,9 @@ integration tests (tests/integration/data.rs) can check that every format gives 
 * sunspots (yearly, statsmodels.datasets.sunspots): yearly sunspot activity 1700-2008 (1 January).
 * macro (quarterly, statsmodels.datasets.macrodata): realgdp, realcons, realinv 1959Q1-2009Q3 as three target
   columns of one multivariate series (first day of each quarter).
+* stocks (daily closes on trading days only, bokeh_sampledata.stocks, public domain Quandl WIKI prices): the last
+  300 closes of AAPL as a wide `date,close` table ending Friday 1 March 2013 (session calendars: weekends are not
+  missing points, market holidays are), and the last 1,200 closes of AAPL and MSFT as one long table.
 
 Usage: python convert.py OUT_DIR        (writes the files)
        python convert.py --check DIR    (regenerates into a temporary directory and compares with DIR)
@@ -28,6 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import statsmodels
 import statsmodels.datasets as sm_data
+import bokeh_sampledata.stocks as bokeh_stocks
+from importlib.metadata import version
 
 
 def univariate_series():
@@ -54,6 +59,13 @@ def macro_series():
     m = sm_data.macrodata.load_pandas().data
     ds = [pd.Timestamp(year=int(y), month=3 * (int(q) - 1) + 1, day=1) for y, q in zip(m.year, m.quarter)]
     return pd.DataFrame({"ds": ds, "realgdp": m.realgdp, "realcons": m.realcons, "realinv": m.realinv})
+
+
+def stock_closes(ticker, rows):
+    """DataFrame[ds, y] of a stock's last `rows` daily closes (trading days only, as shipped)."""
+    d = getattr(bokeh_stocks, ticker)
+    df = pd.DataFrame({"ds": pd.to_datetime(d["date"]), "y": d["close"]})
+    return df.iloc[-rows:].reset_index(drop=True)
 
 
 def dates(col):
@@ -115,11 +127,22 @@ def write_all(out_dir):
                   out_dir / "macro_long.parquet")
     write_csv(macro, out_dir / "macro_wide.csv")
 
+    # Daily stock closes: trading days only, so the reader must infer a weekday calendar.
+    aapl = stock_closes("AAPL", 300)
+    aapl = pd.DataFrame({"date": dates(aapl["ds"]), "close": aapl["y"]})
+    aapl.to_csv(out_dir / "aapl_wide.csv", index=False, lineterminator="\n")
+    stocks = pd.concat(
+        [stock_closes(t, 1200).assign(unique_id=t) for t in ("AAPL", "MSFT")], ignore_index=True
+    )[["unique_id", "ds", "y"]]
+    write_csv(stocks, out_dir / "stocks_long.csv")
+
     provenance = {
         "generator": "tests/data/convert.py",
-        "note": "Daily, hourly, month-end and epoch series are synthetic and made by tests/integration/data.rs "
-        "(statsmodels ships none); the benchmark table is synthetic too (tests/data/make_bench_table.py).",
-        "packages": {"statsmodels": statsmodels.__version__, "pandas": pd.__version__, "pyarrow": pa.__version__},
+        "note": "Synthetic daily, hourly, month-end and epoch series are made by tests/integration/data.rs, the "
+        "hourly FX-session series by tests/integration/calendar.rs; the benchmark table is synthetic too "
+        "(tests/data/make_bench_table.py).",
+        "packages": {"statsmodels": statsmodels.__version__, "pandas": pd.__version__, "pyarrow": pa.__version__,
+                     "bokeh-sampledata": version("bokeh-sampledata")},
         "datasets": {
             "co2": {"module": "statsmodels.datasets.co2", "license": sm_data.co2.COPYRIGHT.strip(),
                     "rows": "220-459 (weekly)"},
@@ -129,6 +152,11 @@ def write_all(out_dir):
                          "rows": "all (yearly)"},
             "macro": {"module": "statsmodels.datasets.macrodata", "license": sm_data.macrodata.COPYRIGHT.strip(),
                       "rows": "all (quarterly), columns realgdp, realcons, realinv"},
+            "stocks": {"module": "bokeh_sampledata.stocks",
+                       "license": "Public Domain (Quandl WIKI Prices, declared public domain by Quandl; the package "
+                       "is BSD-3-Clause, Copyright (c) Bokeh Contributors)",
+                       "rows": "aapl_wide.csv: the last 300 AAPL closes (2011-12-19 to 2013-03-01, trading days); "
+                       "stocks_long.csv: the last 1200 closes of AAPL and MSFT (daily, trading days)"},
         },
     }
     (out_dir / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")

@@ -6,6 +6,7 @@
 mod backtest;
 mod bundle;
 mod cache;
+mod calendar;
 mod common;
 mod data;
 mod deploy;

@@ -1,0 +1,632 @@
+//! Session calendars: the weekly slots in which a series is observed (trading days, an FX week, every hour of a
+//! 24/7 market), so that closed time is neither missing points nor forecast steps.
+//!
+//! * [`Calendar`]: open weekly slots (a bitmap over 7 days × the slots of one day at the series' step, Monday
+//!   first), holiday dates (closed whole days) and the [`Zone`] the slots are read in. A named IANA zone follows
+//!   daylight saving time: an FX week that opens Sunday 17:00 New York time opens at 21:00 UTC in summer and
+//!   22:00 UTC in winter. Session instants are walked in UTC order one offset segment at a time
+//!   ([`Calendar::next_after`], [`Calendar::last_before`]), so a clock that jumps forward skips its missing slots
+//!   and one that falls back visits its repeated slots twice, in order.
+//! * [`infer`]: the calendar of sorted timestamps: a slot is open when observed in at least half of the series'
+//!   complete weeks; fewer than [`MIN_WEEKS`] complete weeks, a step that is not below one week or does not
+//!   divide a day, timestamps off a common phase, or a row on a slot that is not open leave the series
+//!   continuous (the fixed-step grid of [`super::timestamps::infer_grid`]).
+//! * [`CalendarOptions`]: `--calendar auto|continuous|weekdays`, `--timezone`, `--holidays` (and the request
+//!   fields `calendar`, `timezone`, `holidays` of `/v1/forecast`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::civil::Date;
+use jiff::tz::{Offset, TimeZone};
+use jiff::Timestamp;
+
+use super::timestamps::{duration_text, Stamp, StampStyle};
+
+const NANOS_PER_SECOND: i128 = 1_000_000_000;
+const DAY: i128 = 86_400 * NANOS_PER_SECOND;
+const WEEK: i128 = 7 * DAY;
+/// Complete weeks a series needs before its session is inferred; with fewer it stays continuous.
+pub const MIN_WEEKS: usize = 4;
+/// Slots of one week at most (one-minute steps); finer series stay continuous.
+const MAX_WEEK_SLOTS: i128 = 7 * 1_440;
+/// Steps of one walk from a session instant to the next: each skips a closed run or a holiday, so this bounds
+/// how many holidays in a row a walk crosses (and ends a walk that can find no open slot).
+const WALK_LIMIT: usize = 10_000;
+/// Holiday dates at most (a file, or a request's `holidays`).
+pub const MAX_HOLIDAYS: usize = 100_000;
+const DAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// How `--calendar` chooses a series' calendar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CalendarMode {
+    /// Inferred from the series' timestamps.
+    #[default]
+    Auto,
+    /// The fixed-step grid: every step between the first and last timestamps is a grid point.
+    Continuous,
+    /// Monday to Friday, every slot of the day.
+    Weekdays,
+}
+
+impl CalendarMode {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(CalendarMode::Auto),
+            "continuous" => Ok(CalendarMode::Continuous),
+            "weekdays" => Ok(CalendarMode::Weekdays),
+            other => Err(format!("calendar `{other}` is not one of auto, continuous, weekdays")),
+        }
+    }
+}
+
+/// The calendar flags (or request fields) of a read.
+#[derive(Debug, Clone, Default)]
+pub struct CalendarOptions {
+    pub mode: CalendarMode,
+    /// `--timezone`: the zone the slots are read in (default: the offset of the series' last timestamp).
+    pub zone: Option<TimeZone>,
+    /// `--holidays`: closed dates, as days since 1970-01-01.
+    pub holidays: Arc<BTreeSet<i64>>,
+}
+
+impl CalendarOptions {
+    /// From the flags: `--calendar` (`auto`, `continuous`, `weekdays`), `--timezone`, `--holidays FILE`.
+    pub fn from_flags(
+        mode: CalendarMode,
+        zone: Option<&str>,
+        holidays: Option<&std::path::Path>,
+    ) -> Result<Self, String> {
+        let zone = zone.map(|z| parse_zone(z).map_err(|e| format!("--timezone: {e}"))).transpose()?;
+        let holidays = match holidays {
+            None => BTreeSet::new(),
+            Some(path) => {
+                let name = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("--holidays {name}: {e}; give a text file of YYYY-MM-DD dates, one a line")
+                })?;
+                parse_holidays(&text, &name)?
+            }
+        };
+        Ok(CalendarOptions { mode, zone, holidays: Arc::new(holidays) })
+    }
+}
+
+/// Parses an IANA time zone name (`America/New_York`, `UTC`) from jiff's bundled database.
+pub fn parse_zone(name: &str) -> Result<TimeZone, String> {
+    if name.len() > 64 {
+        return Err(
+            "time zone names are at most 64 characters; give an IANA name such as America/New_York".into()
+        );
+    }
+    TimeZone::get(name).map_err(|_| {
+        format!(
+            "`{name}` is not a time zone of the IANA database; give a name such as America/New_York, \
+             Europe/London, Asia/Tokyo or UTC"
+        )
+    })
+}
+
+/// Days since 1970-01-01 of a date.
+fn day_number(date: Date) -> i64 {
+    let at = Offset::UTC.to_timestamp(date.to_datetime(jiff::civil::Time::midnight())).expect("dates fit");
+    at.as_second().div_euclid(86_400)
+}
+
+/// Parses one holiday date (`YYYY-MM-DD`).
+pub fn parse_holiday(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let date: Date = t.parse().ok().filter(|_| t.len() == 10).ok_or_else(|| {
+        format!("`{t}` is not a date; write one date per line as YYYY-MM-DD (# starts a comment)")
+    })?;
+    Ok(day_number(date))
+}
+
+/// Parses a holiday file: one `YYYY-MM-DD` per line; blank lines and `#` comments are skipped. Errors name the
+/// line (`FILE:LINE`).
+pub fn parse_holidays(text: &str, source: &str) -> Result<BTreeSet<i64>, String> {
+    let mut days = BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let day = parse_holiday(line).map_err(|e| format!("{source}:{}: {e}", i + 1))?;
+        days.insert(day);
+        if days.len() > MAX_HOLIDAYS {
+            return Err(format!(
+                "{source}: more than {MAX_HOLIDAYS} holidays; give the dates the series spans"
+            ));
+        }
+    }
+    Ok(days)
+}
+
+/// The zone a calendar's slots are read in.
+#[derive(Debug, Clone)]
+pub enum Zone {
+    /// One offset all year (the series' own, or a date-only series' UTC).
+    Fixed(Offset),
+    /// An IANA zone: the offset follows daylight saving time.
+    Named(TimeZone),
+}
+
+impl Zone {
+    fn offset_at(&self, t: i128) -> i128 {
+        match self {
+            Zone::Fixed(o) => o.seconds() as i128 * NANOS_PER_SECOND,
+            Zone::Named(tz) => tz.to_offset(timestamp(t)).seconds() as i128 * NANOS_PER_SECOND,
+        }
+    }
+
+    /// The offset to write an instant with.
+    pub fn offset(&self, at: Timestamp) -> Offset {
+        match self {
+            Zone::Fixed(o) => *o,
+            Zone::Named(tz) => tz.to_offset(at),
+        }
+    }
+
+    /// The first offset change after `t`.
+    fn next_transition(&self, t: i128) -> Option<i128> {
+        match self {
+            Zone::Fixed(_) => None,
+            Zone::Named(tz) => tz.following(timestamp(t)).next().map(|tr| tr.timestamp().as_nanosecond()),
+        }
+    }
+
+    /// The last offset change at or before `t`.
+    fn last_transition(&self, t: i128) -> Option<i128> {
+        match self {
+            Zone::Fixed(_) => None,
+            Zone::Named(tz) => {
+                tz.preceding(timestamp(t.saturating_add(1))).next().map(|tr| tr.timestamp().as_nanosecond())
+            }
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Zone::Fixed(o) if o.seconds() == 0 => "UTC".into(),
+            Zone::Fixed(o) => format!("UTC{o}"),
+            Zone::Named(tz) => tz.iana_name().unwrap_or("UTC").to_string(),
+        }
+    }
+}
+
+fn timestamp(t: i128) -> Timestamp {
+    Timestamp::from_nanosecond(t.clamp(Timestamp::MIN.as_nanosecond(), Timestamp::MAX.as_nanosecond()))
+        .expect("clamped into range")
+}
+
+/// A weekly session: which slots of the week are open, which dates are closed, and the zone they are read in.
+#[derive(Debug, Clone)]
+pub struct Calendar {
+    /// One slot, in nanoseconds; divides a day.
+    step: i128,
+    /// Where slots start after local midnight: `0 ≤ phase < step` (bars at :30 past the hour).
+    phase: i128,
+    per_day: i128,
+    /// `7 × per_day`, Monday 00:00 first.
+    open: Vec<bool>,
+    /// Per slot of the week: slots forward to the next open one (≥ 1) and back to the previous one.
+    ahead: Vec<i128>,
+    behind: Vec<i128>,
+    holidays: Arc<BTreeSet<i64>>,
+    zone: Zone,
+}
+
+/// Why a calendar cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CalendarError {
+    /// No slot of the week is open.
+    Empty,
+    /// The step does not divide one day (or is not below one week).
+    Step(String),
+    /// A timestamp (this text) on a date the holidays close.
+    Holiday(String),
+}
+
+impl fmt::Display for CalendarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CalendarError::Empty => f.write_str(
+                "the calendar has no open slot, so no timestamp could ever be on it; pass --calendar continuous \
+                 (or `\"calendar\": \"continuous\"`)",
+            ),
+            CalendarError::Holiday(stamp) => write!(
+                f,
+                "timestamp {stamp} is on a holiday of the calendar; remove the row or the date from the holidays"
+            ),
+            CalendarError::Step(step) => write!(
+                f,
+                "a session calendar needs a step that divides one day and is at least one minute, and the \
+                 series' step is {step}; pass --calendar auto or continuous"
+            ),
+        }
+    }
+}
+
+impl Calendar {
+    /// A calendar of `open` slots (`7 × DAY / step`, Monday 00:00 first, shifted by `phase`).
+    pub fn new(
+        step: i128,
+        phase: i128,
+        open: Vec<bool>,
+        holidays: Arc<BTreeSet<i64>>,
+        zone: Zone,
+    ) -> Result<Calendar, CalendarError> {
+        if !session_step(step) {
+            return Err(CalendarError::Step(duration_text(step)));
+        }
+        let n = open.len();
+        assert_eq!(n as i128, 7 * DAY / step, "one flag per slot of the week");
+        if !open.iter().any(|&o| o) {
+            return Err(CalendarError::Empty);
+        }
+        let distance = |w: usize, dir: isize| -> i128 {
+            (1..=n as isize).find(|&d| open[(w as isize + dir * d).rem_euclid(n as isize) as usize]).unwrap()
+                as i128
+        };
+        let ahead = (0..n).map(|w| distance(w, 1)).collect();
+        let behind = (0..n).map(|w| distance(w, -1)).collect();
+        Ok(Calendar {
+            step,
+            phase: phase.rem_euclid(step),
+            per_day: DAY / step,
+            open,
+            ahead,
+            behind,
+            holidays,
+            zone,
+        })
+    }
+
+    /// Monday to Friday, every slot of the day.
+    pub fn weekdays(
+        step: i128,
+        phase: i128,
+        holidays: Arc<BTreeSet<i64>>,
+        zone: Zone,
+    ) -> Result<Self, CalendarError> {
+        if !session_step(step) {
+            return Err(CalendarError::Step(duration_text(step)));
+        }
+        let per_day = (DAY / step) as usize;
+        let open = (0..7 * per_day).map(|w| w / per_day < 5).collect();
+        Calendar::new(step, phase, open, holidays, zone)
+    }
+
+    pub fn step(&self) -> i128 {
+        self.step
+    }
+
+    pub fn zone(&self) -> &Zone {
+        &self.zone
+    }
+
+    /// Open slots in one week (holidays aside).
+    pub fn open_per_week(&self) -> usize {
+        self.open.iter().filter(|&&o| o).count()
+    }
+
+    /// Every slot of the week is open (holidays aside).
+    pub fn every_slot(&self) -> bool {
+        self.open.iter().all(|&o| o)
+    }
+
+    /// Slot `n` (counted in local time from 1970-01-01 00:00 + phase): its day and its slot of the week.
+    fn slot(&self, n: i128) -> (i64, usize) {
+        let day = n.div_euclid(self.per_day);
+        let weekday = (day + 3).rem_euclid(7); // 1970-01-01 was a Thursday
+        (day as i64, (weekday * self.per_day + n.rem_euclid(self.per_day)) as usize)
+    }
+
+    /// `t` is a session instant: on a slot boundary, in an open slot, not on a holiday.
+    pub fn contains(&self, t: i128) -> bool {
+        let local = t + self.zone.offset_at(t) - self.phase;
+        if local.rem_euclid(self.step) != 0 {
+            return false;
+        }
+        let (day, w) = self.slot(local.div_euclid(self.step));
+        self.open[w] && !self.holidays.contains(&day)
+    }
+
+    /// Why `t` is not a session instant (`None` when it is).
+    pub fn refusal(&self, t: i128) -> Option<&'static str> {
+        let local = t + self.zone.offset_at(t) - self.phase;
+        if local.rem_euclid(self.step) != 0 {
+            return Some("is not on one of the calendar's slots");
+        }
+        let (day, w) = self.slot(local.div_euclid(self.step));
+        if self.holidays.contains(&day) {
+            Some("is on a holiday")
+        } else if !self.open[w] {
+            Some("is in a slot the calendar has closed")
+        } else {
+            None
+        }
+    }
+
+    /// The first session instant after `t` (`None` past the range of timestamps, or after [`WALK_LIMIT`]
+    /// closed runs and holidays).
+    pub fn next_after(&self, t: i128) -> Option<i128> {
+        let mut lo = t.checked_add(1)?;
+        let mut budget = WALK_LIMIT;
+        'segment: loop {
+            // The offset is constant on [lo, end).
+            let off = self.zone.offset_at(lo);
+            let end = self.zone.next_transition(lo);
+            let mut n = (lo + off - self.phase).div_euclid(self.step);
+            if (lo + off - self.phase).rem_euclid(self.step) != 0 {
+                n += 1;
+            }
+            loop {
+                budget = budget.checked_sub(1)?;
+                let u = n * self.step + self.phase - off;
+                if u > Timestamp::MAX.as_nanosecond() {
+                    return None;
+                }
+                if let Some(e) = end.filter(|&e| u >= e) {
+                    lo = e;
+                    continue 'segment;
+                }
+                let (day, w) = self.slot(n);
+                if self.holidays.contains(&day) {
+                    n = (day as i128 + 1) * self.per_day;
+                } else if !self.open[w] {
+                    n += self.ahead[w];
+                } else {
+                    return Some(u);
+                }
+            }
+        }
+    }
+
+    /// The last session instant before `t`.
+    pub fn last_before(&self, t: i128) -> Option<i128> {
+        let mut hi = t.checked_sub(1)?;
+        let mut budget = WALK_LIMIT;
+        'segment: loop {
+            // The offset is constant on [start, hi].
+            let off = self.zone.offset_at(hi);
+            let start = self.zone.last_transition(hi);
+            let mut n = (hi + off - self.phase).div_euclid(self.step);
+            loop {
+                budget = budget.checked_sub(1)?;
+                let u = n * self.step + self.phase - off;
+                if u < Timestamp::MIN.as_nanosecond() {
+                    return None;
+                }
+                if let Some(s) = start.filter(|&s| u < s) {
+                    hi = s - 1;
+                    continue 'segment;
+                }
+                let (day, w) = self.slot(n);
+                if self.holidays.contains(&day) {
+                    n = day as i128 * self.per_day - 1;
+                } else if !self.open[w] {
+                    n -= self.behind[w];
+                } else {
+                    return Some(u);
+                }
+            }
+        }
+    }
+
+    /// The instant `k` session steps from the session instant `from` (back for `k < 0`).
+    pub fn step_from(&self, from: i128, k: i64) -> Option<i128> {
+        let mut t = from;
+        for _ in 0..k.unsigned_abs() {
+            t = if k > 0 { self.next_after(t)? } else { self.last_before(t)? };
+        }
+        Some(t)
+    }
+
+    /// The open slots in a compact form: `weekdays Mon–Fri`, `Sun 17:00 – Fri 17:00 America/New_York, 1 hour`,
+    /// `every slot, 1 hour`, plus the number of holidays.
+    pub fn describe(&self) -> String {
+        let step = duration_text(self.step);
+        let mut text = if self.every_slot() {
+            format!("every slot, {step}")
+        } else {
+            let runs = self.runs();
+            let whole_days = runs
+                .iter()
+                .all(|&(a, len)| a % self.per_day as usize == 0 && len % self.per_day as usize == 0);
+            if whole_days {
+                let per_day = self.per_day as usize;
+                let days: Vec<String> = runs
+                    .iter()
+                    .map(|&(a, len)| {
+                        let (first, last) = (a / per_day, (a + len - 1) / per_day % 7);
+                        if first == last {
+                            DAY_NAMES[first].to_string()
+                        } else {
+                            format!("{}–{}", DAY_NAMES[first], DAY_NAMES[last])
+                        }
+                    })
+                    .collect();
+                let days = days.join(", ");
+                let mut t = if days == "Mon–Fri" {
+                    "weekdays Mon–Fri".to_string()
+                } else {
+                    format!("days {days}")
+                };
+                if self.per_day > 1
+                    || self.phase != 0
+                    || !matches!(self.zone, Zone::Fixed(o) if o.seconds() == 0)
+                {
+                    t.push_str(&format!(" {}, {step}", self.zone.name()));
+                }
+                t
+            } else if runs.len() > 8 {
+                let open = self.open.iter().filter(|&&o| o).count();
+                format!("{open} of {} weekly slots open {}, {step}", self.open.len(), self.zone.name())
+            } else {
+                let runs: Vec<String> = runs
+                    .iter()
+                    .map(|&(a, len)| format!("{} – {}", self.slot_text(a), self.slot_text(a + len)))
+                    .collect();
+                format!("{} {}, {step}", runs.join(", "), self.zone.name())
+            }
+        };
+        match self.holidays.len() {
+            0 => {}
+            1 => text.push_str(", 1 holiday"),
+            n => text.push_str(&format!(", {n} holidays")),
+        }
+        text
+    }
+
+    /// Runs of open slots (start, length), going round the week, the first starting after a closed slot.
+    fn runs(&self) -> Vec<(usize, usize)> {
+        let n = self.open.len();
+        let Some(start) = (0..n).find(|&w| self.open[w] && !self.open[(w + n - 1) % n]) else {
+            return vec![(0, n)];
+        };
+        let mut runs = Vec::new();
+        let mut w = start;
+        loop {
+            let len = (0..n).take_while(|&d| self.open[(w + d) % n]).count();
+            runs.push((w % n, len));
+            w += len;
+            w += (0..n).take_while(|&d| !self.open[(w + d) % n]).count();
+            if w >= start + n {
+                break runs;
+            }
+        }
+    }
+
+    /// `Sun 17:00`: the start of slot `w` of the week (taken round the week).
+    fn slot_text(&self, w: usize) -> String {
+        let w = w % self.open.len();
+        let day = w / self.per_day as usize;
+        let since = (w as i128 % self.per_day) * self.step + self.phase;
+        let (h, m, s) = (
+            since / (3_600 * NANOS_PER_SECOND),
+            since / (60 * NANOS_PER_SECOND) % 60,
+            since / NANOS_PER_SECOND % 60,
+        );
+        if s == 0 {
+            format!("{} {h:02}:{m:02}", DAY_NAMES[day])
+        } else {
+            format!("{} {h:02}:{m:02}:{s:02}", DAY_NAMES[day])
+        }
+    }
+}
+
+/// Steps a session calendar can take: at least a minute... (and whole slots of a week), dividing a day.
+fn session_step(step: i128) -> bool {
+    step > 0 && step < WEEK && DAY % step == 0 && 7 * DAY / step <= MAX_WEEK_SLOTS
+}
+
+/// The zone a series' slots are read in: `--timezone`, else its last timestamp's offset; date-only series are
+/// read by their dates (UTC midnight), whatever `--timezone` says.
+pub fn series_zone(stamps: &[Stamp], opts: &CalendarOptions) -> Zone {
+    let last = stamps.last().map_or(Offset::UTC, |s| s.offset);
+    let dates = stamps.iter().all(|s| s.style == StampStyle::Date);
+    match &opts.zone {
+        Some(tz) if !dates => Zone::Named(tz.clone()),
+        _ => Zone::Fixed(last),
+    }
+}
+
+/// What [`infer`] found.
+#[derive(Debug, Clone)]
+pub enum Inferred {
+    Session(Calendar),
+    /// The series stays on the fixed-step grid, and why (for tests and debugging).
+    Continuous(#[cfg_attr(not(test), allow(dead_code))] String),
+}
+
+/// Infers the session of sorted, distinct timestamps spaced by `step` (nanoseconds) in `zone`.
+pub fn infer(
+    stamps: &[Stamp],
+    step: i128,
+    zone: Zone,
+    holidays: &Arc<BTreeSet<i64>>,
+) -> Result<Inferred, CalendarError> {
+    let continuous = |why: &str| Ok(Inferred::Continuous(why.to_string()));
+    if !session_step(step) {
+        return continuous("its step is not a whole number of slots per day");
+    }
+    let local: Vec<i128> =
+        stamps.iter().map(|s| s.at.as_nanosecond()).map(|t| t + zone.offset_at(t)).collect();
+    let (Some(&first), Some(&last)) = (local.first(), local.last()) else {
+        return continuous("it has no timestamp");
+    };
+    let phase = first.rem_euclid(step);
+    if local.iter().any(|l| l.rem_euclid(step) != phase) {
+        return continuous("its timestamps are not all at the same time past the step");
+    }
+    let per_day = DAY / step;
+    let slots = (7 * per_day) as usize;
+    // Weeks (Monday 00:00 local + phase) that lie wholly between the first and the last timestamp.
+    let week_of = |l: i128| (l - phase).div_euclid(DAY).checked_add(3).map(|d| d.div_euclid(7));
+    let week_start = |w: i128| (w * 7 - 3) * DAY + phase;
+    let (Some(w0), Some(w1)) = (week_of(first), week_of(last)) else { return continuous("out of range") };
+    let first_full = if week_start(w0) >= first { w0 } else { w0 + 1 };
+    let last_full = if week_start(w1 + 1) <= last + step { w1 } else { w1 - 1 };
+    let complete = (last_full - first_full + 1).max(0) as usize;
+    if complete < MIN_WEEKS {
+        return continuous("it spans fewer than 4 complete weeks");
+    }
+    let mut seen = vec![0usize; slots];
+    for &l in &local {
+        let n = (l - phase).div_euclid(step);
+        let week = week_of(l).expect("in range");
+        if (first_full..=last_full).contains(&week) {
+            let day = n.div_euclid(per_day);
+            seen[((day + 3).rem_euclid(7) * per_day + n.rem_euclid(per_day)) as usize] += 1;
+        }
+    }
+    let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
+    let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
+    if let Some(s) = stamps.iter().find(|s| cal.refusal(s.at.as_nanosecond()) == Some("is on a holiday")) {
+        return Err(CalendarError::Holiday(s.to_string()));
+    }
+    if let Some(s) = stamps.iter().find(|s| !cal.contains(s.at.as_nanosecond())) {
+        return Ok(Inferred::Continuous(format!(
+            "timestamp {s} {} of its weekly session",
+            cal.refusal(s.at.as_nanosecond()).unwrap_or("is outside")
+        )));
+    }
+    Ok(Inferred::Session(cal))
+}
+
+/// The text of a calendar, or `continuous` without one (what stderr, JSON responses and tables report).
+pub fn describe(calendar: Option<&Calendar>) -> String {
+    calendar.map_or_else(|| "continuous".to_string(), Calendar::describe)
+}
+
+/// Grid positions of sorted session instants on `cal`: the first is 0, and each later one counts the session
+/// slots since it. `Err(i)`: timestamp `i` is not a session instant, or lies more than `limit` slots in.
+pub fn positions(stamps: &[Stamp], cal: &Calendar, limit: usize) -> Result<Vec<usize>, usize> {
+    let mut out = Vec::with_capacity(stamps.len());
+    let Some(first) = stamps.first() else { return Ok(out) };
+    if !cal.contains(first.at.as_nanosecond()) {
+        return Err(0);
+    }
+    let (mut t, mut pos) = (first.at.as_nanosecond(), 0usize);
+    out.push(0);
+    for (i, s) in stamps.iter().enumerate().skip(1) {
+        let want = s.at.as_nanosecond();
+        if !cal.contains(want) {
+            return Err(i);
+        }
+        while t < want {
+            t = cal.next_after(t).ok_or(i)?;
+            pos += 1;
+            if pos > limit {
+                return Err(i);
+            }
+        }
+        out.push(pos);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

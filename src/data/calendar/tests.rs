@@ -1,0 +1,229 @@
+//! Unit tests of session calendars: inference, walks across daylight saving time, holidays, descriptions.
+
+use super::super::timestamps::{parse_text, EpochUnit, Freq, MonthAnchor, TimeAxis};
+use super::*;
+
+const HOUR: i128 = 3_600 * NANOS_PER_SECOND;
+
+fn p(s: &str) -> Stamp {
+    parse_text(s, EpochUnit::Seconds).unwrap()
+}
+
+fn no_holidays() -> Arc<BTreeSet<i64>> {
+    Arc::new(BTreeSet::new())
+}
+
+/// Weekdays from `start` for `days` calendar days, leaving out `skip`.
+fn trading_days(start: &str, days: i64, skip: &[&str]) -> Vec<Stamp> {
+    let d0: Date = start.parse().unwrap();
+    (0..days)
+        .map(|i| d0.checked_add(jiff::Span::new().days(i)).unwrap())
+        .filter(|d| d.weekday().to_monday_zero_offset() < 5)
+        .map(|d| d.to_string())
+        .filter(|d| !skip.contains(&d.as_str()))
+        .map(|d| p(&d))
+        .collect()
+}
+
+fn session(stamps: &[Stamp], step: i128) -> Calendar {
+    match infer(stamps, step, Zone::Fixed(Offset::UTC), &no_holidays()).unwrap() {
+        Inferred::Session(c) => c,
+        Inferred::Continuous(why) => panic!("continuous: {why}"),
+    }
+}
+
+fn axis(stamps: &[Stamp], cal: Calendar) -> TimeAxis {
+    TimeAxis {
+        last: *stamps.last().unwrap(),
+        freq: Freq::Fixed(cal.step()),
+        anchor: MonthAnchor::End,
+        calendar: Some(Arc::new(cal)),
+    }
+}
+
+/// Hourly FX bars, Sunday 17:00 to Friday 17:00 New York time, between two UTC instants, written with the
+/// New York offset of each bar.
+fn fx_bars(from: &str, to: &str) -> Vec<Stamp> {
+    let ny = TimeZone::get("America/New_York").unwrap();
+    let (a, b) = (p(from).at.as_nanosecond(), p(to).at.as_nanosecond());
+    (0..)
+        .map(|i| a + i * HOUR)
+        .take_while(|&t| t <= b)
+        .filter_map(|t| {
+            let at = Timestamp::from_nanosecond(t).unwrap();
+            let local = ny.to_datetime(at);
+            let (wd, h) = (local.weekday().to_monday_zero_offset(), local.hour());
+            let open = matches!((wd, h), (6, 17..) | (0..=3, _) | (4, ..=16));
+            open.then(|| Stamp { at, offset: ny.to_offset(at), style: StampStyle::Offset })
+        })
+        .collect()
+}
+
+#[test]
+fn daily_trading_days_are_weekdays_and_continue_on_monday() {
+    // 2024-01-01 is a Monday; 1 February is a holiday-like gap inside the session.
+    let stamps = trading_days("2024-01-01", 40, &["2024-02-01"]);
+    let cal = session(&stamps, DAY);
+    assert_eq!(cal.describe(), "weekdays Mon–Fri");
+    // the grid counts weekdays only: 40 days from Monday hold 30 weekdays (the gap is one of them)
+    let pos = positions(&stamps, &cal, 1_000).unwrap();
+    assert_eq!((pos.len(), pos.last().copied()), (29, Some(29)));
+    let a = axis(&stamps, cal);
+    assert_eq!(a.last.to_text(), "2024-02-09"); // a Friday
+    let future: Vec<String> = a.future(3).unwrap().iter().map(|s| s.to_text()).collect();
+    assert_eq!(future, ["2024-02-12", "2024-02-13", "2024-02-14"]);
+    let back: Vec<String> = (-6..=-4).map(|k| a.at(k).unwrap().to_text()).collect();
+    assert_eq!(back, ["2024-02-01", "2024-02-02", "2024-02-05"]);
+}
+
+#[test]
+fn short_coarse_misaligned_and_odd_step_series_stay_continuous() {
+    let short = trading_days("2024-01-01", 26, &[]);
+    let why =
+        |stamps: &[Stamp], step: i128| match infer(stamps, step, Zone::Fixed(Offset::UTC), &no_holidays()) {
+            Ok(Inferred::Continuous(why)) => why,
+            other => panic!("{other:?}"),
+        };
+    assert!(why(&short, DAY).contains("fewer than 4 complete weeks"));
+    // 28 days from a Monday: exactly 4 complete weeks
+    assert!(matches!(
+        infer(&trading_days("2024-01-01", 29, &[]), DAY, Zone::Fixed(Offset::UTC), &no_holidays()),
+        Ok(Inferred::Session(_))
+    ));
+    let seven_hours: Vec<Stamp> = (0..200).map(|i| p(&(1_700_000_000 + i * 7 * 3_600).to_string())).collect();
+    assert!(why(&seven_hours, 7 * HOUR).contains("step"));
+    let weekly: Vec<Stamp> = (0..40).map(|i| p(&(1_700_000_000 + i * 7 * 86_400).to_string())).collect();
+    assert!(why(&weekly, WEEK).contains("step"));
+    let mut hourly: Vec<Stamp> = (0..1_000).map(|i| p(&(1_700_000_000 + i * 3_600).to_string())).collect();
+    hourly[500] = p(&(1_700_000_000 + 500 * 3_600 + 60).to_string());
+    assert!(why(&hourly, HOUR).contains("same time past the step"));
+}
+
+#[test]
+fn a_slot_is_open_when_observed_in_half_the_complete_weeks() {
+    // Mondays observed in 3 of 6 complete weeks: open, the other Mondays are missing points.
+    let skip = ["2024-01-08", "2024-01-22", "2024-02-05"];
+    let half = trading_days("2024-01-01", 49, &skip);
+    let cal = session(&half, DAY);
+    assert_eq!(cal.describe(), "weekdays Mon–Fri");
+    // Mondays in 2 of 6: closed, and the two Mondays observed are then off the session: continuous.
+    let less = trading_days("2024-01-01", 49, &["2024-01-08", "2024-01-22", "2024-01-29", "2024-02-05"]);
+    match infer(&less, DAY, Zone::Fixed(Offset::UTC), &no_holidays()).unwrap() {
+        Inferred::Continuous(why) => {
+            assert!(why.contains("is in a slot the calendar has closed"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_calendar_without_an_open_slot_is_refused() {
+    let e = Calendar::new(DAY, 0, vec![false; 7], no_holidays(), Zone::Fixed(Offset::UTC)).unwrap_err();
+    assert_eq!(e, CalendarError::Empty);
+    assert!(e.to_string().contains("no open slot") && e.to_string().contains("--calendar continuous"));
+    let e = Calendar::weekdays(7 * HOUR, 0, no_holidays(), Zone::Fixed(Offset::UTC)).unwrap_err();
+    assert!(e.to_string().contains("divides one day") && e.to_string().contains("7 hours"), "{e}");
+}
+
+#[test]
+fn fx_week_follows_new_york_across_the_march_2024_dst_change() {
+    // Sunday 3 March 2024 to Thursday 4 April: the US clocks moved on Sunday 10 March.
+    let bars = fx_bars("2024-03-03T00:00:00Z", "2024-04-05T00:00:00Z");
+    let ny = Zone::Named(TimeZone::get("America/New_York").unwrap());
+    let Inferred::Session(cal) = infer(&bars, HOUR, ny, &no_holidays()).unwrap() else {
+        panic!("continuous")
+    };
+    assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 America/New_York, 1 hour");
+    // Every weekend is closed time: the grid has no missing point.
+    let pos = positions(&bars, &cal, 10_000).unwrap();
+    assert_eq!(*pos.last().unwrap() + 1, bars.len());
+    assert_eq!(bars.len(), 4 * 120 + 7 + 72 + 21); // four whole weeks, then Sunday 31st 17:00 to Thursday 4th 20:00
+                                                   // Friday 8 March 16:00 EST (21:00Z) is followed by Sunday 10 March 17:00 EDT (21:00Z), not 22:00Z.
+    let fri = p("2024-03-08T16:00:00-05:00").at.as_nanosecond();
+    assert_eq!(cal.next_after(fri), Some(p("2024-03-10T21:00:00Z").at.as_nanosecond()));
+    // ... and in November the open moves back to 22:00Z.
+    let fri = p("2024-11-01T16:00:00-04:00").at.as_nanosecond();
+    assert_eq!(cal.next_after(fri), Some(p("2024-11-03T22:00:00Z").at.as_nanosecond()));
+    assert_eq!(cal.last_before(p("2024-11-03T22:00:00Z").at.as_nanosecond()), Some(fri));
+    // Future timestamps carry New York's offset of their own date.
+    let a =
+        axis(&bars[..bars.iter().position(|s| s.to_text() == "2024-03-08T16:00:00-05:00").unwrap() + 1], cal);
+    let f: Vec<String> = a.future(2).unwrap().iter().map(|s| s.to_text()).collect();
+    assert_eq!(f, ["2024-03-10T17:00:00-04:00", "2024-03-10T18:00:00-04:00"]);
+}
+
+#[test]
+fn every_slot_in_a_named_zone_walks_the_repeated_hour_twice() {
+    let ny = Zone::Named(TimeZone::get("America/New_York").unwrap());
+    let open = vec![true; 7 * 24];
+    let cal = Calendar::new(HOUR, 0, open, no_holidays(), ny).unwrap();
+    assert!(cal.every_slot());
+    assert_eq!(cal.describe(), "every slot, 1 hour");
+    // 3 November 2024: 01:00 happens twice; hourly UTC instants all stay on the grid.
+    let start = p("2024-11-03T03:00:00Z").at.as_nanosecond();
+    let walked: Vec<i128> = (1..=5).map(|k| cal.step_from(start, k).unwrap()).collect();
+    assert_eq!(walked, (1..=5).map(|k| start + k * HOUR).collect::<Vec<_>>());
+    // a half-hour step: the repeated half hours come in instant order
+    let cal = Calendar::new(HOUR / 2, 0, vec![true; 7 * 48], no_holidays(), cal.zone.clone()).unwrap();
+    let walked: Vec<i128> = (1..=6).map(|k| cal.step_from(start, k).unwrap()).collect();
+    assert_eq!(walked, (1..=6).map(|k| start + k * HOUR / 2).collect::<Vec<_>>());
+    // 10 March 2024: 02:00 New York does not exist; a daily local-midnight step is 23 hours long.
+    let daily = Calendar::new(DAY, 0, vec![true; 7], no_holidays(), cal.zone.clone()).unwrap();
+    let sat = p("2024-03-09T05:00:00Z").at.as_nanosecond(); // Saturday midnight EST
+    assert_eq!(daily.next_after(sat), Some(sat + DAY));
+    assert_eq!(daily.next_after(sat + DAY), Some(sat + 2 * DAY - HOUR));
+}
+
+#[test]
+fn holidays_are_closed_days_and_their_errors_name_the_fix() {
+    let days = parse_holidays("# US market holidays\n2024-01-15\n\n2024-02-19  # Presidents' Day\n", "h.txt")
+        .unwrap();
+    assert_eq!(days.len(), 2);
+    let e = parse_holidays("2024-01-15\n15/01/2024\n", "h.txt").unwrap_err();
+    assert_eq!(
+        e,
+        "h.txt:2: `15/01/2024` is not a date; write one date per line as YYYY-MM-DD (# starts a comment)"
+    );
+    assert!(parse_holiday("2024-02-30").is_err());
+    let e = parse_zone("America/Nowhere").unwrap_err();
+    assert!(e.contains("not a time zone of the IANA database") && e.contains("America/New_York"), "{e}");
+    let e = CalendarOptions::from_flags(
+        CalendarMode::Auto,
+        None,
+        Some(std::path::Path::new("/nonexistent/h.txt")),
+    )
+    .unwrap_err();
+    assert!(e.starts_with("--holidays /nonexistent/h.txt: ") && e.contains("YYYY-MM-DD"), "{e}");
+    // A holiday inside the data's weeks closes its day: not a missing point, no forecast step on it.
+    let holidays = Arc::new(days);
+    let stamps = trading_days("2024-01-01", 49, &["2024-01-15", "2024-02-19"]);
+    let Inferred::Session(cal) = infer(&stamps, DAY, Zone::Fixed(Offset::UTC), &holidays).unwrap() else {
+        panic!("continuous")
+    };
+    assert_eq!(cal.describe(), "weekdays Mon–Fri, 2 holidays");
+    let pos = positions(&stamps, &cal, 1_000).unwrap();
+    assert_eq!(*pos.last().unwrap() + 1, stamps.len());
+    let a = axis(&trading_days("2024-01-01", 47, &["2024-01-15"]), cal); // ends Friday 16 February
+    let f: Vec<String> = a.future(2).unwrap().iter().map(|s| s.to_text()).collect();
+    assert_eq!(f, ["2024-02-20", "2024-02-21"]);
+    // A row on a holiday is an error naming it.
+    let on = trading_days("2024-01-01", 49, &["2024-02-19"]);
+    let e = infer(&on, DAY, Zone::Fixed(Offset::UTC), &holidays).unwrap_err();
+    assert_eq!(e, CalendarError::Holiday("2024-01-15".into()));
+}
+
+#[test]
+fn descriptions_of_sessions() {
+    let z = || Zone::Fixed(Offset::UTC);
+    let sat_closed: Vec<bool> = (0..7).map(|d| d != 5).collect();
+    assert_eq!(Calendar::new(DAY, 0, sat_closed, no_holidays(), z()).unwrap().describe(), "days Sun–Fri");
+    let mut hours = vec![false; 7 * 24];
+    (0..5).for_each(|d| (9..17).for_each(|h| hours[d * 24 + h] = true));
+    let c = Calendar::new(HOUR, 30 * 60 * NANOS_PER_SECOND, hours, no_holidays(), z()).unwrap();
+    assert_eq!(
+        c.describe(),
+        "Mon 09:30 – Mon 17:30, Tue 09:30 – Tue 17:30, Wed 09:30 – Wed 17:30, Thu 09:30 – Thu 17:30, Fri 09:30 \
+         – Fri 17:30 UTC, 1 hour"
+    );
+    assert_eq!(describe(None), "continuous");
+}
