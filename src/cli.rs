@@ -656,6 +656,8 @@ pub struct BacktestArgs {
     /// Spacing of every series, e.g. 1h, 1d (default: inferred per series).
     #[arg(long)]
     pub freq: Option<String>,
+    #[command(flatten)]
+    pub calendar: CalendarArgs,
     /// Forecast steps of every window.
     #[arg(long)]
     pub horizon: usize,
@@ -679,8 +681,9 @@ pub struct BacktestArgs {
     /// Seed of the sample paths (the same for every window).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Season length of MASE's scale and of the seasonal-naive baseline (default: from the series' frequency:
-    /// daily 7, daily on a weekday calendar 5, hourly 24, n minutes 1440/n, monthly 12, quarterly 4, else 1).
+    /// Season length of MASE's scale and of the seasonal-naive baseline (default: from the series' calendar:
+    /// daily trading data (weekdays) 5, other daily 7, hourly 24, n minutes 1440/n, monthly 12, quarterly 4,
+    /// else 1).
     #[arg(long)]
     pub season: Option<usize>,
     /// Windows per engine call (the engine packs each call's windows onto its shape buckets).

@@ -26,7 +26,7 @@ use engines::request::{Overrides, DEFAULT_QUANTILES};
 
 use crate::cli::BacktestArgs;
 use crate::cmd::bench_support::parse_engines;
-use crate::cmd::forecast::{epoch_unit, format};
+use crate::cmd::forecast::{calendar_options, epoch_unit, format};
 use crate::data::timestamps::{parse_freq, TimeAxis};
 use crate::data::{self, Format, Place, ReadOptions};
 use crate::progress::Progress;
@@ -205,10 +205,14 @@ fn read(a: &BacktestArgs, input: &Place, in_format: Format, first: &Engine) -> a
         target_columns: a.target_columns.clone(),
         timestamp_unit: epoch_unit(a.timestamp_unit),
         freq: a.freq.as_deref().map(parse_freq).transpose().map_err(anyhow::Error::msg)?,
+        calendar: calendar_options(&a.calendar)?,
     };
     // The horizon is the windows'; the reader only checks it is given.
     let overrides = Overrides { horizon: Some(a.horizon.max(1)), ..Overrides::default() };
     let dataset = data::read(input, Some(in_format), &opts, &overrides, &first.info().request_limits())?;
+    if let Some(line) = dataset.calendar_line() {
+        eprintln!("{line}");
+    }
     let time_name = dataset.columns.time.as_ref().map_or_else(|| "ds".to_string(), |(n, _)| n.clone());
     let mut series = Vec::with_capacity(dataset.series.len());
     let mut axes = Vec::with_capacity(dataset.series.len());

@@ -2,8 +2,8 @@
 //! series' grid step: the number of steps in the natural cycle of that step.
 //!
 //! * sub-daily steps that divide a day: steps per day (hourly 24, 15 minutes 96);
-//! * one day: 7 (a week) on a continuous calendar; a grid of trading sessions has 5 steps per week, so
-//!   `--season 5` (see docs/guide.md);
+//! * one day: the open days of the series' week: 5 on a weekday (trading) calendar, 7 on a continuous one or a
+//!   24/7 market (a week);
 //! * one week, and anything else without a natural cycle: 1 (the seasonal naive is then the naive forecast);
 //! * months: 12 / n when n divides a year (monthly 12, quarterly 4), else 1;
 //! * no timestamps: 1.
@@ -19,6 +19,12 @@ const DAY: i128 = 86_400_000_000_000;
 
 /// The season of one series' grid step.
 pub fn of_axis(axis: Option<&TimeAxis>) -> usize {
+    // A daily session calendar: its open days per week (weekdays 5, a 24/7 market 7).
+    if let Some(cal) = axis.and_then(|a| a.calendar.as_deref()) {
+        if cal.step() == DAY {
+            return cal.open_per_week().max(1);
+        }
+    }
     match axis.map(|a| a.freq) {
         None => 1,
         Some(Freq::Fixed(ns)) if ns > 0 && ns < DAY && DAY % ns == 0 => (DAY / ns) as usize,
@@ -53,7 +59,7 @@ mod tests {
     use crate::data::timestamps::{epoch, EpochUnit, MonthAnchor};
 
     fn axis(freq: Freq) -> TimeAxis {
-        TimeAxis { last: epoch(0, EpochUnit::Seconds).unwrap(), freq, anchor: MonthAnchor::End }
+        TimeAxis::continuous(epoch(0, EpochUnit::Seconds).unwrap(), freq, MonthAnchor::End)
     }
 
     #[test]
