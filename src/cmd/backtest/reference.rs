@@ -56,7 +56,8 @@ pub struct Comparison {
     pub tolerance_ratio: f64,
     /// Over the quantile levels both sides have (deterministic quantiles only).
     pub max_abs_quantiles: Option<f64>,
-    /// (metric, engine, reference) of the overall rows on the reference's windows.
+    /// (metric, engine, reference) of the overall rows on the reference's windows, both scored with the quantile
+    /// levels both made.
     pub metrics: Vec<(String, f64, f64)>,
     pub engine_s_per_window: f64,
 }
@@ -203,7 +204,7 @@ pub fn run(
 
     let mut comparisons = Vec::new();
     for r in runs.iter().filter(|r| r.engine.info().model == family) {
-        comparisons.push(compare(bt, r, &windows, &forecasts, &levels, &rows)?);
+        comparisons.push(compare(bt, r, &windows, &forecasts, &levels)?);
     }
     Ok(Reference {
         windows,
@@ -223,7 +224,6 @@ fn compare(
     windows: &[usize],
     reference: &[WindowForecast],
     levels: &[f64],
-    ref_rows: &[MetricRow],
 ) -> anyhow::Result<Comparison> {
     let deterministic = r.spec.samples == 0 || !r.engine.info().model.capabilities().samples;
     let (mut max_abs, mut ratio, mut max_q) = (0.0f64, 0.0f64, None::<f64>);
@@ -251,13 +251,34 @@ fn compare(
             }
         }
     }
-    // The engine's metrics on the reference's windows, without sample-path metrics (the reference keeps none).
-    let spec = RunSpec { keep_samples: false, ..r.spec.clone() };
-    let rows = super::evaluate(bt, &r.label, &mine, &spec)?;
+    // Both sides scored on the reference's windows with the quantile levels both have (WQL and coverage depend
+    // on the levels), without sample-path metrics (the reference keeps none).
+    let common: Vec<(usize, usize)> = r
+        .spec
+        .quantiles
+        .iter()
+        .enumerate()
+        .filter_map(|(k, q)| levels.iter().position(|x| (x - q).abs() <= 1e-12).map(|j| (k, j)))
+        .collect();
+    let keep = |f: &WindowForecast, pick: &dyn Fn(&(usize, usize)) -> usize| -> WindowForecast {
+        let h = f.window.horizon;
+        let quantiles =
+            common.iter().flat_map(|c| f.quantiles[pick(c) * h..(pick(c) + 1) * h].to_vec()).collect();
+        WindowForecast { quantiles, samples: None, ..f.clone() }
+    };
+    let mine_common: Vec<WindowForecast> = mine.iter().map(|f| keep(f, &|c| c.0)).collect();
+    let ref_common: Vec<WindowForecast> = reference.iter().map(|f| keep(f, &|c| c.1)).collect();
+    let spec = RunSpec {
+        keep_samples: false,
+        quantiles: common.iter().map(|c| r.spec.quantiles[c.0]).collect(),
+        ..r.spec.clone()
+    };
+    let rows = super::evaluate(bt, &r.label, &mine_common.iter().collect::<Vec<_>>(), &spec)?;
+    let ref_rows = super::evaluate(bt, LABEL, &ref_common.iter().collect::<Vec<_>>(), &spec)?;
     let overall = |rows: &[MetricRow]| -> Vec<(String, f64)> {
         rows.iter().filter(|x| x.scope == Scope::Overall).map(|x| (x.metric.clone(), x.value)).collect()
     };
-    let theirs = overall(ref_rows);
+    let theirs = overall(&ref_rows);
     let metrics = overall(&rows)
         .into_iter()
         .filter_map(|(m, v)| theirs.iter().find(|(n, _)| *n == m).map(|(_, rv)| (m, v, *rv)))
