@@ -319,3 +319,42 @@ fn the_reference_on_the_same_windows_is_within_the_verify_tolerance() {
     assert!(stdout.contains("equals the reference's within 1e-4 relative"), "{stdout}");
     assert!(stdout.contains("s per window"), "{stdout}");
 }
+
+#[test]
+fn toto_2_against_toto_2_eager_compares_the_median_and_the_knots() {
+    let Some(py) = crate::venv::python(&crate::venv::REFERENCE) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let engine = crate::toto2::engine();
+    let ck = engine.parent().unwrap().join("checkpoint");
+    let inp = input(dir.path(), &|_, _, y| y);
+    let metrics = dir.path().join("m.csv");
+    let stdout = backtest(&[
+        "--engine",
+        &format!("t2={}", engine.display()),
+        "--input",
+        inp.to_str().unwrap(),
+        "--horizon",
+        "4",
+        "--windows",
+        "2",
+        "--reference-checkpoint",
+        ck.to_str().unwrap(),
+        "--reference-windows",
+        "1",
+        "--reference-python",
+        &py,
+        "--threads",
+        "1",
+        "--metrics",
+        metrics.to_str().unwrap(),
+    ]);
+    let (_, rows) = table(&metrics);
+    let value = |metric: &str| -> f64 {
+        rows.iter().find(|r| r["model"] == "t2" && r["metric"] == metric).unwrap()["value"].parse().unwrap()
+    };
+    assert!(value("tolerance_ratio_point") <= 1.0, "{stdout}");
+    // the quantile knots both made (0.1, 0.5, 0.9 of the default levels) are compared too, and WQL with them
+    assert!(value("max_abs_delta_quantiles") < 1e-2, "{stdout}");
+    assert!(value("wql_minus_reference").abs() < 1e-4, "{stdout}");
+    assert!(stdout.contains("t2's backtest MAE equals the reference's"), "{stdout}");
+}
