@@ -4,7 +4,8 @@
 # that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0) and toto-2 2.0.0 (Toto 2.0) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
-# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), the toto-ts
+# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), a small venv
+# with fev and utilsforecast (the oracles of the backtest metrics, backtest/tests/oracle.rs), the toto-ts
 # reference venv (~3.3 GB download once), the toto-2 wheels on top of it, and the data venv (statsmodels, pandas,
 # pyarrow) that checks the public-data fixtures (skip the live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
@@ -36,12 +37,15 @@ export TOTOC_ONNX_PYTHON
 echo "== setting up the tritonclient venv"
 TOTOC_SERVE_PYTHON=$(scripts/setup-serve-venv.sh)
 export TOTOC_SERVE_PYTHON
+echo "== setting up the metrics oracle venv (fev 0.10.0, utilsforecast 0.2.17)"
+TOTOC_METRICS_PYTHON=$(tests/metrics/setup_venv.sh | tail -n 1)
+export TOTOC_METRICS_PYTHON
 # Tests that need one of these venvs fail instead of skipping when it is missing.
 export TOTOC_STRICT_TESTS=1
 
 echo "== shell scripts: shellcheck, gpu-smoke argument handling"
 shellcheck=$(scripts/setup-shellcheck.sh)
-"$shellcheck" scripts/*.sh tests/reference/*.sh
+"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh
 for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile fast" "--nope"; do
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi

@@ -19,7 +19,7 @@
 //! * `mae`: mean |e_t|. `rmse`: sqrt(mean e_t²) (fev `MAE`, `RMSE`).
 //! * `smape`: mean of 2|e_t| / (|y_t| + |ŷ_t|), a fraction in [0, 2] (not percent); a 0/0 step is left out
 //!   (fev `SMAPE`, whose `_safemean` skips non-finite terms).
-//! * `mase`: mean of |e_t| / s, s = mean over the history of |y[t] − y[t−m]| (m = season, NaN pairs skipped),
+//! * `mase`: mean of |e_t| / s, s = mean over the history of |y(t) − y(t−m)| (m = season, NaN pairs skipped),
 //!   from the history up to this window's cutoff; undefined (left out) when the history has no such pair or s = 0
 //!   (fev `MASE` with ε = 0: the scaled errors are then NaN/Inf, which fev's `_safemean` skips).
 //! * `wql`: mean over quantile levels q of [Σ_t ρ_q(y_t, ŷ_q,t) / n] / [Σ_t |y_t| / n], with the quantile loss
@@ -48,7 +48,18 @@
 //!   windows); one backtest is one fev task.
 //!
 //! A metric an aggregate cannot define (no present actual, no quantiles, undefined MASE scale, a non-finite
-//! ratio such as a WQL with all actuals 0) is left out of that aggregate instead of being reported as NaN.
+//! ratio such as a WQL with all actuals 0) is left out of that aggregate instead of being reported as NaN or Inf
+//! (where fev reports NaN/Inf, and where its mean over windows would turn NaN because one window's value is:
+//! here the overall mean is over the cutoffs that define the metric).
+//!
+//! # Baselines
+//! [`naive`] and [`seasonal_naive`] (see [`baseline`](seasonal_naive) for how they follow fev's baseline and
+//! where they differ); [`point_as_quantiles`] gives them quantiles the way fev's `seasonal_naive` does (the point
+//! forecast at every level), so WQL and its skill score exist for them.
+//!
+//! The oracle test (`backtest/tests/oracle.rs`) checks every value with a package definition against fev 0.10.0 and
+//! utilsforecast 0.2.17 within 1e-9 relative; `crps_samples`, `direction_accuracy` and the baselines are checked
+//! against hand-computed cases in the unit tests.
 //!
 //! # Relative skill ([`relative_skill`])
 //! fev's skill score: 1 − geometric mean over tasks of clip(error_model / error_baseline, 0.01, 100), with one
@@ -68,7 +79,7 @@ mod skill;
 mod window;
 
 pub use aggregate::{evaluate, MetricRow, Scope, SeriesWindows};
-pub use baseline::{naive, seasonal_naive};
+pub use baseline::{naive, point_as_quantiles, seasonal_naive};
 pub use error::MetricError;
 pub use input::{Quantiles, Samples, WindowInput};
 pub use metric::Metric;

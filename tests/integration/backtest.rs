@@ -33,6 +33,16 @@ fn table(path: &Path) -> (Vec<String>, Vec<BTreeMap<String, String>>) {
     (header, rows)
 }
 
+/// The reference venv's Python, or `None` (the test skips): also when `TOTOC_SKIP_LIVE_REFERENCE=1` turns the
+/// reference checks of `scripts/test.sh` off (the venv is then not set up).
+fn reference_python() -> Option<String> {
+    if std::env::var("TOTOC_SKIP_LIVE_REFERENCE").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: TOTOC_SKIP_LIVE_REFERENCE=1 (the eager reference is not run)");
+        return None;
+    }
+    crate::venv::python(&crate::venv::REFERENCE)
+}
+
 fn backtest(args: &[&str]) -> String {
     let mut all = vec!["backtest"];
     all.extend_from_slice(args);
@@ -269,7 +279,7 @@ fn toto_2_backtests_write_quantile_columns() {
 
 #[test]
 fn the_reference_on_the_same_windows_is_within_the_verify_tolerance() {
-    let Some(py) = crate::venv::python(&crate::venv::REFERENCE) else { return };
+    let Some(py) = reference_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let engine = crate::forecast::engine().to_str().unwrap();
     let inp = input(dir.path(), &|_, _, y| y);
@@ -322,7 +332,7 @@ fn the_reference_on_the_same_windows_is_within_the_verify_tolerance() {
 
 #[test]
 fn toto_2_against_toto_2_eager_compares_the_median_and_the_knots() {
-    let Some(py) = crate::venv::python(&crate::venv::REFERENCE) else { return };
+    let Some(py) = reference_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let engine = crate::toto2::engine();
     let ck = engine.parent().unwrap().join("checkpoint");

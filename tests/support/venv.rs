@@ -40,6 +40,14 @@ pub const REFERENCE: Venv = Venv {
     setup: "tests/reference/setup_venv.sh",
 };
 
+/// fev 0.10.0 and utilsforecast 0.2.17, the oracles of the backtest metrics.
+pub const METRICS: Venv = Venv {
+    what: "the metrics oracle venv (fev, utilsforecast)",
+    env_var: "TOTOC_METRICS_PYTHON",
+    default_dir: "metrics-venv",
+    setup: "tests/metrics/setup_venv.sh",
+};
+
 /// Whether `TOTOC_STRICT_TESTS=1`: a skip is a failure.
 pub fn strict() -> bool {
     std::env::var("TOTOC_STRICT_TESTS").as_deref() == Ok("1")

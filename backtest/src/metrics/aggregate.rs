@@ -196,7 +196,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Quantiles;
+    use crate::metrics::{Quantiles, Samples};
 
     fn w<'a>(history: &'a [f64], actual: &'a [f64], point: &'a [f64]) -> WindowInput<'a> {
         WindowInput { history, actual, point, quantiles: None, samples: None }
@@ -248,6 +248,26 @@ mod tests {
         let mut sorted = scopes.clone();
         sorted.sort_by_key(|s| *s as u8);
         assert_eq!(scopes, sorted);
+    }
+
+    #[test]
+    fn samples_and_directions_pool_over_steps() {
+        // a: y 2, samples 1, 3 → CRPS 0.5; from 1 up, forecast 3 up ✓.
+        // b: y 1, 5, one sample 1 → CRPS 0, 4; from 1 flat/flat ✓, up/flat ✗.
+        let mut a = w(&[1.0], &[2.0], &[3.0]);
+        a.samples = Some(Samples { count: 2, values: &[1.0, 3.0] });
+        let mut b = w(&[1.0], &[1.0, 5.0], &[1.0, 1.0]);
+        b.samples = Some(Samples { count: 1, values: &[1.0, 1.0] });
+        let series = [
+            SeriesWindows { unique_id: "a", windows: vec![("c".into(), a)] },
+            SeriesWindows { unique_id: "b", windows: vec![("c".into(), b)] },
+        ];
+        let rows = evaluate("m", &series, 1).unwrap();
+        assert_eq!(value(&rows, Scope::Window, Some("b"), Some("c"), "crps_samples"), 2.0);
+        // Pooled over the 3 steps, not the mean of the series' 0.5 and 2 (1.25) or 1 and 0.5 (0.75).
+        assert_eq!(value(&rows, Scope::Cutoff, None, Some("c"), "crps_samples"), 1.5);
+        assert_eq!(value(&rows, Scope::Cutoff, None, Some("c"), "direction_accuracy"), 2.0 / 3.0);
+        assert_eq!(value(&rows, Scope::Overall, None, None, "direction_accuracy"), 2.0 / 3.0);
     }
 
     #[test]

@@ -37,9 +37,22 @@ pub fn seasonal_naive(history: &[f64], horizon: usize, season: usize) -> Vec<f64
     (0..horizon).map(|k| tail[k % season]).collect()
 }
 
+/// A point forecast as quantile forecasts (`values[level * H + step]`, every level the point): how fev's
+/// `seasonal_naive` reports its quantiles, so the baselines get a WQL (= 2 × mean |e| / mean |y|, whatever the
+/// levels) and a WQL skill score can be taken against them.
+pub fn point_as_quantiles(point: &[f64], levels: usize) -> Vec<f64> {
+    (0..levels).flat_map(|_| point.iter().copied()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn point_as_quantiles_repeats_the_point_per_level() {
+        assert_eq!(point_as_quantiles(&[1.0, 2.0], 3), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+        assert!(point_as_quantiles(&[1.0], 0).is_empty());
+    }
 
     #[test]
     fn naive_repeats_the_last_observed_value() {

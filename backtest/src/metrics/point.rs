@@ -31,7 +31,7 @@ pub(crate) fn point_sums(history: &[f64], actual: &[f64], point: &[f64], season:
     s
 }
 
-/// MASE's in-sample scale: the mean of |y[t] − y[t−m]| over the pairs of the history with both values present
+/// MASE's in-sample scale: the mean of |y(t) − y(t−m)| over the pairs of the history with both values present
 /// (fev's `_abs_seasonal_error_per_item`: `np.nanmean` of the seasonal differences, no imputation). `None` when
 /// the history has no such pair (fev: NaN, and the series is left out of MASE).
 pub(crate) fn seasonal_scale(history: &[f64], season: usize) -> Option<f64> {

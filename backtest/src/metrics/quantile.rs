@@ -123,7 +123,7 @@ pub fn quantile_column(model: &str, q: f64) -> Option<String> {
 
 fn integer_level(l: f64) -> Option<u32> {
     let r = l.round();
-    ((l - r).abs() < 1e-9 && r >= 1.0 && r < 100.0).then_some(r as u32)
+    ((l - r).abs() < 1e-9 && (1.0..100.0).contains(&r)).then_some(r as u32)
 }
 
 #[cfg(test)]
