@@ -73,7 +73,7 @@ if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
 else
   echo "== live reference check: regenerate fixtures with toto-ts and compare"
   tests/reference/regen_fixtures.sh --check
-  echo "== data fixtures: convert the statsmodels datasets again and compare"
+  echo "== data fixtures: convert the statsmodels and bokeh-sampledata datasets again and compare"
   data_python=$(tests/data/setup_venv.sh | tail -n 1)
   "$data_python" tests/data/convert.py --check tests/fixtures/data
   echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"

@@ -150,6 +150,10 @@ pub enum Zone {
     Fixed(Offset),
     /// An IANA zone: the offset follows daylight saving time.
     Named(TimeZone),
+    /// The offsets the series' own timestamps were written with, when they change (a series exported with its
+    /// zone's daylight saving time): each offset holds from the timestamp that first carries it. After the last
+    /// timestamp the last offset holds.
+    Written(Arc<Vec<(i128, Offset)>>),
 }
 
 impl Zone {
@@ -157,6 +161,7 @@ impl Zone {
         match self {
             Zone::Fixed(o) => o.seconds() as i128 * NANOS_PER_SECOND,
             Zone::Named(tz) => tz.to_offset(timestamp(t)).seconds() as i128 * NANOS_PER_SECOND,
+            Zone::Written(_) => self.offset(timestamp(t)).seconds() as i128 * NANOS_PER_SECOND,
         }
     }
 
@@ -165,6 +170,10 @@ impl Zone {
         match self {
             Zone::Fixed(o) => *o,
             Zone::Named(tz) => tz.to_offset(at),
+            Zone::Written(changes) => {
+                let i = changes.partition_point(|&(start, _)| start <= at.as_nanosecond());
+                changes[i.saturating_sub(1)].1
+            }
         }
     }
 
@@ -173,6 +182,9 @@ impl Zone {
         match self {
             Zone::Fixed(_) => None,
             Zone::Named(tz) => tz.following(timestamp(t)).next().map(|tr| tr.timestamp().as_nanosecond()),
+            Zone::Written(changes) => {
+                changes.get(changes.partition_point(|&(start, _)| start <= t)).map(|&(start, _)| start)
+            }
         }
     }
 
@@ -183,6 +195,11 @@ impl Zone {
             Zone::Named(tz) => {
                 tz.preceding(timestamp(t.saturating_add(1))).next().map(|tr| tr.timestamp().as_nanosecond())
             }
+            // The first entry holds from the beginning of time: it is no change.
+            Zone::Written(changes) => {
+                let i = changes.partition_point(|&(start, _)| start <= t);
+                (i >= 2).then(|| changes[i - 1].0)
+            }
         }
     }
 
@@ -191,6 +208,7 @@ impl Zone {
             Zone::Fixed(o) if o.seconds() == 0 => "UTC".into(),
             Zone::Fixed(o) => format!("UTC{o}"),
             Zone::Named(tz) => tz.iana_name().unwrap_or("UTC").to_string(),
+            Zone::Written(_) => "(the timestamps' offsets)".into(),
         }
     }
 }
@@ -522,13 +540,23 @@ fn session_step(step: i128) -> bool {
     step > 0 && step < WEEK && DAY % step == 0 && 7 * DAY / step <= MAX_WEEK_SLOTS
 }
 
-/// The zone a series' slots are read in: `--timezone`, else its last timestamp's offset; date-only series are
-/// read by their dates (UTC midnight), whatever `--timezone` says.
+/// The zone a series' slots are read in: `--timezone`; else its timestamps' own offsets (one offset, or the
+/// offsets as they change, e.g. with daylight saving time); date-only series are read by their dates (UTC
+/// midnight), whatever `--timezone` says.
 pub fn series_zone(stamps: &[Stamp], opts: &CalendarOptions) -> Zone {
     let last = stamps.last().map_or(Offset::UTC, |s| s.offset);
     let dates = stamps.iter().all(|s| s.style == StampStyle::Date);
     match &opts.zone {
         Some(tz) if !dates => Zone::Named(tz.clone()),
+        _ if stamps.iter().any(|s| s.offset != last) => {
+            let mut changes = vec![(Timestamp::MIN.as_nanosecond(), stamps[0].offset)];
+            for s in stamps {
+                if s.offset != changes.last().expect("one entry").1 {
+                    changes.push((s.at.as_nanosecond(), s.offset));
+                }
+            }
+            Zone::Written(Arc::new(changes))
+        }
         _ => Zone::Fixed(last),
     }
 }
@@ -583,6 +611,10 @@ pub fn infer(
         }
     }
     let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
+    if !open.iter().any(|&o| o) {
+        // Rows too sparse for any weekly pattern: the fixed-step grid decides (and refuses mixed frequencies).
+        return continuous("no slot is observed in half of its complete weeks");
+    }
     let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
     if let Some(s) = stamps.iter().find(|s| cal.refusal(s.at.as_nanosecond()) == Some("is on a holiday")) {
         return Err(CalendarError::Holiday(s.to_string()));

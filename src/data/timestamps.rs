@@ -286,7 +286,7 @@ impl TimeAxis {
     fn session_stamp(&self, cal: &Calendar, t: i128) -> Stamp {
         let at = Timestamp::from_nanosecond(t).expect("walks stay in range");
         let offset = match (self.last.style, cal.zone()) {
-            (StampStyle::Offset, Zone::Named(_)) => cal.zone().offset(at),
+            (StampStyle::Offset, Zone::Named(_) | Zone::Written(_)) => cal.zone().offset(at),
             _ => self.last.offset,
         };
         Stamp { at, offset, style: self.last.style }

@@ -104,8 +104,9 @@ impl<'a> Rows<'a> {
                     Some(axis) => axis.future(horizon).map(Some).ok_or_else(|| {
                         DataError::input(
                             &s.at,
-                            "the forecast steps run past the year 9999",
-                            "ask for a shorter horizon",
+                            "the forecast steps run past the year 9999, or past the last open slot of the \
+                             series' calendar (thousands of holidays in a row)",
+                            "ask for a shorter horizon, or give fewer holidays",
                         )
                     }),
                 }

@@ -182,6 +182,11 @@ fn an_fx_week_follows_new_york_time_across_the_dst_change() {
         stamps(&v),
         ["2024-03-24T17:00:00-04:00", "2024-03-24T18:00:00-04:00", "2024-03-24T19:00:00-04:00"]
     );
+    // Without --timezone the bars' own offsets (-05:00, then -04:00) carry the same session.
+    let (out, err) = forecast(&input, &["--horizon", "1"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["calendar"], "Sun 17:00 – Fri 17:00 (the timestamps' offsets), 1 hour");
+    assert_eq!((points(&err), stamps(&v)), (7 * 120, vec!["2024-03-24T17:00:00-04:00".to_string()]));
     // The same bars in UTC, cut before the change: the week after opens at 21:00Z, the ones before at 22:00Z.
     let (rows, _) = fx_rows("z", &[], "2024-03-08T21:00:00Z");
     assert!(

@@ -230,6 +230,37 @@ fn v1_forecast_gives_the_clis_numbers() {
     assert_eq!(got, cli_forecast(&reqs));
 }
 
+/// `/v1/forecast` reads the request fields `calendar`, `timezone` and `holidays` as `totoc forecast` does.
+#[test]
+fn v1_forecast_follows_the_request_calendar() {
+    let s = Server::ready(engine(), &[]);
+    // Six weeks of weekday rows from Monday 1 January 2024: a weekday session, ending Friday 9 February.
+    let days: Vec<String> = (1..=31)
+        .map(|d| format!("2024-01-{d:02}"))
+        .chain((1..=9).map(|d| format!("2024-02-{d:02}")))
+        .enumerate()
+        .filter(|(i, _)| i % 7 < 5)
+        .map(|(_, d)| d)
+        .collect();
+    let target: Vec<f64> = (0..days.len()).map(|i| 100.0 + (i % 7) as f64).collect();
+    let req = json!({"target": [target], "timestamps": days, "horizon": 2, "holidays": ["2024-02-12"]});
+    let (status, got) = post_json(&s.url("/v1/forecast"), &req);
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["timestamps"], json!(["2024-02-13", "2024-02-14"]));
+    assert_eq!(got["calendar"], "weekdays Mon–Fri, 1 holiday");
+    assert_eq!(got, cli_forecast(std::slice::from_ref(&req))[0]);
+    let mut bad = req.clone();
+    bad["timezone"] = json!("Mars/Olympus");
+    let (status, got) = post_json(&s.url("/v1/forecast"), &bad);
+    assert_eq!(status, 400, "{got}");
+    assert!(got.to_string().contains("not a time zone of the IANA database"), "{got}");
+    let mut bad = req;
+    bad["holidays"] = json!(vec!["2024-01-01"; 100_001]);
+    let (status, got) = post_json(&s.url("/v1/forecast"), &bad);
+    assert_eq!(status, 400, "{got}");
+    assert!(got.to_string().contains("at most 100000 dates"), "{got}");
+}
+
 #[test]
 fn a_memory_budget_below_the_weights_is_refused_at_startup() {
     let out = Command::new(env!("CARGO_BIN_EXE_totoc"))

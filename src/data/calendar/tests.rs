@@ -117,6 +117,16 @@ fn a_slot_is_open_when_observed_in_half_the_complete_weeks() {
 }
 
 #[test]
+fn rows_without_a_weekly_pattern_stay_continuous() {
+    // One row every 8 days for a year: every weekday is seen in fewer than half the weeks.
+    let sparse: Vec<Stamp> = (0..46).map(|i| p(&(1_704_067_200 + i * 8 * 86_400).to_string())).collect();
+    match infer(&sparse, DAY, Zone::Fixed(Offset::UTC), &no_holidays()).unwrap() {
+        Inferred::Continuous(why) => assert!(why.contains("no slot is observed in half"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_calendar_without_an_open_slot_is_refused() {
     let e = Calendar::new(DAY, 0, vec![false; 7], no_holidays(), Zone::Fixed(Offset::UTC)).unwrap_err();
     assert_eq!(e, CalendarError::Empty);
@@ -150,6 +160,22 @@ fn fx_week_follows_new_york_across_the_march_2024_dst_change() {
         axis(&bars[..bars.iter().position(|s| s.to_text() == "2024-03-08T16:00:00-05:00").unwrap() + 1], cal);
     let f: Vec<String> = a.future(2).unwrap().iter().map(|s| s.to_text()).collect();
     assert_eq!(f, ["2024-03-10T17:00:00-04:00", "2024-03-10T18:00:00-04:00"]);
+}
+
+#[test]
+fn fx_bars_written_with_changing_offsets_keep_their_session_without_a_zone() {
+    let bars = fx_bars("2024-03-03T00:00:00Z", "2024-04-05T00:00:00Z");
+    let zone = series_zone(&bars, &CalendarOptions::default());
+    assert!(matches!(zone, Zone::Written(ref c) if c.len() == 2), "{zone:?}");
+    let Inferred::Session(cal) = infer(&bars, HOUR, zone, &no_holidays()).unwrap() else {
+        panic!("continuous")
+    };
+    assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 (the timestamps' offsets), 1 hour");
+    let pos = positions(&bars, &cal, 10_000).unwrap();
+    assert_eq!(*pos.last().unwrap() + 1, bars.len());
+    let fri = p("2024-03-08T16:00:00-05:00").at.as_nanosecond();
+    assert_eq!(cal.next_after(fri), Some(p("2024-03-10T21:00:00Z").at.as_nanosecond()));
+    assert_eq!(cal.last_before(p("2024-03-10T21:00:00Z").at.as_nanosecond()), Some(fri));
 }
 
 #[test]
