@@ -16,23 +16,24 @@ pub fn values_f64(s: &SeriesInput) -> Vec<f64> {
     s.values.iter().map(|v| v.map_or(f64::NAN, f64::from)).collect()
 }
 
-/// The naive and seasonal-naive forecasts of every planned window (same order as the run's forecasts).
+/// The naive and seasonal-naive forecasts of every planned window (same order as the run's forecasts), with
+/// `levels` quantile levels that all equal the point forecast (as fev's baselines report quantiles, so they have
+/// a WQL and a WQL skill can be taken against them).
 pub fn baselines(
     values: &[Vec<f64>],
     plans: &[Vec<Window>],
     season: usize,
+    levels: usize,
 ) -> [(String, Vec<WindowForecast>); 2] {
     let make = |f: &dyn Fn(&[f64], usize) -> Vec<f64>| -> Vec<WindowForecast> {
         plans
             .iter()
             .enumerate()
             .flat_map(|(i, p)| p.iter().map(move |w| (i, *w)))
-            .map(|(i, w)| WindowForecast {
-                series: i,
-                window: w,
-                point: f(&values[i][..w.history_len()], w.horizon),
-                quantiles: Vec::new(),
-                samples: None,
+            .map(|(i, w)| {
+                let point = f(&values[i][..w.history_len()], w.horizon);
+                let quantiles = metrics::point_as_quantiles(&point, levels);
+                WindowForecast { series: i, window: w, point, quantiles, samples: None }
             })
             .collect()
     };

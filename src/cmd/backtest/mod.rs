@@ -135,7 +135,7 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     }
     progress.finish();
 
-    let baselines = score::baselines(&bt.values, &bt.plans, bt.season);
+    let baselines = score::baselines(&bt.values, &bt.plans, bt.season, runs[0].spec.quantiles.len());
     let mut rows: Vec<MetricRow> = Vec::new();
     for r in &runs {
         let all: Vec<&WindowForecast> = r.out.forecasts.iter().collect();
@@ -143,12 +143,7 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     }
     for (name, f) in &baselines {
         let all: Vec<&WindowForecast> = f.iter().collect();
-        rows.extend(evaluate(
-            &bt,
-            name,
-            &all,
-            &RunSpec { quantiles: Vec::new(), keep_samples: false, ..runs[0].spec.clone() },
-        )?);
+        rows.extend(evaluate(&bt, name, &all, &RunSpec { keep_samples: false, ..runs[0].spec.clone() })?);
     }
     let reference = match &a.reference_checkpoint {
         Some(ck) => Some(reference::run(&a, ck, &bt, &runs)?),
