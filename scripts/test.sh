@@ -19,6 +19,9 @@ echo "== CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" != 1 ]; then
   echo "== reference kernels (torch's CPU capability and MKL's branch, native and as the live checks pin them)"
   reference_python=$(tests/reference/setup_venv.sh | tail -n 1)
+  # `totoc backtest --reference-checkpoint`'s test runs the eager reference through it
+  TOTOC_REFERENCE_PYTHON=$reference_python
+  export TOTOC_REFERENCE_PYTHON
   for setting in native pinned; do
     TOTOC_REFERENCE_KERNELS=$setting "$reference_python" -c \
       'import sys; sys.path.insert(0, "tests/reference"); import kernels; kernels.pin(); print(kernels.describe())'

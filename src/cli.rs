@@ -66,6 +66,10 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Check (`verify`) or describe (`info`) an export or engine bundle.
     Bundle(BundleArgs),
+    /// Rolling-origin backtest (Nixtla `cross_validation` windows): every window of every series through one or
+    /// more engines as one packed workload, scored against the actual values with naive and seasonal-naive
+    /// baselines, optionally beside the eager reference on the same windows.
+    Backtest(BacktestArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -618,4 +622,104 @@ fn parse_opset(s: &str) -> Result<i64, String> {
         "18" => Ok(18),
         other => Err(format!("{other} is not a supported opset: 24 (TensorScatter) or 18 (ScatterND)")),
     }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example: totoc backtest --engine fp32=E32 --engine int8=E8 --input prices.csv --horizon 5 \
+--windows 200 --step 1 --output cv.csv --metrics metrics.csv --plot cv.png. The input is read as by `totoc \
+forecast` (same column flags). Outputs: docs/formats.md, \"Backtest forecasts\" and \"Backtest metrics\"."
+)]
+pub struct BacktestArgs {
+    /// An engine to backtest, as LABEL=DIR (or DIR, labelled by its directory name); repeatable: every engine
+    /// runs the same windows and is scored in one report.
+    #[arg(long = "engine", value_name = "LABEL=DIR", required = true)]
+    pub engines: Vec<String>,
+    /// The series: .csv, .parquet, .json or .jsonl, as `totoc forecast --input` reads them.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Format of --input (default: from its extension).
+    #[arg(long, value_enum)]
+    pub input_format: Option<FormatArg>,
+    /// Column of the series ids (default: unique_id, item_id, id or series_id if present).
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// Column of the timestamps (default: ds, timestamp, date or time if present).
+    #[arg(long)]
+    pub timestamp_column: Option<String>,
+    /// The target column (one: a backtest scores one target per series; default: y, target or value).
+    #[arg(long, value_delimiter = ',')]
+    pub target_columns: Option<Vec<String>>,
+    /// Unit of integer (epoch) timestamps.
+    #[arg(long, value_enum, default_value = "s")]
+    pub timestamp_unit: TimestampUnitArg,
+    /// Spacing of every series, e.g. 1h, 1d (default: inferred per series).
+    #[arg(long)]
+    pub freq: Option<String>,
+    #[command(flatten)]
+    pub calendar: CalendarArgs,
+    /// Forecast steps of every window.
+    #[arg(long)]
+    pub horizon: usize,
+    /// Windows per series; the last one ends at the series' last point.
+    #[arg(long)]
+    pub windows: usize,
+    /// Grid positions between consecutive cutoffs (default: the horizon, i.e. windows that do not overlap).
+    #[arg(long)]
+    pub step: Option<usize>,
+    /// Most recent points each window's forecast sees (default: the smallest maximum context of the engines;
+    /// every engine and the reference see the same points).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Sample paths per window (0: the deterministic point forecast; Toto 1.0 then has no quantiles).
+    #[arg(long, default_value_t = 0)]
+    pub samples: usize,
+    /// Quantile levels, e.g. 0.1,0.5,0.9 (default: 0.1,0.5,0.9 where the engine makes quantiles: sampling Toto
+    /// 1.0 engines and every Toto 2.0 engine).
+    #[arg(long, value_delimiter = ',')]
+    pub quantiles: Option<Vec<f64>>,
+    /// Seed of the sample paths (the same for every window).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Season length of MASE's scale and of the seasonal-naive baseline (default: from the series' calendar:
+    /// daily trading data (weekdays) 5, other daily 7, hourly 24, n minutes 1440/n, monthly 12, quarterly 4,
+    /// else 1).
+    #[arg(long)]
+    pub season: Option<usize>,
+    /// Windows per engine call (the engine packs each call's windows onto its shape buckets).
+    #[arg(long, default_value_t = backtest::run::DEFAULT_CHUNK)]
+    pub chunk: usize,
+    /// Where to write the per-window forecasts: .csv, .parquet, .json or .jsonl.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Where to write the metrics (long format: model, scope, unique_id, cutoff, metric, value): .csv,
+    /// .parquet, .json or .jsonl.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// Also draw the report: FILE.svg or FILE.png (MAE per engine and baseline as bars, and a second image
+    /// FILE-forecasts.svg/png with the forecasts at --plot-cutoffs cutoffs over the history).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Cutoffs drawn per series in the forecasts image (spread evenly, the last always included).
+    #[arg(long, default_value_t = 3, requires = "plot")]
+    pub plot_cutoffs: usize,
+    /// The engines' checkpoint (Hugging Face layout): also run the eager reference (toto-ts for Toto 1.0,
+    /// toto-2 for Toto 2.0) on the same windows and report what each engine changes.
+    #[arg(long)]
+    pub reference_checkpoint: Option<PathBuf>,
+    /// Windows per series run through the reference (spread evenly, the last included; default: all).
+    #[arg(long, requires = "reference_checkpoint")]
+    pub reference_windows: Option<usize>,
+    /// Python of a venv with toto-ts 0.2.0 / toto-2 2.0.0 (default: ~/.cache/totoc/reference-venv/bin/python).
+    #[arg(long)]
+    pub reference_python: Option<PathBuf>,
+    /// CPU threads, for the engines and the reference alike (default: the engine's setting, else physical
+    /// cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Memory each engine may hold (weights + shape buckets), e.g. 8G.
+    #[arg(long)]
+    pub memory_budget: Option<String>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
 }

@@ -39,6 +39,17 @@ impl Progress {
         }
     }
 
+    /// `n` units of work done at once (a line per call without a terminal, not one per unit).
+    pub fn advance(&self, n: u64, msg: &str) {
+        match self {
+            Progress::Bar(b) => {
+                b.set_message(msg.to_string());
+                b.inc(n);
+            }
+            Progress::Lines => eprintln!("{msg}"),
+        }
+    }
+
     /// A message that is not a unit of work.
     pub fn note(&self, msg: &str) {
         match self {

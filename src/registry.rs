@@ -1,5 +1,5 @@
 //! The model families the binary serves, and the only place in it that names each of them: each family's
-//! `bench` workloads and reference harness, its `verify` and readiness golden cases, and its notes. The rest of
+//! `bench` workloads and reference harness, its `backtest` reference harness, its `verify` and readiness golden cases, and its notes. The rest of
 //! the binary asks [`Family::capabilities`] or calls these.
 //!
 //! Adding a family: its folder (`src/<family>/`: `bench.rs`, `verify.rs`) and one arm in each `match` below
@@ -40,6 +40,22 @@ pub fn bench_rss_probe(
         Family::Toto1 => crate::toto1::bench::rss_probe(a, dir, name, budget),
         Family::Toto2 => crate::toto2::bench::rss_probe(a, dir, name, budget),
     }
+}
+
+/// `totoc backtest --reference-checkpoint`: runs the family's eager reference on the windows' requests
+/// (`requests`, JSON Lines) and returns its JSON report (see `cmd/backtest/reference.rs`).
+pub fn backtest_reference(
+    family: Family,
+    python: &Path,
+    checkpoint: &Path,
+    requests: &Path,
+    threads: usize,
+) -> anyhow::Result<Vec<u8>> {
+    let scripts = match family {
+        Family::Toto1 => crate::toto1::backtest::REFERENCE_SCRIPTS,
+        Family::Toto2 => crate::toto2::backtest::REFERENCE_SCRIPTS,
+    };
+    crate::cmd::backtest::run_harness(python, scripts, checkpoint, requests, threads)
 }
 
 /// `totoc verify`: the engine family's golden cases, printed as its table.

@@ -1,6 +1,9 @@
 //! Rolling-origin backtests of totoc engines (`totoc backtest`; the Python package's `cross_validation` wraps the
 //! same code).
 //!
+//! * [`windows`]: the rolling origins of each series (Nixtla's `cross_validation` semantics, in grid positions).
+//! * [`run`]: every window of every series as one packed workload through the engine's forecast call.
+//! * [`score`]: the run's forecasts turned into the metrics' inputs, with the naive and seasonal-naive baselines.
 //! * [`metrics`]: forecast-quality metrics in f64 with fev's and utilsforecast's definitions, the naive and
 //!   seasonal-naive baselines, and their aggregation per series, per window and overall.
 //!
@@ -8,3 +11,6 @@
 //! the reports.
 
 pub mod metrics;
+pub mod run;
+pub mod score;
+pub mod windows;

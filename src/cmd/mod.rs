@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub(crate) mod backtest;
 mod bench;
 mod bench_serve;
 pub(crate) mod bench_support;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Bundle(a) => bundle::run(a),
+        Command::Backtest(a) => backtest::run(a),
     }
 }

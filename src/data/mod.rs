@@ -24,6 +24,7 @@ pub mod json;
 pub mod layout;
 pub mod parquet_in;
 pub mod series;
+pub mod table_out;
 pub mod timestamps;
 pub mod write;
 

@@ -103,6 +103,22 @@ pub fn bench_chart(
     })
 }
 
+/// A grouped bar chart of values that are not times (`totoc backtest`'s metrics per model): `values[s][g]` is
+/// series `s`'s value in group `g`, labelled with four decimals, on the same log scale as
+/// [`bench_chart`] (metrics of one report span decades).
+pub fn value_chart(
+    title: &str,
+    groups: &[&str],
+    values: &[(String, Vec<Option<f64>>)],
+    subtitle: String,
+) -> anyhow::Result<BarChart> {
+    let mut c = bench_chart(groups, values, None, subtitle)?;
+    c.title = title.to_string();
+    c.y.desc = Some("value (log scale)".into());
+    c.bars.iter_mut().for_each(|b| b.label = format!("{:.4}", b.value));
+    Ok(c)
+}
+
 /// `4713`, `28.4`, `0.52` (ms): three significant digits at most, no more decimals than that.
 fn ms_label(v: f64) -> String {
     match v {

@@ -1,5 +1,6 @@
 //! Toto 1.0 in the binary: its `totoc bench` workloads against toto-ts eager ([`bench`]), its `totoc bundle info` lines ([`info`]) and its `totoc verify`
 //! table ([`verify`]).
+pub mod backtest;
 pub mod bench;
 pub mod info;
 pub mod verify;

@@ -3,6 +3,7 @@
 //! test, which uses the venv made by `scripts/setup-onnx-checker.sh`, and the tritonclient test of `serve`, which uses
 //! the venv made by `scripts/setup-serve-venv.sh`; without them those tests skip with a message (fail under
 //! `TOTOC_STRICT_TESTS=1`, see `tests/support/venv.rs`).
+mod backtest;
 mod bundle;
 mod cache;
 mod calendar;

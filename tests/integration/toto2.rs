@@ -31,7 +31,7 @@ fn checkpoint_4m(dir: &Path) {
 }
 
 /// One CPU engine of the 4m checkpoint (export bundle next to it) for all tests of this module.
-fn engine() -> &'static Path {
+pub fn engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();

@@ -32,6 +32,14 @@ pub const SERVE: Venv = Venv {
     setup: "scripts/setup-serve-venv.sh",
 };
 
+/// toto-ts 0.2.0 and toto-2 2.0.0, the eager references (`totoc backtest --reference-checkpoint`).
+pub const REFERENCE: Venv = Venv {
+    what: "the toto-ts / toto-2 reference venv",
+    env_var: "TOTOC_REFERENCE_PYTHON",
+    default_dir: "reference-venv",
+    setup: "tests/reference/setup_venv.sh",
+};
+
 /// fev 0.10.0 and utilsforecast 0.2.17, the oracles of the backtest metrics.
 pub const METRICS: Venv = Venv {
     what: "the metrics oracle venv (fev, utilsforecast)",

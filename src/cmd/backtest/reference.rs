@@ -1,0 +1,358 @@
+//! `--reference-checkpoint`: the eager reference (the engines' family's Python harness, reached through
+//! [`crate::registry::backtest_reference`]) forecasts all or `--reference-windows M` windows of every series
+//! from exactly the requests the engines got, one window at a time in a loop, as a user backtesting with it
+//! would. Then, per engine of that family: the max |Δ| of the deterministic forecasts (Toto 1.0's mean path;
+//! Toto 2.0's median and quantile knots), each metric's difference on the same windows, whether the MAE equals
+//! the reference's within 1e-4 relative, and the time per window of both.
+//!
+//! Sampled forecasts (Toto 1.0 with `--samples N`) are not compared path by path (the reference draws its own
+//! random paths): both sides' sampled metrics are two estimates of the same distribution's metric, reported as
+//! their difference with no verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use backtest::metrics::{MetricRow, Scope};
+use backtest::run::{window_request, RunSpec, WindowForecast};
+use backtest::windows::spread;
+use serde::Deserialize;
+
+use super::{Backtest, EngineRun};
+use crate::cli::BacktestArgs;
+
+/// The reference's model label in the tables.
+pub const LABEL: &str = "reference";
+/// "Does this engine change my backtest?": an engine's MAE equals the reference's within this relative gap.
+pub const MAE_RTOL: f64 = 1e-4;
+/// The fp32 verify tolerance of a mean forecast (`totoc verify`): |Δ| ≤ 1e-4·σ + 1e-6·|ref|, σ the window's
+/// context standard deviation.
+const SIGMA_REL: f64 = 1e-4;
+const REF_REL: f64 = 1e-6;
+
+/// What the reference harness prints (one JSON object).
+#[derive(Deserialize)]
+struct Output {
+    seconds: f64,
+    forecasts: Vec<RefForecast>,
+    #[serde(default)]
+    versions: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct RefForecast {
+    point: Vec<f64>,
+    #[serde(default)]
+    quantiles: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+/// One engine against the reference.
+pub struct Comparison {
+    pub label: String,
+    /// Whether the engine's forecasts are deterministic (compared pointwise).
+    pub deterministic: bool,
+    pub max_abs_point: f64,
+    /// max over points of |Δ| / (1e-4·σ + 1e-6·|ref|): ≤ 1 is within the fp32 verify tolerance.
+    pub tolerance_ratio: f64,
+    /// Over the quantile levels both sides have (deterministic quantiles only).
+    pub max_abs_quantiles: Option<f64>,
+    /// (metric, engine, reference) of the overall rows on the reference's windows, both scored with the quantile
+    /// levels both made.
+    pub metrics: Vec<(String, f64, f64)>,
+    pub engine_s_per_window: f64,
+}
+
+impl Comparison {
+    pub fn mae(&self) -> Option<(f64, f64)> {
+        self.metrics.iter().find(|(m, _, _)| m == "mae").map(|(_, e, r)| (*e, *r))
+    }
+
+    /// The MAE equals the reference's within [`MAE_RTOL`] relative.
+    pub fn mae_equal(&self) -> Option<bool> {
+        self.mae().map(|(e, r)| (e - r).abs() <= MAE_RTOL * r.abs())
+    }
+}
+
+pub struct Reference {
+    /// Flat window indices (plan order) the reference ran.
+    pub windows: Vec<usize>,
+    pub forecasts: Vec<WindowForecast>,
+    pub levels: Vec<f64>,
+    pub seconds: f64,
+    pub rows: Vec<MetricRow>,
+    pub comparisons: Vec<Comparison>,
+    pub family: String,
+    pub versions: serde_json::Value,
+}
+
+impl Reference {
+    /// The comparisons as overall metric rows of each engine: `max_abs_delta_point`, `tolerance_ratio_point`,
+    /// `max_abs_delta_quantiles` (deterministic forecasts only), `{metric}_minus_reference` and
+    /// `seconds_per_window`, `reference_seconds_per_window`.
+    pub fn comparison_rows(&self) -> Vec<MetricRow> {
+        let row = |model: &str, metric: String, value: f64| MetricRow {
+            model: model.to_string(),
+            scope: Scope::Overall,
+            unique_id: None,
+            cutoff: None,
+            metric,
+            value,
+        };
+        let mut out = Vec::new();
+        for c in &self.comparisons {
+            if c.deterministic {
+                out.push(row(&c.label, "max_abs_delta_point".into(), c.max_abs_point));
+                out.push(row(&c.label, "tolerance_ratio_point".into(), c.tolerance_ratio));
+                if let Some(q) = c.max_abs_quantiles {
+                    out.push(row(&c.label, "max_abs_delta_quantiles".into(), q));
+                }
+            }
+            for (m, e, r) in &c.metrics {
+                out.push(row(&c.label, format!("{m}_minus_reference"), e - r));
+            }
+            out.push(row(&c.label, "seconds_per_window".into(), c.engine_s_per_window));
+        }
+        out.push(row(LABEL, "seconds_per_window".into(), self.s_per_window()));
+        out
+    }
+
+    /// The reference's forecast of every window in plan order (`None` where it did not run).
+    pub fn by_window(&self, total: usize) -> Vec<Option<&WindowForecast>> {
+        let mut out = vec![None; total];
+        for (i, f) in self.windows.iter().zip(&self.forecasts) {
+            out[*i] = Some(f);
+        }
+        out
+    }
+
+    pub fn s_per_window(&self) -> f64 {
+        self.seconds / self.forecasts.len().max(1) as f64
+    }
+}
+
+pub fn run(
+    a: &BacktestArgs,
+    checkpoint: &Path,
+    bt: &Backtest,
+    runs: &[EngineRun],
+) -> anyhow::Result<Reference> {
+    let family = runs[0].engine.info().model;
+    let base = &runs[0];
+    let caps = family.capabilities();
+    // The reference gets the first engine's requests: same context, samples, quantiles and seed.
+    let spec = RunSpec { keep_samples: false, ..base.spec.clone() };
+    let levels: Vec<f64> = match caps.quantile_knots {
+        Some(knots) => knots.to_vec(),
+        None if spec.samples > 0 => spec.quantiles.clone(),
+        None => Vec::new(),
+    };
+    // Windows: per series, M spread evenly (the last included), as flat indices in plan order.
+    let mut windows = Vec::new();
+    let mut offset = 0;
+    for plan in &bt.plans {
+        let m = a.reference_windows.unwrap_or(plan.len());
+        windows.extend(spread(plan.len(), m).into_iter().map(|j| offset + j));
+        offset += plan.len();
+    }
+    if windows.is_empty() {
+        bail!("--reference-windows 0 runs no window through the reference; give at least 1");
+    }
+    let flat: Vec<(usize, backtest::windows::Window)> =
+        bt.plans.iter().enumerate().flat_map(|(s, p)| p.iter().map(move |w| (s, *w))).collect();
+    let limits = base.engine.info().request_limits();
+    let mut lines = String::new();
+    for &i in &windows {
+        let (s, w) = flat[i];
+        let req = window_request(&bt.series[s], &w, &spec, &limits)?;
+        lines.push_str(&serde_json::to_string(&req)?);
+        lines.push('\n');
+    }
+    let dir = tempfile::tempdir().context("creating a temporary directory for the reference")?;
+    let requests = dir.path().join("windows.jsonl");
+    std::fs::write(&requests, lines)?;
+    let python = python(a)?;
+    eprintln!(
+        "reference: {} eager on {} windows, one at a time (checkpoint {})",
+        family.as_str(),
+        windows.len(),
+        checkpoint.display()
+    );
+    let text =
+        crate::registry::backtest_reference(family, &python, checkpoint, &requests, a.threads.unwrap_or(2))?;
+    let out: Output = serde_json::from_slice(&text).context("parsing the reference harness's JSON")?;
+    if out.forecasts.len() != windows.len() {
+        bail!("the reference returned {} forecasts for {} windows", out.forecasts.len(), windows.len());
+    }
+    let mut forecasts = Vec::with_capacity(windows.len());
+    for (&i, f) in windows.iter().zip(out.forecasts) {
+        let (s, w) = flat[i];
+        let mut quantiles = Vec::new();
+        for q in &levels {
+            let v = f
+                .quantiles
+                .iter()
+                .find(|(k, _)| k.parse::<f64>().is_ok_and(|k| (k - q).abs() <= 1e-12))
+                .map(|(_, v)| v)
+                .with_context(|| format!("the reference returned no quantile {q}"))?;
+            quantiles.extend(v);
+        }
+        forecasts.push(WindowForecast { series: s, window: w, point: f.point, quantiles, samples: None });
+    }
+    let ref_spec = RunSpec { quantiles: levels.clone(), ..spec.clone() };
+    let subset: Vec<&WindowForecast> = forecasts.iter().collect();
+    let rows = super::evaluate(bt, LABEL, &subset, &ref_spec)?;
+
+    let mut comparisons = Vec::new();
+    for r in runs.iter().filter(|r| r.engine.info().model == family) {
+        comparisons.push(compare(bt, r, &windows, &forecasts, &levels)?);
+    }
+    Ok(Reference {
+        windows,
+        forecasts,
+        levels,
+        seconds: out.seconds,
+        rows,
+        comparisons,
+        family: family.as_str().to_string(),
+        versions: out.versions,
+    })
+}
+
+fn compare(
+    bt: &Backtest,
+    r: &EngineRun,
+    windows: &[usize],
+    reference: &[WindowForecast],
+    levels: &[f64],
+) -> anyhow::Result<Comparison> {
+    let deterministic = r.spec.samples == 0 || !r.engine.info().model.capabilities().samples;
+    let (mut max_abs, mut ratio, mut max_q) = (0.0f64, 0.0f64, None::<f64>);
+    let mine: Vec<&WindowForecast> = windows.iter().map(|&i| &r.out.forecasts[i]).collect();
+    for (e, f) in mine.iter().zip(reference) {
+        // the engine's and the reference's forecasts of one window
+        debug_assert_eq!((e.series, e.window), (f.series, f.window));
+        let (s, w) = (f.series, f.window);
+        let sigma =
+            context_sigma(&bt.values[s][w.history_len().saturating_sub(r.spec.context)..w.history_len()]);
+        for (x, y) in e.point.iter().zip(&f.point) {
+            let d = (x - y).abs();
+            max_abs = max_abs.max(d);
+            ratio = ratio.max(d / (SIGMA_REL * sigma + REF_REL * y.abs()).max(f64::MIN_POSITIVE));
+        }
+        if deterministic {
+            let h = w.horizon;
+            for (j, q) in levels.iter().enumerate() {
+                if let Some(k) = r.spec.quantiles.iter().position(|x| (x - q).abs() <= 1e-12) {
+                    for step in 0..h {
+                        let d = (e.quantiles[k * h + step] - f.quantiles[j * h + step]).abs();
+                        max_q = Some(max_q.unwrap_or(0.0).max(d));
+                    }
+                }
+            }
+        }
+    }
+    // Both sides scored on the reference's windows with the quantile levels both have (WQL and coverage depend
+    // on the levels), without sample-path metrics (the reference keeps none).
+    let common: Vec<(usize, usize)> = r
+        .spec
+        .quantiles
+        .iter()
+        .enumerate()
+        .filter_map(|(k, q)| levels.iter().position(|x| (x - q).abs() <= 1e-12).map(|j| (k, j)))
+        .collect();
+    let keep = |f: &WindowForecast, pick: &dyn Fn(&(usize, usize)) -> usize| -> WindowForecast {
+        let h = f.window.horizon;
+        let quantiles =
+            common.iter().flat_map(|c| f.quantiles[pick(c) * h..(pick(c) + 1) * h].to_vec()).collect();
+        WindowForecast { quantiles, samples: None, ..f.clone() }
+    };
+    let mine_common: Vec<WindowForecast> = mine.iter().map(|f| keep(f, &|c| c.0)).collect();
+    let ref_common: Vec<WindowForecast> = reference.iter().map(|f| keep(f, &|c| c.1)).collect();
+    let spec = RunSpec {
+        keep_samples: false,
+        quantiles: common.iter().map(|c| r.spec.quantiles[c.0]).collect(),
+        ..r.spec.clone()
+    };
+    let rows = super::evaluate(bt, &r.label, &mine_common.iter().collect::<Vec<_>>(), &spec)?;
+    let ref_rows = super::evaluate(bt, LABEL, &ref_common.iter().collect::<Vec<_>>(), &spec)?;
+    let overall = |rows: &[MetricRow]| -> Vec<(String, f64)> {
+        rows.iter().filter(|x| x.scope == Scope::Overall).map(|x| (x.metric.clone(), x.value)).collect()
+    };
+    let theirs = overall(&ref_rows);
+    let metrics = overall(&rows)
+        .into_iter()
+        .filter_map(|(m, v)| theirs.iter().find(|(n, _)| *n == m).map(|(_, rv)| (m, v, *rv)))
+        .collect();
+    Ok(Comparison {
+        label: r.label.clone(),
+        deterministic,
+        max_abs_point: max_abs,
+        tolerance_ratio: ratio,
+        max_abs_quantiles: max_q,
+        metrics,
+        engine_s_per_window: r.seconds / bt.windows().max(1) as f64,
+    })
+}
+
+/// The standard deviation of the observed values of a context (1 when it has fewer than two, or none vary).
+fn context_sigma(values: &[f64]) -> f64 {
+    let obs: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if obs.len() < 2 {
+        return 1.0;
+    }
+    let mean = obs.iter().sum::<f64>() / obs.len() as f64;
+    let var = obs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / obs.len() as f64;
+    if var > 0.0 {
+        var.sqrt()
+    } else {
+        1.0
+    }
+}
+
+/// The reference venv's Python.
+fn python(a: &BacktestArgs) -> anyhow::Result<PathBuf> {
+    let python = a.reference_python.clone().unwrap_or_else(|| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join(".cache/totoc/reference-venv/bin/python")
+    });
+    if !python.exists() {
+        bail!(
+            "the reference venv was not found at {}: create it with tests/reference/setup_venv.sh from the totoc \
+             repository, or pass --reference-python",
+            python.display()
+        );
+    }
+    Ok(python)
+}
+
+/// Runs a family's reference harness: `scripts` (name, text) are written to a temporary directory (the first
+/// is the entry point, the others its imports) and run as `python MAIN --checkpoint DIR --requests FILE
+/// --threads N`; returns its stdout (one JSON object). Its stderr goes to ours (progress).
+pub fn run_harness(
+    python: &Path,
+    scripts: &[(&str, &str)],
+    checkpoint: &Path,
+    requests: &Path,
+    threads: usize,
+) -> anyhow::Result<Vec<u8>> {
+    let dir = tempfile::tempdir().context("creating a temporary directory for the reference scripts")?;
+    for (name, text) in scripts {
+        std::fs::write(dir.path().join(name), text)?;
+    }
+    let main = dir.path().join(scripts[0].0);
+    let out = Command::new(python)
+        .arg(&main)
+        .arg("--checkpoint")
+        .arg(checkpoint)
+        .arg("--requests")
+        .arg(requests)
+        .arg("--threads")
+        .arg(threads.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", python.display()))?;
+    if !out.status.success() {
+        bail!("the reference harness failed ({}); its messages are above", out.status);
+    }
+    Ok(out.stdout)
+}

@@ -1,0 +1,155 @@
+//! The report on stdout: every model's overall metrics side by side, fev's relative skill against the
+//! seasonal-naive baseline, and, with a reference, "does this engine change my backtest?" in numbers and words,
+//! with the time per window of both.
+
+use std::fmt::Write;
+
+use backtest::metrics::{relative_skill, Metric, MetricRow, Scope};
+use backtest::run::WindowForecast;
+use backtest::score::SEASONAL_NAIVE;
+
+use super::reference::{Reference, MAE_RTOL};
+use super::{Backtest, EngineRun};
+
+/// The metrics fev's relative skill is reported for.
+const SKILL_METRICS: [&str; 2] = ["mase", "wql"];
+
+/// fev's relative skill score of every engine and the naive baseline against the seasonal naive, as overall
+/// rows named `skill_{metric}` (absent where the metric is, e.g. WQL without quantiles).
+pub fn skills(
+    rows: &[MetricRow],
+    runs: &[EngineRun],
+    baselines: &[(String, Vec<WindowForecast>); 2],
+) -> Vec<MetricRow> {
+    let of = |model: &str| -> Vec<MetricRow> { rows.iter().filter(|r| r.model == model).cloned().collect() };
+    let base = of(SEASONAL_NAIVE);
+    let mut out = Vec::new();
+    let models = runs.iter().map(|r| r.label.clone()).chain(std::iter::once(baselines[0].0.clone()));
+    for model in models {
+        let mine = of(&model);
+        for metric in SKILL_METRICS {
+            if let Some(v) = relative_skill(&mine, &base, metric) {
+                out.push(MetricRow {
+                    model: model.clone(),
+                    scope: Scope::Overall,
+                    unique_id: None,
+                    cutoff: None,
+                    metric: format!("skill_{metric}"),
+                    value: v,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The report's text.
+pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) -> String {
+    let mut s = String::new();
+    // The quality metrics and skills; the reference comparison's rows are written out in words below.
+    let overall: Vec<&MetricRow> = rows
+        .iter()
+        .filter(|r| r.scope == Scope::Overall)
+        .filter(|r| Metric::from_name(&r.metric).is_some() || r.metric.starts_with("skill_"))
+        .collect();
+    let mut models: Vec<&str> = Vec::new();
+    let mut metrics: Vec<&str> = Vec::new();
+    for r in &overall {
+        if !models.contains(&r.model.as_str()) {
+            models.push(&r.model);
+        }
+        if !metrics.contains(&r.metric.as_str()) {
+            metrics.push(&r.metric);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "backtest: {} series, {} windows ({} per series at most), horizon {}, season {}",
+        bt.series.len(),
+        bt.windows(),
+        bt.plans.iter().map(Vec::len).max().unwrap_or(0),
+        bt.plans.iter().flatten().next().map_or(0, |w| w.horizon),
+        bt.season
+    );
+    let width = models.iter().map(|m| m.len()).max().unwrap_or(5).max(5);
+    let _ = write!(s, "{:width$}", "model");
+    for m in &metrics {
+        let _ = write!(s, " {:>14}", m);
+    }
+    s.push('\n');
+    for model in &models {
+        let _ = write!(s, "{model:width$}");
+        for m in &metrics {
+            let v = overall.iter().find(|r| r.model == *model && r.metric == *m).map(|r| r.value);
+            let _ = write!(s, " {:>14}", v.map_or_else(|| "-".to_string(), |v| format!("{v:.6}")));
+        }
+        s.push('\n');
+    }
+    if let Some(r) = reference {
+        let _ = writeln!(
+            s,
+            "reference ({} eager, one window at a time; {}): {} windows, {:.4} s per window",
+            r.family,
+            r.versions,
+            r.forecasts.len(),
+            r.s_per_window()
+        );
+        for c in &r.comparisons {
+            let _ = writeln!(
+                s,
+                "{}: {:.4} s per window, {:.1}x the reference's speed",
+                c.label,
+                c.engine_s_per_window,
+                r.s_per_window() / c.engine_s_per_window.max(1e-12)
+            );
+            if c.deterministic {
+                let _ = write!(
+                    s,
+                    "  max |Δ| of the point forecasts {:.3e} ({:.3} of the fp32 verify tolerance)",
+                    c.max_abs_point, c.tolerance_ratio
+                );
+                if let Some(q) = c.max_abs_quantiles {
+                    let _ = write!(s, "; of the quantiles {q:.3e}");
+                }
+                s.push('\n');
+            } else {
+                let _ = writeln!(
+                    s,
+                    "  sampled forecasts: compared as distributions (each side draws its own paths; the metric \
+                     differences below are two estimates of one distribution's metric, not a pathwise Δ)"
+                );
+            }
+            for (m, e, rv) in &c.metrics {
+                let rel = if *rv != 0.0 { (e - rv) / rv.abs() } else { f64::NAN };
+                let _ = writeln!(s, "  {m}: {e:.6} vs {rv:.6} (Δ {:+.3e}, {:+.3e} relative)", e - rv, rel);
+            }
+            match (c.mae(), c.mae_equal().filter(|_| c.deterministic)) {
+                (Some(_), None) => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: none on sampled forecasts; --samples 0 compares the deterministic mean path"
+                    );
+                }
+                (Some((e, rv)), Some(true)) => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: {}'s backtest MAE equals the reference's within {MAE_RTOL:e} relative ({e:.6} vs \
+                         {rv:.6}): this engine does not change the backtest",
+                        c.label
+                    );
+                }
+                (Some((e, rv)), Some(false)) => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: {}'s backtest MAE differs from the reference's by more than {MAE_RTOL:e} relative \
+                         ({e:.6} vs {rv:.6}, {:+.3e}): this engine changes the backtest",
+                        c.label,
+                        (e - rv) / rv.abs()
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    s
+}
