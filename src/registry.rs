@@ -42,20 +42,13 @@ pub fn bench_rss_probe(
     }
 }
 
-/// `totoc backtest --reference-checkpoint`: runs the family's eager reference on the windows' requests
-/// (`requests`, JSON Lines) and returns its JSON report (see `cmd/backtest/reference.rs`).
-pub fn backtest_reference(
-    family: Family,
-    python: &Path,
-    checkpoint: &Path,
-    requests: &Path,
-    threads: usize,
-) -> anyhow::Result<Vec<u8>> {
-    let scripts = match family {
+/// `totoc backtest --reference-checkpoint`: the family's eager reference harness, `(file name, text)` of each
+/// script (the first is run), which `cmd/backtest/reference.rs` runs on the windows' requests.
+pub fn backtest_reference_scripts(family: Family) -> &'static [(&'static str, &'static str)] {
+    match family {
         Family::Toto1 => crate::toto1::backtest::REFERENCE_SCRIPTS,
         Family::Toto2 => crate::toto2::backtest::REFERENCE_SCRIPTS,
-    };
-    crate::cmd::backtest::run_harness(python, scripts, checkpoint, requests, threads)
+    }
 }
 
 /// `totoc verify`: the engine family's golden cases, printed as its table.

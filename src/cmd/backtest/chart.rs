@@ -83,7 +83,7 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
             let f = &run.out.forecasts[offset + j];
             let len = bt.series[s].values.len() as i64;
             let history = bt.series[s].values[..w.history_len()].to_vec();
-            let time = bt.axes[s].as_ref().map(|a| crate::data::timestamps::TimeAxis {
+            let time = bt.axes[s].as_ref().map(|a| crate::data::axis::TimeAxis {
                 last: a.at(w.cutoff as i64 - (len - 1)).unwrap_or(a.last),
                 ..a.clone()
             });

@@ -10,7 +10,6 @@ mod report;
 mod season;
 mod tables;
 
-pub(crate) use reference::run_harness;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,7 +26,8 @@ use engines::request::{Overrides, DEFAULT_QUANTILES};
 use crate::cli::BacktestArgs;
 use crate::cmd::bench_support::parse_engines;
 use crate::cmd::forecast::{calendar_options, epoch_unit, format};
-use crate::data::timestamps::{parse_freq, TimeAxis};
+use crate::data::axis::TimeAxis;
+use crate::data::timestamps::parse_freq;
 use crate::data::{self, Format, Place, ReadOptions};
 use crate::progress::Progress;
 

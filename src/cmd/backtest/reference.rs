@@ -177,8 +177,8 @@ pub fn run(
         windows.len(),
         checkpoint.display()
     );
-    let text =
-        crate::registry::backtest_reference(family, &python, checkpoint, &requests, a.threads.unwrap_or(2))?;
+    let scripts = crate::registry::backtest_reference_scripts(family);
+    let text = run_harness(&python, scripts, checkpoint, &requests, a.threads.unwrap_or(2))?;
     let out: Output = serde_json::from_slice(&text).context("parsing the reference harness's JSON")?;
     if out.forecasts.len() != windows.len() {
         bail!("the reference returned {} forecasts for {} windows", out.forecasts.len(), windows.len());

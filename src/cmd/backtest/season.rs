@@ -13,7 +13,8 @@
 use anyhow::bail;
 use backtest::run::SeriesInput;
 
-use crate::data::timestamps::{Freq, TimeAxis};
+use crate::data::axis::TimeAxis;
+use crate::data::timestamps::Freq;
 
 const DAY: i128 = 86_400_000_000_000;
 
