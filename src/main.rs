@@ -3,7 +3,6 @@
 //! `main` only parses flags and dispatches; each subcommand lives in `cmd/` and calls one library entry point.
 mod cli;
 mod cmd;
-mod data;
 #[cfg(test)]
 mod deploy_check;
 mod plot;

@@ -1,4 +1,4 @@
-//! `totoc forecast`: reads every series of the input (JSON requests or CSV / Parquet tables, [`crate::data`]),
+//! `totoc forecast`: reads every series of the input (JSON requests or CSV / Parquet tables, [`tables`]),
 //! checks them all against the engine before running any (a bad one stops the run with nothing written),
 //! forecasts them in groups (the engine packs each group onto its graphs; a progress bar on a terminal), writes
 //! the forecasts, and ends with a summary line on stderr: series, points, time, series/s, and the share of the
@@ -12,10 +12,10 @@ use engines::request::{ForecastResponse, Overrides};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{CalendarArg, CalendarArgs, ForecastArgs, FormatArg, TimestampUnitArg};
-use crate::data::calendar::{CalendarMode, CalendarOptions};
-use crate::data::timestamps::{parse_freq, EpochUnit};
-use crate::data::{self, write, Format, Place, ReadOptions};
 use crate::plot;
+use tables::calendar::{CalendarMode, CalendarOptions};
+use tables::timestamps::{parse_freq, EpochUnit};
+use tables::{self as data, write, Format, Place, ReadOptions};
 
 /// Series per `Engine::forecast` call: large enough for the engine to pack its batches, small enough that the
 /// progress bar moves and the responses in flight stay bounded.

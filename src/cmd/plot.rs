@@ -1,5 +1,5 @@
 //! `totoc plot`: draws saved forecasts (the output of `totoc forecast`) over the history they continue (its
-//! input), without an engine: reads both ([`crate::data`]), pairs each forecast with its series and checks that
+//! input), without an engine: reads both ([`tables`]), pairs each forecast with its series and checks that
 //! its steps continue it ([`crate::plot::pair`]), and writes the chart.
 use std::process::ExitCode;
 
@@ -8,10 +8,10 @@ use exporter::registry::Family;
 
 use crate::cli::PlotArgs;
 use crate::cmd::forecast::{calendar_options, epoch_unit, format};
-use crate::data::timestamps::parse_freq;
-use crate::data::{self, forecast_in, Place, ReadOptions};
 use crate::plot::model::{self, About, Forecast};
 use crate::plot::{self as charts, ImageFormat};
+use tables::timestamps::parse_freq;
+use tables::{self as data, forecast_in, Place, ReadOptions};
 
 pub fn run(a: PlotArgs) -> anyhow::Result<ExitCode> {
     ImageFormat::from_path(&a.plot, "--plot")?;

@@ -25,9 +25,9 @@ use engines::engine::Engine;
 use engines::request::ForecastResponse;
 
 use crate::cli::PlotOptions;
-use crate::data::Dataset;
 use model::{About, ChartOptions, Forecast};
 use render::Chart;
+use tables::Dataset;
 
 /// Image formats of charts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

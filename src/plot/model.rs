@@ -11,7 +11,7 @@ use engines::request::ForecastResponse;
 
 use super::layout::Layout;
 use super::ticks::{self, Tick};
-use crate::data::Series;
+use tables::Series;
 
 /// Default number of history points shown: four horizons, at least this many.
 pub const MIN_DEFAULT_HISTORY: usize = 64;
@@ -296,7 +296,7 @@ mod tests {
     use engines::request::{ContextCut, Limits, Overrides, QuantileForecast, RequestId};
 
     use super::*;
-    use crate::data::{parse, Dataset, Format, ReadOptions};
+    use tables::{parse, Dataset, Format, ReadOptions};
 
     fn dataset(csv: &str) -> Dataset {
         let o = Overrides { horizon: Some(3), ..Overrides::default() };

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use anyhow::bail;
 use engines::request::{ForecastResponse, QuantileForecast};
 
-use crate::data::forecast_in::{Saved, Steps};
-use crate::data::{Dataset, Series};
+use tables::forecast_in::{Saved, Steps};
+use tables::{Dataset, Series};
 
 /// Saved forecasts matched with their series.
 #[derive(Debug)]
@@ -146,9 +146,9 @@ mod tests {
     use engines::request::{Limits, Overrides, RequestId};
 
     use super::*;
-    use crate::data::forecast_in::Steps;
-    use crate::data::timestamps::{parse_text, EpochUnit};
-    use crate::data::{parse, Format, ReadOptions};
+    use tables::forecast_in::Steps;
+    use tables::timestamps::{parse_text, EpochUnit};
+    use tables::{parse, Format, ReadOptions};
 
     fn dataset(csv: &str) -> Dataset {
         let o = Overrides { horizon: Some(1), ..Overrides::default() };

@@ -517,8 +517,8 @@ mod tests {
     use engines::request::{ForecastResponse, Limits, Overrides, QuantileForecast};
 
     use super::*;
-    use crate::data::{parse, Dataset, Format, ReadOptions};
     use crate::plot::model::{forecast_figure, About, ChartOptions, Forecast};
+    use tables::{parse, Dataset, Format, ReadOptions};
 
     fn dataset(csv: &str) -> Dataset {
         let o = Overrides { horizon: Some(4), ..Overrides::default() };

@@ -11,8 +11,8 @@
 
 use jiff::tz::Offset;
 
-use crate::data::axis::TimeAxis;
-use crate::data::timestamps::{Freq, Stamp, StampStyle};
+use tables::axis::TimeAxis;
+use tables::timestamps::{Freq, Stamp, StampStyle};
 
 /// One tick: where it is on its axis and what it says.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,7 +254,7 @@ fn grid_number(axis: &TimeAxis) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::timestamps::{infer_grid, parse_text, EpochUnit};
+    use tables::timestamps::{infer_grid, parse_text, EpochUnit};
 
     fn labels(ticks: &[Tick]) -> Vec<&str> {
         ticks.iter().map(|t| t.label.as_str()).collect()

@@ -15,7 +15,7 @@ use engines::engine::{admit, check_size, EngineInfo, EngineLimits};
 use engines::request::{Limits, Overrides};
 use exporter::registry::Family;
 
-use crate::data::{self, Dataset, Format, ReadOptions};
+use tables::{self as data, Dataset, Format, ReadOptions};
 
 use super::error::ServeError;
 use super::grpc::{decode_infer, pb};

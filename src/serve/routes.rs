@@ -26,7 +26,7 @@ use engines::budget::RequestSize;
 use engines::request::Overrides;
 use http_body_util::BodyExt;
 
-use crate::data::{self, Format, ReadOptions};
+use tables::{self as data, Format, ReadOptions};
 use tracing::Instrument;
 
 use super::error::ServeError;

@@ -11,8 +11,8 @@ use backtest::windows::spread;
 use engines::request::{ForecastRequest, ForecastResponse, QuantileForecast, RequestId};
 
 use super::{Backtest, EngineRun};
-use crate::data::{Columns, Dataset, Series, TimeKind};
 use crate::plot;
+use tables::{Columns, Dataset, Series, TimeKind};
 
 /// The metrics drawn as bars (those present).
 const BAR_METRICS: [&str; 5] = ["mae", "rmse", "mase", "smape", "wql"];
@@ -83,7 +83,7 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
             let f = &run.out.forecasts[offset + j];
             let len = bt.series[s].values.len() as i64;
             let history = bt.series[s].values[..w.history_len()].to_vec();
-            let time = bt.axes[s].as_ref().map(|a| crate::data::axis::TimeAxis {
+            let time = bt.axes[s].as_ref().map(|a| tables::axis::TimeAxis {
                 last: a.at(w.cutoff as i64 - (len - 1)).unwrap_or(a.last),
                 ..a.clone()
             });

@@ -5,11 +5,10 @@
 //! reference on all or some of the windows ([`reference`]). Writes the per-window forecasts and the metric rows
 //! ([`tables`]), prints the report ([`report`]) and draws it ([`chart`]).
 mod chart;
+mod outputs;
 mod reference;
 mod report;
 mod season;
-mod tables;
-
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,10 +25,10 @@ use engines::request::{Overrides, DEFAULT_QUANTILES};
 use crate::cli::BacktestArgs;
 use crate::cmd::bench_support::parse_engines;
 use crate::cmd::forecast::{calendar_options, epoch_unit, format};
-use crate::data::axis::TimeAxis;
-use crate::data::timestamps::parse_freq;
-use crate::data::{self, Format, Place, ReadOptions};
 use crate::progress::Progress;
+use tables::axis::TimeAxis;
+use tables::timestamps::parse_freq;
+use tables::{self as data, Format, Place, ReadOptions};
 
 /// One engine's part of the report.
 pub(super) struct EngineRun {
@@ -157,13 +156,13 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     rows.extend(skills.iter().cloned());
 
     if let (Some(path), Some(f)) = (&a.output, output) {
-        let table = tables::forecasts(&bt, &runs, &baselines, reference.as_ref());
-        tables::write(path, f, &table)?;
+        let table = outputs::forecasts(&bt, &runs, &baselines, reference.as_ref());
+        outputs::write(path, f, &table)?;
         eprintln!("wrote {} forecast rows to {}", table.rows(), path.display());
     }
     if let (Some(path), Some(f)) = (&a.metrics, metrics_out) {
-        let table = tables::metrics(&rows);
-        tables::write(path, f, &table)?;
+        let table = outputs::metrics(&rows);
+        outputs::write(path, f, &table)?;
         eprintln!("wrote {} metric rows to {}", table.rows(), path.display());
     }
     print!("{}", report::text(&bt, &rows, reference.as_ref()));

@@ -13,8 +13,8 @@
 use anyhow::bail;
 use backtest::run::SeriesInput;
 
-use crate::data::axis::TimeAxis;
-use crate::data::timestamps::Freq;
+use tables::axis::TimeAxis;
+use tables::timestamps::Freq;
 
 const DAY: i128 = 86_400_000_000_000;
 
@@ -57,7 +57,7 @@ pub fn of_series(series: &[SeriesInput], axes: &[Option<TimeAxis>]) -> anyhow::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::timestamps::{epoch, EpochUnit, MonthAnchor};
+    use tables::timestamps::{epoch, EpochUnit, MonthAnchor};
 
     fn axis(freq: Freq) -> TimeAxis {
         TimeAxis::continuous(epoch(0, EpochUnit::Seconds).unwrap(), freq, MonthAnchor::End)

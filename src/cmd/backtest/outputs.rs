@@ -12,8 +12,8 @@ use backtest::run::WindowForecast;
 
 use super::reference::Reference;
 use super::{Backtest, EngineRun};
-use crate::data::table_out::{self, Column, Table};
-use crate::data::{write, Format, Place};
+use tables::table_out::{self, Column, Table};
+use tables::{write, Format, Place};
 
 /// The column of quantile level `q` of model `label`: utilsforecast's `{label}-lo-{L}` / `{label}-hi-{L}`
 /// ([`backtest::metrics::quantile_column`]), `{label}-median` for 0.5, and `{label}-q{q}` for a level whose

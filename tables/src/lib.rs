@@ -1,6 +1,7 @@
-//! Forecast data in and out of `totoc forecast`: the tables and JSON that users have, turned into forecast
-//! requests, and the forecasts written back in the same shape. File formats belong here, in the binary; the
-//! engines crate sees only validated requests and answers responses.
+//! Forecast data in and out of `totoc forecast`, `plot`, `backtest` and `serve` (and the Python package): the
+//! tables and JSON that users have, turned into forecast requests, and the forecasts written back in the same
+//! shape. File formats belong here, in their own crate so the binary and the Python bindings share one reader;
+//! the engines crate sees only validated requests and answers responses.
 //!
 //! * In ([`read`]): JSON and JSON Lines requests ([`json`]), and tables in CSV ([`csv_in`]) or Parquet
 //!   ([`parquet_in`]), long (one row per series and time, an id column) or wide (one series, one column per
