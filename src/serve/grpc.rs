@@ -408,7 +408,8 @@ impl GrpcInferenceService for Grpc {
         &self,
         req: Request<pb::ServerLiveRequest>,
     ) -> Result<Response<pb::ServerLiveResponse>, Status> {
-        self.call("ServerLive", req.metadata(), true, |_| async { Ok(pb::ServerLiveResponse { live: true }) })
+        let live = self.svc.batcher.engine_alive();
+        self.call("ServerLive", req.metadata(), true, |_| async move { Ok(pb::ServerLiveResponse { live }) })
             .await
     }
 

@@ -231,7 +231,9 @@ impl Service {
         timeout: Option<Duration>,
         request_id: &str,
     ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
-        self.readiness.check().inspect_err(|e| {
+        // Reaching here, the request was accepted (received in full): it is served even if SIGTERM came
+        // while it was uploading.
+        self.readiness.check_accepted().inspect_err(|e| {
             if let ServeError::Overloaded { kind, .. } = e {
                 self.metrics.reject(kind.label());
             }

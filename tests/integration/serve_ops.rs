@@ -1,0 +1,121 @@
+//! `totoc serve` in operation: an engine call that panics while it holds a bucket, readiness that follows the
+//! engine (unready after a run of engine failures, ready again after a passing re-check), liveness, and clean
+//! drains. Faults are injected with the test-only `TOTOC_TEST_PANIC_AT_CALL` variable of the server's own
+//! environment (a panic inside the real engine, while a runner is out of its pool).
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::serve::{assert_close, case, cli_forecast, engine, get, metric, post_json, Server};
+
+fn wait_for(what: &str, s: &Server, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} never happened; log:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_panicking_engine_call_is_survived_and_a_run_of_them_makes_the_server_unready_until_a_recheck() {
+    // Live engine calls 2, 4, 5 and 6 panic inside the engine with the request's bucket taken out of its pool.
+    let s = Server::spawn_env(
+        engine(),
+        &["--queue-delay-ms", "0", "--unready-after-failures", "3", "--failure-window-s", "60"],
+        &[("TOTOC_TEST_PANIC_AT_CALL", "2,4,5,6")],
+    );
+    s.wait_ready();
+    let req = case("mean_1v")["request"].clone();
+    let cli = cli_forecast(std::slice::from_ref(&req)).remove(0);
+    let url = s.url("/v1/forecast");
+    let answer = |call: u32| -> (u16, Value) {
+        let (status, got) = post_json(&url, &req);
+        eprintln!("call {call}: {status}");
+        (status, got)
+    };
+    let (status, got) = answer(1);
+    assert_eq!(status, 200, "{got}");
+    assert_close(&got, &cli, 1e-6, "call 1");
+    let (status, got) = answer(2);
+    assert_eq!(status, 500, "{got}");
+    assert!(!got.to_string().contains(".rs"), "an internal error names a source file: {got}");
+    // The same bucket answers again, with the same numbers (it was rebuilt, not left "in use").
+    let (status, got) = answer(3);
+    assert_eq!(status, 200, "the bucket whose call panicked is unusable: {got}\n{}", s.log());
+    assert_close(&got, &cli, 1e-6, "call 3");
+    assert_eq!(get(&s.url("/v2/health/ready")).0, 200, "one failure must not make it unready");
+    for call in 4..=6 {
+        assert_eq!(answer(call).0, 500);
+    }
+    // Three engine failures in a row: unready (503) but live; the panics went through the log.
+    let (ready, _) = get(&s.url("/v2/health/ready"));
+    assert_eq!(ready, 503, "{}", s.log());
+    assert_eq!(get(&s.url("/v2/health/live")).0, 200);
+    let m = s.metrics();
+    assert!(metric(&m, "totoc_engine_failures_total") >= 4.0, "{m}");
+    assert!(metric(&m, "totoc_ready ") == 0.0, "{m}");
+    let (status, got) = answer(7);
+    assert_eq!(status, 503, "{got}");
+    // The health thread re-runs the gate (warm-up and golden cases) and makes it ready again.
+    let t = Instant::now();
+    wait_for("ready again", &s, || get(&s.url("/v2/health/ready")).0 == 200);
+    eprintln!("ready again after {:?}", t.elapsed());
+    let (status, got) = answer(8);
+    assert_eq!(status, 200, "{got}");
+    assert_close(&got, &cli, 1e-6, "after the re-check");
+    let log = s.log();
+    assert!(log.contains("panic: test fault"), "the panic did not go through the log:\n{log}");
+    assert!(log.contains("ready again"), "{log}");
+}
+
+/// Sends SIGTERM to the server and waits for it to exit; returns how long it took.
+fn terminate(s: &mut Server, within: Duration) -> Duration {
+    let sent = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &s.pid()]).status().unwrap().success());
+    loop {
+        if let Some(code) = s.child.try_wait().unwrap() {
+            assert!(code.success(), "{code}\n{}", s.log());
+            return sent.elapsed();
+        }
+        assert!(sent.elapsed() < within, "still running {within:?} after SIGTERM:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_during_uploads_lets_them_finish_within_the_timeout() {
+    use std::io::{Read, Write};
+    let mut s = Server::ready(engine(), &["--shutdown-timeout-s", "10"]);
+    let body = case("mean_1v")["request"].to_string();
+    // Three clients have sent their headers and half their body when SIGTERM comes; they finish afterwards.
+    let uploads: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&s.http).unwrap();
+            let head = format!(
+                "POST /v1/forecast HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c.write_all(&body.as_bytes()[..body.len() / 2]).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = s.pid();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    for mut c in uploads {
+        c.write_all(&body.as_bytes()[body.len() / 2..]).unwrap();
+        let mut out = String::new();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.read_to_string(&mut out).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 200"),
+            "an upload in progress at SIGTERM was not served: {out}\n{}",
+            s.log()
+        );
+    }
+    let took = terminate(&mut s, Duration::from_secs(15));
+    eprintln!("exited {took:?} after SIGTERM with 3 uploads in progress");
+}
