@@ -378,7 +378,8 @@ pub fn plan_checked(
         Output::Quantiles | Output::QuantileLevels => !levels.is_empty(),
         Output::Samples => requests[0].samples > 0,
     };
-    let outputs = match outputs {
+    // An empty list asks for every output, as gRPC's empty `outputs` does (Triton treats both alike).
+    let outputs = match outputs.filter(|asked| !asked.is_empty()) {
         None => [Output::Point, Output::Quantiles, Output::QuantileLevels, Output::Samples]
             .into_iter()
             .filter(|&o| produced(o))
@@ -395,7 +396,8 @@ pub fn plan_checked(
                     other => {
                         let names: Vec<&str> = spec.outputs().iter().map(|m| m.name).collect();
                         return Err(bad(format!(
-                            "unknown output `{other}`; this model has {}",
+                            "unknown output `{}`; this model has {}",
+                            super::error::clip(other),
                             names.join(", ")
                         )));
                     }
@@ -407,6 +409,12 @@ pub fn plan_checked(
                         "send `quantile_levels` or sample paths (the default levels come with samples)"
                     };
                     return Err(bad(format!("output `{}` is empty for this request; {why}", o.name)));
+                }
+                if v.iter().any(|&(k, _)| k == kind) {
+                    return Err(bad(format!(
+                        "output `{}` is asked for twice; name each output once",
+                        o.name
+                    )));
                 }
                 v.push((kind, o.binary.unwrap_or(binary_data_output)));
             }

@@ -119,3 +119,51 @@ fn sigterm_during_uploads_lets_them_finish_within_the_timeout() {
     let took = terminate(&mut s, Duration::from_secs(15));
     eprintln!("exited {took:?} after SIGTERM with 3 uploads in progress");
 }
+
+#[test]
+fn conformance_with_the_real_clients() {
+    let Some(py) = crate::venv::python(&crate::venv::SERVE) else { return };
+    // Every request waits 1.5 s in the queue: a 0.5 s gRPC deadline passes there.
+    let s = Server::ready(engine(), &["--queue-delay-ms", "1500"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let req = tmp.path().join("request.json");
+    std::fs::write(&req, case("mean_1v")["request"].to_string()).unwrap();
+    let out = Command::new(&py)
+        .arg(crate::common::root().join("tests/serve/test_conformance.py"))
+        .args(["--http", &s.http, "--grpc", &s.grpc, "--request", req.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "conformance failed:\n{text}\nserver log:\n{}", s.log());
+    eprintln!("{text}");
+    // The deadline went through the metrics and the access log.
+    let m = s.metrics();
+    assert!(
+        metric(&m, "totoc_grpc_requests_total{method=\"ModelInfer\",code=\"DeadlineExceeded\"}") >= 1.0,
+        "{m}"
+    );
+    assert!(s.log().contains("code=DeadlineExceeded"), "{}", s.log());
+}
+
+#[test]
+fn a_token_no_client_can_send_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "sécret\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_totoc"))
+        .args([
+            "serve",
+            "--engine",
+            engine().to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "off",
+        ])
+        .args(["--token-file", token.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started with a non-ASCII token");
+    assert!(err.contains("non-ASCII") && err.contains("--token-file"), "{err}");
+}
