@@ -361,6 +361,19 @@ fn test_panic_calls() -> &'static [u64] {
     })
 }
 
+/// A test-only pause before every graph run of an engine call (live or shadow), from the
+/// `TOTOC_TEST_STEP_DELAY_MS` variable of the server's own environment, read once: it makes the tiny test engine's
+/// calls long enough to disconnect, time out or SIGTERM in the middle of one. Nothing a client sends sets it.
+pub(crate) fn test_step_delay() {
+    static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        std::env::var("TOTOC_TEST_STEP_DELAY_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis)
+    });
+    if let Some(d) = delay {
+        std::thread::sleep(*d);
+    }
+}
+
 /// One job of a running batch: what the cancellation check and the answer need.
 struct Running {
     enqueued: Instant,
@@ -400,6 +413,7 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
     let batch_span = tracing::info_span!("batch", request_ids = %ids.join(","), series = total);
     let _entered = batch_span.enter();
     let unwanted = || {
+        test_step_delay();
         let now = Instant::now();
         jobs.iter().all(|j| j.unwanted(now))
     };

@@ -128,7 +128,15 @@ fn shadow_loop(rx: Receiver<Job>, engine: &dyn Backend, live: &Batcher, m: &Metr
         }
         let span = tracing::debug_span!("shadow", request_id = %job.request_id);
         let _e = span.enter();
-        let shadow = engine.forecast(job.requests.clone());
+        // A shadow run stops between graph runs once the server shuts down: it never holds up the exit.
+        let stopping = || {
+            super::batcher::test_step_delay();
+            stop.load(Ordering::SeqCst)
+        };
+        let shadow = engine.forecast_until(job.requests.clone(), &stopping);
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
         let mut worst: f64 = 0.0;
         let mut outcome = "compared";
         for ((req, live), shadow) in job.requests.iter().zip(&job.live).zip(shadow) {
