@@ -283,3 +283,42 @@ fn soak_60_seconds_on_the_tiny_engine() {
     );
     eprintln!("{text}");
 }
+
+#[test]
+fn toto2_over_v2_returns_its_nine_knots_by_default() {
+    let s = Server::ready(crate::toto2::engine(), &[]);
+    let c = crate::toto2::case("single_1v");
+    let target: Vec<Value> = c["request"]["target"][0].as_array().unwrap().clone();
+    let t = target.len();
+    for outputs in [None, Some(serde_json::json!([]))] {
+        let mut body = serde_json::json!({
+            "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 1, t], "data": target}],
+            "parameters": {"horizon": 20},
+        });
+        if let Some(o) = &outputs {
+            body["outputs"] = o.clone();
+        }
+        let (status, resp) = post_json(&s.url("/v2/models/toto/infer"), &body);
+        assert_eq!(status, 200, "{resp}");
+        let out = |name: &str| -> Value {
+            resp["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("outputs {outputs:?}: no `{name}` in {resp}"))
+        };
+        let levels = out("quantile_levels");
+        let knots: Vec<f64> =
+            levels["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(knots.len(), 9, "{levels}");
+        assert!((knots[0] - 0.1).abs() < 1e-6 && (knots[8] - 0.9).abs() < 1e-6, "{knots:?}");
+        let q = out("quantiles");
+        assert_eq!(q["shape"], serde_json::json!([1, 9, 1, 20]));
+        // The 0.5 knot is the median output.
+        let median = out("median")["data"].clone();
+        let data = q["data"].as_array().unwrap();
+        assert_eq!(Value::Array(data[4 * 20..5 * 20].to_vec()), median);
+    }
+}

@@ -255,9 +255,9 @@ impl Toto2Engine {
         let mut pool = self.lock();
         for chunk in chunks {
             let members: Vec<&ForecastRequest> = chunk.members.iter().map(|&i| refs[i]).collect();
-            let result = crate::family::check_cancel(cancel, "graph set").and_then(|_| {
-                self.run_chunk(&mut pool, bundle, engine_label, chunk.set, &members, trace, cancel)
-            });
+            let mode = RunMode { trace, cancel };
+            let result = crate::family::check_cancel(cancel, "graph set")
+                .and_then(|_| self.run_chunk(&mut pool, bundle, engine_label, chunk.set, &members, mode));
             match result {
                 Ok(forecasts) => {
                     for (&i, f) in chunk.members.iter().zip(forecasts) {
@@ -290,8 +290,7 @@ impl Toto2Engine {
         engine_label: &str,
         set: usize,
         members: &[&ForecastRequest],
-        trace: Trace,
-        cancel: Option<crate::family::Cancel<'_>>,
+        RunMode { trace, cancel }: RunMode<'_>,
     ) -> Result<Vec<Toto2Forecast>> {
         let slot = &self.sets[set];
         let mut runners = self.take(pool, bundle, set)?;
@@ -392,6 +391,13 @@ impl Toto2Engine {
         pool.runners.evict_lost();
         pool
     }
+}
+
+/// How a call runs its chunks: what each forecast keeps, and when to stop.
+#[derive(Clone, Copy)]
+struct RunMode<'a> {
+    trace: Trace,
+    cancel: Option<crate::family::Cancel<'a>>,
 }
 
 /// Admits every request (see [`FamilyEngine::admit`]) and runs the admitted ones on the sets.
