@@ -251,9 +251,9 @@ fn sigterm_with_the_shadow_busy_exits_within_the_timeout() {
     eprintln!("exited {took:?} after SIGTERM with the shadow busy");
 }
 
-/// The CI variant of `scripts/soak-serve.sh`: 60 s of mixed valid and invalid traffic (20 then 40 requests/s) on
-/// the tiny engine with the shadow on; the script's checks (0 crashes, 0 wrong answers, only documented status
-/// codes, end RSS within 5% of the RSS after the first 6 s).
+/// The CI variant of `scripts/soak-serve.sh`: 60 s of mixed valid and invalid traffic (40 requests/s for a 6 s
+/// warm-up, then 20 and 40) on the tiny engine with the shadow on; the script's checks (0 crashes, 0 wrong answers,
+/// only documented status codes, end RSS within 5% of the RSS after the warm-up).
 #[test]
 fn soak_60_seconds_on_the_tiny_engine() {
     let tmp = tempfile::tempdir().unwrap();
