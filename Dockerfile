@@ -8,7 +8,8 @@
 #
 # No container runtime exists on the machines totoc is developed on: what this file runs is tested through the
 # scripts it calls (tests/integration/deploy.rs) and its arguments against the real CLI (src/deploy_check.rs).
-ARG RUST_VERSION=1.90
+# The workspace's rust-version (Cargo.toml); src/deploy_check.rs keeps them equal.
+ARG RUST_VERSION=1.92
 FROM rust:${RUST_VERSION}-bookworm AS builder
 ARG BAKE_CONFIG=""
 ARG CHECKPOINT_ROOT=checkpoints

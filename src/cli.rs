@@ -184,9 +184,21 @@ pub struct ServeArgs {
     /// File holding a bearer token every request but the health probes must send (`Authorization: Bearer`).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// A higher-precision engine (e.g. fp32 CPU) to re-run a sample of live requests on.
+    /// A higher-precision engine (e.g. fp32 CPU) to re-run a sample of live requests on (off unless given).
     #[arg(long, requires = "shadow_rate")]
     pub shadow_engine: Option<PathBuf>,
+    /// Memory the shadow engine may hold, counted against the container beside --memory-budget (e.g. 1GiB).
+    /// Default: 25% of the container, and the live engine's default budget drops to 55% so both stay within
+    /// the usual 80%.
+    #[arg(long, requires = "shadow_engine")]
+    pub shadow_memory_budget: Option<String>,
+    /// Engine-side failures in a row (panics, engine errors answered 500; never a client's 4xx) that make the
+    /// server unready until a re-run of its golden cases passes (0: never).
+    #[arg(long, default_value_t = 5)]
+    pub unready_after_failures: u32,
+    /// ... all within this many seconds.
+    #[arg(long, default_value_t = 30)]
+    pub failure_window_s: u64,
     /// Fraction of live requests re-run on --shadow-engine (0..=1), when the live engine is idle.
     #[arg(long, requires = "shadow_engine")]
     pub shadow_rate: Option<f64>,

@@ -247,6 +247,75 @@ fn the_dockerfile_serves_on_the_exposed_ports_and_runs_existing_scripts() {
         seen.contains("scripts/build-artifacts.sh") && seen.contains("scripts/fetch-onnxruntime.sh"),
         "{seen:?}"
     );
+    // The image builds with the toolchain the workspace declares (an older one fails on newer syntax).
+    let workspace = read("Cargo.toml");
+    let rust_version = workspace
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .expect("Cargo.toml declares the workspace rust-version");
+    let docker_rust = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ARG RUST_VERSION="))
+        .expect("the Dockerfile names its Rust toolchain with ARG RUST_VERSION=");
+    assert_eq!(
+        docker_rust.trim(),
+        rust_version,
+        "the Dockerfile's Rust differs from the workspace rust-version"
+    );
+}
+
+/// A `--flag value` of `args`, if given.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+/// Kubernetes quantities as bytes (`4Gi`, `512Mi`, `2GiB` as totoc writes them).
+fn bytes_of(q: &str) -> u64 {
+    let q = q.trim_end_matches('B');
+    let (n, unit) = q.split_at(q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len()));
+    let n: u64 = n.parse().unwrap_or_else(|_| panic!("quantity {q}"));
+    n * match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => panic!("unit {other} in {q}"),
+    }
+}
+
+#[test]
+fn the_kserve_runtime_is_sized_and_drains_within_its_grace_period() {
+    let rt = yaml("deploy/kserve/servingruntime.yaml");
+    let c = &rt["spec"]["containers"][0];
+    let args: Vec<String> =
+        c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    // The engine's budget, the bodies in flight and the runtime fit the memory limit (the default budget, 80% of
+    // the limit, would not leave room for the rest).
+    let budget = bytes_of(flag(&args, "--memory-budget").expect("the runtime sets --memory-budget"));
+    let in_flight = bytes_of(flag(&args, "--max-bytes-in-flight").unwrap_or("256MiB"));
+    let limit = bytes_of(c["resources"]["limits"]["memory"].as_str().unwrap());
+    assert!(
+        budget + in_flight + (512 << 20) <= limit,
+        "--memory-budget {budget} + bodies in flight {in_flight} + 512 MiB exceed the memory limit {limit}"
+    );
+    // Drain: preStop sleep, then SIGTERM and --shutdown-timeout-s, all within the pod's grace period.
+    let pre_stop: Vec<&str> = c["lifecycle"]["preStop"]["exec"]["command"]
+        .as_array()
+        .expect("a preStop hook")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(pre_stop[0], "sleep");
+    let sleep: u64 = pre_stop[1].parse().unwrap();
+    let shutdown: u64 =
+        flag(&args, "--shutdown-timeout-s").expect("the runtime sets --shutdown-timeout-s").parse().unwrap();
+    let isvc = yaml("deploy/kserve/inferenceservice.yaml");
+    let grace = isvc["spec"]["predictor"]["terminationGracePeriodSeconds"].as_u64().expect("a grace period");
+    assert!(
+        sleep + shutdown + 5 <= grace,
+        "preStop {sleep} s + shutdown {shutdown} s + 5 s > grace period {grace} s"
+    );
 }
 
 /// The probe paths of a container or predictor spec, checked to be on `port`.

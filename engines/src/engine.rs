@@ -26,7 +26,8 @@ use crate::budget::{Budget, RequestSize};
 use crate::bundle::{EngineBundle, EngineManifest};
 use crate::error::{Error, Result};
 pub use crate::family::{
-    BucketStats, Call, EngineInfo, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord, StepRecord,
+    check_cancel, BucketStats, Call, Cancel, EngineInfo, EngineLimits, FamilyEngine, Forecast, RunOptions,
+    RunRecord, StepRecord,
 };
 use crate::memory::human;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};

@@ -100,6 +100,12 @@ pub enum Error {
     #[error("{at}: this engine cannot run it: {why}; export a profile that covers it (configs/*.yaml) and rebuild the engine, or give a larger --memory-budget")]
     Unservable { at: String, why: String },
 
+    // --- cancellation
+    /// The caller asked the call to stop (every request in it was abandoned by its client or passed its
+    /// deadline); what it had computed is dropped.
+    #[error("{at}: cancelled between graph runs (its client left or its deadline passed)")]
+    Cancelled { at: String },
+
     // --- host math
     #[error("{what}: expected {expected} values, got {actual}")]
     Length { what: String, expected: usize, actual: usize },
@@ -148,6 +154,12 @@ impl Error {
                 | E::OverBudget { .. }
                 | E::Unservable { .. }
         )
+    }
+
+    /// Whether the call was cancelled by its caller ([`Error::Cancelled`]): neither the client's fault nor the
+    /// engine's.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
     }
 
     pub fn io(path: &Path, source: std::io::Error) -> Self {

@@ -61,11 +61,40 @@ impl EngineInfo {
 
 /// Options of one `Engine::forecast_with` call.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RunOptions {
+pub struct RunOptions<'a> {
     /// Keep each request's per-step mixture parameters (first path), as `totoc verify` compares them.
     pub record_steps: bool,
     /// Run only on these buckets (tests and diagnostics: the same request on a small and a large bucket).
     pub pins: Pins,
+    /// Asked between graph runs (each decode step, each prefill): once it says stop, the call's remaining
+    /// requests fail with [`Error::Cancelled`](crate::Error::Cancelled) instead of running on.
+    pub cancel: Option<Cancel<'a>>,
+}
+
+/// Whether the caller still wants the call's results (a server: whether any client of the batch is still
+/// waiting within its deadline).
+#[derive(Clone, Copy)]
+pub struct Cancel<'a>(pub &'a (dyn Fn() -> bool + Sync));
+
+impl Cancel<'_> {
+    /// `Err(Cancelled)` once the caller asked to stop; `at` names the graph run about to start.
+    pub fn check(self, at: &str) -> Result<()> {
+        match (self.0)() {
+            true => Err(crate::Error::Cancelled { at: at.to_string() }),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Checks an optional [`Cancel`] (see [`Cancel::check`]).
+pub fn check_cancel(cancel: Option<Cancel<'_>>, at: &str) -> Result<()> {
+    cancel.map_or(Ok(()), |c| c.check(at))
+}
+
+impl std::fmt::Debug for Cancel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cancel(..)")
+    }
 }
 
 /// What one bucket has run since the engine was loaded (a fixed-size record per bucket: nothing grows).

@@ -2,6 +2,12 @@
 //! (Toto 1.0 one per bucket, Toto 2.0 one group per graph set). A runner is loaded when a call first needs it,
 //! taken out while the call runs it and put back afterwards; when loading one more would pass the budget, the
 //! least recently used runners not in use (and not among those the call must keep) are dropped first.
+//!
+//! Runners come back on every path: a family holds its pool behind the lock it keeps for a whole call, so
+//! whenever that lock is taken no call is running and a runner still out of the pool was lost to a panic in the
+//! call that held it (its value dropped while unwinding). [`LruPool::evict_lost`], called on every lock, drops
+//! such entries so the next take loads the graph afresh: a bucket whose call panicked is rebuilt instead of
+//! answering "already in use" for good.
 
 /// Runners `V` by key `K` (a bucket, a set), least recently used evicted to stay within a byte budget.
 #[derive(Debug)]
@@ -54,7 +60,9 @@ impl<K: Copy + PartialEq, V> LruPool<K, V> {
         let tick = self.tick;
         if let Some(e) = self.loaded.iter_mut().find(|e| e.key == key) {
             e.last_used = tick;
-            return e.value.take().ok_or(TakeError::InUse);
+            let value = e.value.take().ok_or(TakeError::InUse)?;
+            test_fault::panic_if_armed();
+            return Ok(value);
         }
         loop {
             let used = self.loaded_bytes();
@@ -75,7 +83,16 @@ impl<K: Copy + PartialEq, V> LruPool<K, V> {
         }
         let value = load().map_err(TakeError::Load)?;
         self.loaded.push(Entry { key, value: None, memory: need, last_used: tick });
+        test_fault::panic_if_armed();
         Ok(value)
+    }
+
+    /// Drops the entries whose value is out of the pool (see the module docs: called when no call holds any, so
+    /// those values were lost to a panic); returns how many. Their keys load afresh on the next take.
+    pub fn evict_lost(&mut self) -> usize {
+        let before = self.loaded.len();
+        self.loaded.retain(|e| e.value.is_some());
+        before - self.loaded.len()
     }
 
     /// Returns a value taken with [`take`](Self::take) (a key evicted meanwhile is not re-added).
@@ -93,6 +110,27 @@ impl<K: Copy + PartialEq, V> LruPool<K, V> {
     /// Bytes of everything loaded.
     pub fn loaded_bytes(&self) -> u64 {
         self.loaded.iter().map(|e| e.memory).sum()
+    }
+}
+
+/// A test-only fault: a panic inside an engine call while a runner is out of its pool, the failure the pool must
+/// survive. Nothing a client sends can arm it: only [`arm`](test_fault::arm) (called by `totoc serve` when its
+/// process was started with the test-only `TOTOC_TEST_PANIC_AT_CALL` variable, and by tests).
+#[doc(hidden)]
+pub mod test_fault {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static ARMED: AtomicBool = AtomicBool::new(false);
+
+    /// Makes the next runner taken out of any pool of this process panic (once).
+    pub fn arm() {
+        ARMED.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn panic_if_armed() {
+        if ARMED.swap(false, Ordering::SeqCst) {
+            panic!("test fault: a panic injected while a runner is out of its pool (test-only)");
+        }
     }
 }
 
@@ -136,6 +174,23 @@ mod tests {
         assert!(take(&mut p, 4, &[2]).is_ok());
         assert!(p.is_loaded(1) && p.is_loaded(2) && !p.is_loaded(3));
         p.put(1, one);
+    }
+
+    #[test]
+    fn a_value_lost_to_a_panic_is_evicted_and_loads_again() {
+        let mut p: LruPool<u8, String> = LruPool::default();
+        let v = take(&mut p, 1, &[]).unwrap();
+        p.put(1, v);
+        let lost = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _v = take(&mut p, 1, &[]).unwrap();
+            panic!("the call fails while it holds the runner");
+        }));
+        assert!(lost.is_err());
+        assert_eq!(take(&mut p, 1, &[]), Err(TakeError::InUse));
+        assert_eq!(p.evict_lost(), 1);
+        assert!(!p.is_loaded(1));
+        assert_eq!(take(&mut p, 1, &[]).unwrap(), "runner 1");
+        assert_eq!(p.evict_lost(), 1, "a value out of the pool counts as lost: call it only between calls");
     }
 
     #[test]

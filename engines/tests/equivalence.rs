@@ -55,7 +55,7 @@ fn check_engine(config: &str, f: &Engine) {
         let mut margin = 0.0f64;
         let mut runs = 0;
         for pins in pins {
-            let opts = RunOptions { record_steps: true, pins };
+            let opts = RunOptions { record_steps: true, pins, ..RunOptions::default() };
             let out = f.forecast_with(vec![req.clone()], opts).remove(0).unwrap();
             let reports = compare_forecast(&out, &case, &Tolerances::default()).unwrap();
             worst = reports.iter().filter(|r| r.output == "mean").map(|r| r.max_abs).fold(worst, f64::max);
@@ -87,7 +87,9 @@ fn smallest_and_largest_buckets_agree() {
     let largest = Pins { prefill: prefill.last().copied(), decode: decode.last().copied() };
     assert_ne!(smallest, largest);
     let run = |pins| {
-        f.forecast_with(vec![req.clone()], RunOptions { record_steps: false, pins }).remove(0).unwrap()
+        f.forecast_with(vec![req.clone()], RunOptions { record_steps: false, pins, ..RunOptions::default() })
+            .remove(0)
+            .unwrap()
     };
     let (a, b) = (run(smallest), run(largest));
     assert_ne!(a.response.buckets, b.response.buckets);

@@ -144,8 +144,15 @@ fn run(
     reqs: &[&ForecastRequest],
 ) -> Vec<Toto2Forecast> {
     let rope = RopeTables::new(ck.config.rotary_dim(), ck.config.use_xpos);
-    let cfg =
-        ChunkConfig { dims, rope: &rope, profile: "test", engine: "cpu", cap_k: None, trace: Trace::Blocks };
+    let cfg = ChunkConfig {
+        dims,
+        rope: &rope,
+        profile: "test",
+        engine: "cpu",
+        cap_k: None,
+        trace: Trace::Blocks,
+        cancel: None,
+    };
     let runners = match graphs {
         [pass] => Toto2Runners::Pass(pass),
         [prefill, decode] => Toto2Runners::Block { prefill, decode },

@@ -38,7 +38,23 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
     if !(0.0..=1.0).contains(&shadow_rate) {
         bail!("--shadow-rate {shadow_rate} must be a fraction in 0..=1");
     }
-    let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    let mut memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
+    // The shadow engine's memory counts against the container too: by default the two share the usual 80%.
+    let shadow_memory_budget = match (&a.shadow_engine, a.shadow_memory_budget.as_deref()) {
+        (None, _) => None,
+        (Some(_), given) => {
+            let limit = engines::memory::memory_limit();
+            memory_budget.get_or_insert(limit / 100 * 55);
+            Some(match given {
+                Some(s) => engines::memory::parse_size(s)
+                    .map_err(|e| anyhow::anyhow!("--shadow-memory-budget: {e}"))?,
+                None => limit / 4,
+            })
+        }
+    };
+    if a.failure_window_s == 0 {
+        bail!("--failure-window-s must be at least 1");
+    }
     let max_bytes_in_flight = engines::memory::parse_size(&a.max_bytes_in_flight)
         .map_err(|e| anyhow::anyhow!("--max-bytes-in-flight: {e}"))?;
     if max_bytes_in_flight < a.max_body_bytes as u64 {
@@ -97,6 +113,11 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
         token_file: a.token_file,
         shadow_engine: a.shadow_engine,
         shadow_rate,
+        shadow_memory_budget,
+        health: serve::readiness::HealthPolicy {
+            failures: a.unready_after_failures,
+            window: Duration::from_secs(a.failure_window_s),
+        },
         shutdown_timeout: Duration::from_secs(a.shutdown_timeout_s),
         json_logs: a.log_json,
     })

@@ -15,7 +15,13 @@
 //!   client went away (its receiver dropped) is skipped. Both are dropped before packing, so they cost nothing.
 //! * **Packing**: FIFO; a batch takes whole requests while it holds at most `max_batch` series (the first request
 //!   always goes, whatever its size). Requests are never split or reordered, so a request's series stay together.
-//! * A panic in the engine answers that batch's requests with 500 and the thread carries on.
+//! * **Cancellation**: while a call runs, the engine asks between graph runs whether any of its requests is
+//!   still wanted (a client waiting within its deadline); once none is, the call stops
+//!   (`totoc_cancelled_total{reason}`), and the requests still waiting are answered 503 (deadline).
+//! * A panic in the engine answers that batch's requests with 500 and the thread carries on; panics and engine
+//!   errors (never a request's 4xx) are reported to the [`Readiness`] health policy.
+//! * Two condition variables, one per purpose: `wake` for the engine thread (a request queued, close), `idle`
+//!   for those waiting for the batcher to be idle (the shadow), so no notify meant for one is taken by the other.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,17 +29,28 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use engines::engine::Engine;
+use engines::engine::{Cancel, Engine, RunOptions};
 use engines::request::{ForecastRequest, ForecastResponse};
 use tokio::sync::oneshot;
 
 use super::error::{Overload, ServeError};
-use super::metrics::{BucketLabels, Metrics};
+use super::metrics::{BucketLabels, Metrics, ReasonLabels};
+use super::readiness::Readiness;
 
 /// What the batcher forecasts with: the engine, or a stand-in in tests.
 pub trait Backend: Send + Sync + 'static {
     /// One result per request, in order (as [`Engine::forecast`]).
     fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>>;
+    /// [`forecast`](Self::forecast), stopping between graph runs once `cancel` says so (the requests not
+    /// finished then fail with `engines::Error::Cancelled`).
+    fn forecast_until(
+        &self,
+        reqs: Vec<ForecastRequest>,
+        cancel: &(dyn Fn() -> bool + Sync),
+    ) -> Vec<engines::Result<ForecastResponse>> {
+        let _ = cancel;
+        self.forecast(reqs)
+    }
     /// The graph runs of the last call: (bucket name, rows that held work, the bucket's rows).
     fn last_runs(&self) -> Vec<(String, usize, usize)> {
         Vec::new()
@@ -43,6 +60,15 @@ pub trait Backend: Send + Sync + 'static {
 impl Backend for Engine {
     fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
         Engine::forecast(self, reqs)
+    }
+
+    fn forecast_until(
+        &self,
+        reqs: Vec<ForecastRequest>,
+        cancel: &(dyn Fn() -> bool + Sync),
+    ) -> Vec<engines::Result<ForecastResponse>> {
+        let opts = RunOptions { cancel: Some(Cancel(cancel)), ..RunOptions::default() };
+        self.forecast_with(reqs, opts).into_iter().map(|r| r.map(|f| f.response)).collect()
     }
 
     fn last_runs(&self) -> Vec<(String, usize, usize)> {
@@ -95,9 +121,14 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The engine thread waits on it: a request was queued, or the batcher closed.
     wake: Condvar,
+    /// [`Batcher::wait_idle`] waits on it: an engine call ended, or the queue emptied.
+    idle: Condvar,
     config: BatcherConfig,
     metrics: Arc<Metrics>,
+    /// Where engine-side failures and successes are reported (the server's health policy).
+    health: std::sync::OnceLock<Arc<Readiness>>,
 }
 
 impl Shared {
@@ -116,13 +147,31 @@ pub struct Batcher {
 impl Batcher {
     /// Starts the engine thread.
     pub fn start(backend: Arc<dyn Backend>, config: BatcherConfig, metrics: Arc<Metrics>) -> Self {
-        let shared = Arc::new(Shared { state: Mutex::default(), wake: Condvar::new(), config, metrics });
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            wake: Condvar::new(),
+            idle: Condvar::new(),
+            config,
+            metrics,
+            health: std::sync::OnceLock::new(),
+        });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("totoc-engine".into())
             .spawn(move || engine_loop(&s, backend.as_ref()))
             .expect("spawn the engine thread");
         Batcher { shared, thread: Mutex::new(Some(thread)) }
+    }
+
+    /// Reports every engine call's outcome to `readiness` (its health policy) from now on.
+    pub fn report_to(&self, readiness: Arc<Readiness>) {
+        let _ = self.shared.health.set(readiness);
+    }
+
+    /// Whether the engine thread still runs (or was stopped on purpose by [`close`](Self::close)): the liveness
+    /// probe. It ends only if something escaped its panic handling.
+    pub fn engine_alive(&self) -> bool {
+        self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|h| !h.is_finished())
     }
 
     /// Queues `requests` (one request's series) to be answered by `deadline`; the receiver gets the answer.
@@ -194,18 +243,32 @@ impl Batcher {
             if now >= end {
                 return false;
             }
-            st = self.shared.wake.wait_timeout(st, end - now).unwrap_or_else(|p| p.into_inner()).0;
+            st = self.shared.idle.wait_timeout(st, end - now).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
     /// Stops taking requests, lets the engine thread finish everything queued, and joins it.
     pub fn close(&self) {
+        self.close_within(Duration::MAX);
+    }
+
+    /// [`close`](Self::close), waiting at most `timeout` for the engine thread; returns whether it ended (else
+    /// it is left to the process exit).
+    pub fn close_within(&self, timeout: Duration) -> bool {
         self.shared.lock().closed = true;
         self.shared.wake.notify_all();
-        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(h) = handle {
+        let mut slot = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+        let end = Instant::now().checked_add(timeout);
+        while slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            if end.is_some_and(|e| Instant::now() >= e) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(h) = slot.take() {
             let _ = h.join();
         }
+        true
     }
 }
 
@@ -262,18 +325,67 @@ fn next_batch(shared: &Shared) -> Option<Vec<Job>> {
     }
     shared.metrics.queued_series.set(st.queued as i64);
     st.running = !batch.is_empty();
+    if batch.is_empty() {
+        // Everything due was dropped: nothing runs, which those waiting for idle must hear.
+        shared.idle.notify_all();
+    }
     Some(batch)
 }
 
 fn engine_loop(shared: &Shared, backend: &dyn Backend) {
+    let mut calls = 0u64;
     while let Some(batch) = next_batch(shared) {
         if batch.is_empty() {
             continue;
         }
+        calls += 1;
+        if test_panic_calls().contains(&calls) {
+            engines::pool::test_fault::arm();
+        }
         run_batch(shared, backend, batch);
         shared.lock().running = false;
-        // Wakes `wait_idle` callers (and is harmless to the engine thread itself).
-        shared.wake.notify_all();
+        shared.idle.notify_all();
+    }
+    shared.idle.notify_all();
+}
+
+/// The live engine calls (1-based) in which a panic is injected while a runner is out of its pool: a test-only
+/// fault, from the `TOTOC_TEST_PANIC_AT_CALL` variable (comma-separated call numbers) of the server's own
+/// environment, read once. Nothing a client sends can trigger it.
+fn test_panic_calls() -> &'static [u64] {
+    static CALLS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    CALLS.get_or_init(|| {
+        std::env::var("TOTOC_TEST_PANIC_AT_CALL")
+            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    })
+}
+
+/// A test-only pause before every graph run of an engine call (live or shadow), from the
+/// `TOTOC_TEST_STEP_DELAY_MS` variable of the server's own environment, read once: it makes the tiny test engine's
+/// calls long enough to disconnect, time out or SIGTERM in the middle of one. Nothing a client sends sets it.
+pub(crate) fn test_step_delay() {
+    static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        std::env::var("TOTOC_TEST_STEP_DELAY_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis)
+    });
+    if let Some(d) = delay {
+        std::thread::sleep(*d);
+    }
+}
+
+/// One job of a running batch: what the cancellation check and the answer need.
+struct Running {
+    enqueued: Instant,
+    deadline: Instant,
+    span: tracing::Span,
+    reply: Reply,
+}
+
+impl Running {
+    /// Whether nobody waits for this job's answer any more (its client left, or its deadline passed).
+    fn unwanted(&self, now: Instant) -> bool {
+        self.reply.is_closed() || now >= self.deadline
     }
 }
 
@@ -290,29 +402,73 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
         m.queue_wait_seconds.observe((start - job.enqueued).as_secs_f64());
         requests.extend(job.requests);
         ids.push(job.request_id);
-        jobs.push((job.enqueued, job.span, job.reply));
+        jobs.push(Running {
+            enqueued: job.enqueued,
+            deadline: job.deadline,
+            span: job.span,
+            reply: job.reply,
+        });
     }
     // The batch span lists every request id, so each log line of the call names the requests it served.
     let batch_span = tracing::info_span!("batch", request_ids = %ids.join(","), series = total);
     let _entered = batch_span.enter();
-    let outcome = catch_unwind(AssertUnwindSafe(|| backend.forecast(requests)));
+    let unwanted = || {
+        test_step_delay();
+        let now = Instant::now();
+        jobs.iter().all(|j| j.unwanted(now))
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| backend.forecast_until(requests, &unwanted)));
     let compute = start.elapsed();
     m.compute_seconds.observe(compute.as_secs_f64());
     m.batch_requests.observe(jobs.len() as f64);
+    let health = shared.health.get();
     let mut results = match outcome {
         Ok(r) if r.len() == total => r,
         Ok(r) => {
             let msg = format!("the engine returned {} results for {total} requests", r.len());
             tracing::error!("{msg}");
-            fail_all(jobs, &msg);
+            if let Some(h) = health {
+                h.engine_failed(&msg, m);
+            }
+            fail_all(jobs, "the engine failed on this batch (a bug in totoc; see the server log)");
             return;
         }
         Err(_) => {
             tracing::error!(series = total, "the engine panicked; its batch is answered with 500");
+            if let Some(h) = health {
+                h.engine_failed("a panic in the engine", m);
+            }
             fail_all(jobs, "the engine failed on this batch (a bug in totoc; see the server log)");
             return;
         }
     };
+    if results.iter().any(|r| r.as_ref().is_err_and(|e| e.is_cancelled())) {
+        let now = Instant::now();
+        let gone = jobs.iter().all(|j| j.reply.is_closed());
+        let reason = if gone { "client_gone" } else { "deadline" };
+        m.cancelled.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+        tracing::info!(reason, ms = compute.as_secs_f64() * 1e3, "engine call cancelled between graph runs");
+        for j in jobs {
+            let waited = now - j.enqueued;
+            let _ = j.reply.send(Err(ServeError::overloaded(
+                Overload::Deadline,
+                format!(
+                    "the request's deadline passed after {} ms; its engine call was stopped",
+                    waited.as_millis()
+                ),
+            )));
+        }
+        return;
+    }
+    if let Some(h) = health {
+        // A request's own refusal (4xx) is not the engine's failure; an engine error is.
+        match results.iter().find_map(|r| r.as_ref().err().filter(|e| !e.is_request_error())) {
+            Some(e) => {
+                h.engine_failed(&e.to_string(), m);
+            }
+            None => h.engine_ok(),
+        }
+    }
     // Batch occupancy: series per engine call, and per graph run the share of its bucket's rows that held work
     // (the engine packs the call onto its shape buckets; a bucket label is one of the engine's fixed graphs).
     m.batch_series.observe(total as f64);
@@ -321,29 +477,29 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
     }
     // Answer in order: each job takes the next `n` results.
     let mut rest = results.split_off(0).into_iter();
-    for ((enqueued, span, reply), n) in jobs.into_iter().zip(sizes) {
+    for (job, n) in jobs.into_iter().zip(sizes) {
         let mine: Vec<_> = rest.by_ref().take(n).collect();
-        span.in_scope(|| {
+        job.span.in_scope(|| {
             tracing::debug!(
                 series = n,
                 batch_series = total,
-                queue_ms = (start - enqueued).as_secs_f64() * 1e3,
+                queue_ms = (start - job.enqueued).as_secs_f64() * 1e3,
                 compute_ms = compute.as_secs_f64() * 1e3,
                 "engine call done"
             )
         });
-        let _ = reply.send(Ok(Done {
+        let _ = job.reply.send(Ok(Done {
             results: mine,
-            queue_wait: start - enqueued,
+            queue_wait: start - job.enqueued,
             compute,
             batch_series: total,
         }));
     }
 }
 
-fn fail_all(jobs: Vec<(Instant, tracing::Span, Reply)>, msg: &str) {
-    for (_, _, reply) in jobs {
-        let _ = reply.send(Err(ServeError::Internal(msg.to_string())));
+fn fail_all(jobs: Vec<Running>, msg: &str) {
+    for j in jobs {
+        let _ = j.reply.send(Err(ServeError::Internal(msg.to_string())));
     }
 }
 
@@ -366,9 +522,28 @@ mod tests {
     }
 
     impl Backend for Echo {
+        /// Sleeps `delay` in 10 ms steps, asking `cancel` between them as the engine does between graph runs.
+        fn forecast_until(
+            &self,
+            reqs: Vec<ForecastRequest>,
+            cancel: &(dyn Fn() -> bool + Sync),
+        ) -> Vec<engines::Result<ForecastResponse>> {
+            let end = Instant::now() + self.delay;
+            while Instant::now() < end {
+                if cancel() {
+                    self.calls.lock().unwrap().push(usize::MAX);
+                    return reqs
+                        .iter()
+                        .map(|_| Err(engines::Error::Cancelled { at: "step".into() }))
+                        .collect();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.forecast(reqs)
+        }
+
         fn forecast(&self, reqs: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
             self.calls.lock().unwrap().push(reqs.len());
-            std::thread::sleep(self.delay);
             if self.panics.load(Ordering::SeqCst) > 0 {
                 self.panics.fetch_sub(1, Ordering::SeqCst);
                 panic!("engine bug");
@@ -502,6 +677,44 @@ mod tests {
         assert_eq!(e.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
         let d = wait(b.submit(vec![series(7.0)], far(), "t").unwrap()).unwrap();
         assert_eq!(means(&d), vec![7.0]);
+    }
+
+    #[test]
+    fn a_call_nobody_waits_for_stops_between_steps_and_is_counted() {
+        let echo = Echo::new(Duration::from_secs(5));
+        let m = Arc::new(Metrics::new());
+        let b = Batcher::start(echo.clone(), config(0, 8, 8), m.clone());
+        let rx = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        drop(rx); // the client leaves
+        assert!(b.wait_idle(Duration::from_secs(2)), "the call ran on after its client left");
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(*echo.calls.lock().unwrap(), vec![usize::MAX]);
+        assert!(m.render().contains("totoc_cancelled_total{reason=\"client_gone\"} 1"), "{}", m.render());
+        // A deadline passing mid-call stops it too, and its client hears 503.
+        let rx = b.submit(vec![series(1.0)], Instant::now() + Duration::from_millis(100), "t").unwrap();
+        let e = wait(rx).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(m.render().contains("totoc_cancelled_total{reason=\"deadline\"} 1"));
+    }
+
+    #[test]
+    fn engine_failures_reach_the_health_policy_and_answers_reset_it() {
+        use super::super::readiness::{HealthPolicy, Phase};
+        let echo = Echo::new(Duration::ZERO);
+        let m = Arc::new(Metrics::new());
+        let r = Arc::new(Readiness::new(HealthPolicy { failures: 2, window: Duration::from_secs(30) }));
+        r.drain(&m); // not ready: engine failures must not flip it
+        let b = Batcher::start(echo.clone(), config(0, 8, 8), m.clone());
+        b.report_to(r.clone());
+        echo.panics.store(2, Ordering::SeqCst);
+        for _ in 0..2 {
+            wait(b.submit(vec![series(1.0)], far(), "t").unwrap()).unwrap_err();
+        }
+        assert_eq!(r.phase(), Phase::Draining);
+        assert!(m.render().contains("totoc_engine_failures_total 2"));
+        assert!(b.engine_alive());
     }
 
     #[test]

@@ -9,6 +9,59 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+/// A client-given string as errors quote it: at most [`CLIP`] characters (then `…`), control characters
+/// escaped, so an error (and a gRPC `grpc-message`) never grows with what the client sent.
+pub fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(CLIP).flat_map(char::escape_default).collect();
+    if s.chars().nth(CLIP).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Characters of a client string quoted in an error.
+pub const CLIP: usize = 64;
+
+/// The most characters an error message sends back (HTTP body, `grpc-message`).
+const MESSAGE_MAX: usize = 2048;
+
+impl ServeError {
+    /// The text a client gets: an internal error's file paths are replaced by `<path>` (the full text is in the
+    /// server log), and every message is cut at [`MESSAGE_MAX`] characters.
+    pub fn client_message(&self) -> String {
+        let text = self.to_string();
+        let text = match self {
+            ServeError::Internal(_) => scrub_paths(&text),
+            _ => text,
+        };
+        match text.char_indices().nth(MESSAGE_MAX) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text,
+        }
+    }
+}
+
+/// Replaces every absolute path (a word starting with `/`, after any opening quote or bracket) by `<path>`.
+fn scrub_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let lead = word.len() - word.trim_start_matches(['(', '`', '\'', '"', '[']).len();
+        let (open, rest) = word.split_at(lead);
+        if rest.starts_with('/') {
+            let end = rest.trim_end_matches([')', '`', '\'', '"', ']', ',', ':', ';', '.']);
+            out.push_str(open);
+            out.push_str("<path>");
+            out.push_str(&rest[end.len()..]);
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
 /// Why a request was turned away for load, as the `reason` label of `totoc_rejected_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overload {
@@ -149,7 +202,10 @@ impl From<engines::Error> for ServeError {
 
 impl IntoResponse for ServeError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.to_string() }).to_string();
+        if self.is_server_fault() {
+            tracing::error!("internal error: {self}");
+        }
+        let body = serde_json::json!({ "error": self.client_message() }).to_string();
         let mut resp = (self.status(), body).into_response();
         let headers = resp.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -165,7 +221,7 @@ impl IntoResponse for ServeError {
 
 impl From<ServeError> for tonic::Status {
     fn from(e: ServeError) -> Self {
-        tonic::Status::new(e.grpc_code(), e.to_string())
+        tonic::Status::new(e.grpc_code(), e.client_message())
     }
 }
 
@@ -193,6 +249,21 @@ mod tests {
         let bad = ServeError::bad_request("no").into_response();
         assert!(!bad.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(bad.headers()[header::CONTENT_TYPE], "application/json");
+    }
+
+    #[test]
+    fn client_strings_are_clipped_and_internal_paths_hidden() {
+        let long = "x".repeat(10_000);
+        assert_eq!(clip(&long).chars().count(), CLIP + 1);
+        assert_eq!(clip("a\nb"), "a\\nb");
+        let e = ServeError::Internal(
+            "engine /work/models/engine/graphs/a.onnx (`/tmp/x`): failed at ./src/x.rs".into(),
+        );
+        let m = e.client_message();
+        assert!(!m.contains("/work") && !m.contains("/tmp"), "{m}");
+        assert_eq!(m, "engine <path> (`<path>`): failed at ./src/x.rs");
+        let e = ServeError::BadRequest(long);
+        assert_eq!(tonic::Status::from(e).message().chars().count(), MESSAGE_MAX + 1);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::error::ServeError;
+use super::error::{Overload, ServeError};
 use super::kserve::{self, InferRequest, InputTensor, Param, RequestedOutput, TensorData};
 use super::metrics::GrpcLabels;
 use super::model::{self, TensorMeta, VERSION};
@@ -362,6 +362,9 @@ impl Grpc {
         let start = Instant::now();
         let rid = request_id(meta.get("x-request-id").and_then(|v| v.to_str().ok()));
         let span = tracing::info_span!("request", request_id = %rid);
+        // A call the client cancels (or whose connection drops) is dropped mid-way: still counted and logged.
+        let mut unanswered =
+            Unanswered { method, start, svc: &self.svc, span: span.clone(), answered: false };
         let auth = if open {
             Ok(())
         } else {
@@ -371,6 +374,7 @@ impl Grpc {
             Ok(()) => f(rid.clone()).instrument(span.clone()).await,
             Err(e) => Err(e),
         };
+        unanswered.answered = true;
         let code = result.as_ref().map_or_else(|e| e.grpc_code(), |_| tonic::Code::Ok);
         let labels = GrpcLabels { method: method.to_string(), code: format!("{code:?}") };
         self.svc.metrics.grpc_requests.get_or_create(&labels).inc();
@@ -408,7 +412,8 @@ impl GrpcInferenceService for Grpc {
         &self,
         req: Request<pb::ServerLiveRequest>,
     ) -> Result<Response<pb::ServerLiveResponse>, Status> {
-        self.call("ServerLive", req.metadata(), true, |_| async { Ok(pb::ServerLiveResponse { live: true }) })
+        let live = self.svc.batcher.engine_alive();
+        self.call("ServerLive", req.metadata(), true, |_| async move { Ok(pb::ServerLiveResponse { live }) })
             .await
     }
 
@@ -476,10 +481,72 @@ impl GrpcInferenceService for Grpc {
         req: Request<pb::ModelInferRequest>,
     ) -> Result<Response<pb::ModelInferResponse>, Status> {
         let meta = req.metadata().clone();
-        let grpc_timeout =
-            meta.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout);
+        // The client's deadline counts from when it sent the call; answer a little before it, so the client gets
+        // the server's DEADLINE_EXCEEDED (counted and logged) rather than giving up on its own.
+        let arrived = Instant::now();
+        let grpc_timeout = meta
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_grpc_timeout)
+            .map(|t| t.saturating_sub(t / 20 + Duration::from_millis(5)));
         let r = req.into_inner();
         self.call("ModelInfer", &meta, false, |rid| async move {
+            let work = self.infer(r, grpc_timeout, arrived, rid);
+            match grpc_timeout {
+                None => work.await,
+                Some(t) => tokio::time::timeout_at((arrived + t).into(), work).await.unwrap_or_else(|_| {
+                    self.svc.metrics.reject(Overload::Deadline.label());
+                    Err(ServeError::overloaded(
+                        Overload::Deadline,
+                        format!(
+                            "the call's deadline ({} ms, grpc-timeout) passed before it was answered",
+                            t.as_millis()
+                        ),
+                    ))
+                }),
+            }
+        })
+        .await
+    }
+}
+
+/// Counts and logs a call dropped before it was answered (the client cancelled, its deadline passed on its side, or
+/// its connection closed), as `code="Cancelled"`.
+struct Unanswered<'a> {
+    method: &'static str,
+    start: Instant,
+    svc: &'a Service,
+    span: tracing::Span,
+    answered: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let labels =
+            GrpcLabels { method: self.method.to_string(), code: format!("{:?}", tonic::Code::Cancelled) };
+        self.svc.metrics.grpc_requests.get_or_create(&labels).inc();
+        let ms = self.start.elapsed().as_secs_f64() * 1e3;
+        let method = self.method;
+        self.span.in_scope(|| {
+            tracing::info!(code = "Cancelled", ms, "gRPC {method}: the client left before the answer")
+        });
+    }
+}
+
+impl Grpc {
+    /// ModelInfer's work: decode, admit, forecast (by the sooner of the `timeout` parameter and what is left of
+    /// `grpc_timeout` since `arrived`), encode.
+    async fn infer(
+        &self,
+        r: pb::ModelInferRequest,
+        grpc_timeout: Option<Duration>,
+        arrived: Instant,
+        rid: String,
+    ) -> Result<pb::ModelInferResponse, ServeError> {
+        {
             let svc = &self.svc;
             svc.check_model(&r.model_name, Some(&r.model_version))?;
             let _slot = svc.enter()?;
@@ -494,15 +561,15 @@ impl GrpcInferenceService for Grpc {
             })
             .await
             .map_err(|e| ServeError::Internal(format!("decoder task: {e}")))??;
-            let timeout = match (plan.timeout, grpc_timeout) {
+            let left = grpc_timeout.map(|t| t.saturating_sub(arrived.elapsed()));
+            let timeout = match (plan.timeout, left) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
             let requests = std::mem::take(&mut plan.requests);
             let (responses, _timing) = svc.forecast(requests, timeout, &rid).await?;
             Ok(encode_infer(plan.respond(&svc.spec.name, &responses)))
-        })
-        .await
+        }
     }
 }
 

@@ -87,6 +87,8 @@ pub struct Metrics {
     pub shadow_error_ratio: Histogram,
     pub shadow_error_ratio_max: Gauge<f64, AtomicU64>,
     pub shadow_out_of_tolerance: Counter,
+    pub engine_failures: Counter,
+    pub cancelled: Family<ReasonLabels, Counter>,
 }
 
 impl Metrics {
@@ -112,6 +114,8 @@ impl Metrics {
             shadow_error_ratio: ratio_histogram(),
             shadow_error_ratio_max: Gauge::default(),
             shadow_out_of_tolerance: Counter::default(),
+            engine_failures: Counter::default(),
+            cancelled: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -189,9 +193,22 @@ impl Metrics {
             "Shadow comparisons whose error exceeded verify's tolerance",
             m.shadow_out_of_tolerance.clone(),
         );
+        r.register(
+            "engine_failures",
+            "Engine-side failures (a panic, an engine error answered 500, a failed re-check); a run of them makes the server unready",
+            m.engine_failures.clone(),
+        );
+        r.register(
+            "cancelled",
+            "Engine calls stopped between graph runs, or requests not started, because every client of the call left (client_gone) or its deadline passed (deadline)",
+            m.cancelled.clone(),
+        );
         // Every fixed label value exists from the start, so dashboards and alerts see 0 rather than nothing.
         for reason in ["queue_full", "deadline", "not_ready", "draining", "in_flight"] {
             let _ = m.rejected.get_or_create(&ReasonLabels { reason: reason.into() });
+        }
+        for reason in ["client_gone", "deadline"] {
+            let _ = m.cancelled.get_or_create(&ReasonLabels { reason: reason.into() });
         }
         for result in ["compared", "skipped_load", "skipped_queue_full", "unsupported", "failed"] {
             let _ = m.shadow_requests.get_or_create(&ResultLabels { result: result.into() });

@@ -65,6 +65,10 @@ pub struct Options {
     pub token_file: Option<PathBuf>,
     pub shadow_engine: Option<PathBuf>,
     pub shadow_rate: f64,
+    /// The shadow engine's own memory budget (its memory counts against the container beside the live one's).
+    pub shadow_memory_budget: Option<u64>,
+    /// When engine failures make the server unready.
+    pub health: readiness::HealthPolicy,
     pub shutdown_timeout: Duration,
     pub json_logs: bool,
 }
@@ -78,6 +82,18 @@ fn init_logging(json: bool) {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     // A second init (tests) keeps the first subscriber.
     let _ = if json { builder.json().flatten_event(true).try_init() } else { builder.try_init() };
+    // Panics go through the log like everything else (one line, JSON with --log-json), not raw to stderr.
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        tracing::error!(thread, at, "panic: {payload}");
+    }));
 }
 
 fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
@@ -89,6 +105,14 @@ fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
     }
     if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
         bail!("--token-file {}: the token must be one word without spaces", path.display());
+    }
+    // HTTP header values and gRPC metadata are visible ASCII: any other token could never be sent.
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "--token-file {}: the token holds non-ASCII characters, which no client can send in an \
+             Authorization header; use visible ASCII only (e.g. `openssl rand -hex 32`)",
+            path.display()
+        );
     }
     Ok(token)
 }
@@ -108,7 +132,8 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let shadow_engine = match &opts.shadow_engine {
         None => None,
         Some(dir) => {
-            let e = Engine::load(dir, &opts.load)
+            let load = LoadOptions { memory_budget: opts.shadow_memory_budget, ..opts.load.clone() };
+            let e = Engine::load(dir, &load)
                 .with_context(|| format!("loading shadow engine {}", dir.display()))?;
             if e.info().model != info.model {
                 bail!(
@@ -143,8 +168,9 @@ async fn serve(
     token: Option<String>,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(Readiness::default());
+    let readiness = Arc::new(Readiness::new(opts.health));
     let batcher = Arc::new(Batcher::start(engine.clone(), opts.batcher, metrics.clone()));
+    batcher.report_to(readiness.clone());
     let shadow = shadow_engine.map(|e| Shadow::start(e, opts.shadow_rate, batcher.clone(), metrics.clone()));
     let spec = ModelSpec { name: opts.model_name.clone(), info: engine.info().clone() };
     let svc = Arc::new(Service::new(
@@ -177,23 +203,27 @@ async fn serve(
         out.flush()?;
     }
     tracing::info!(http = %http_addr, grpc = ?grpc.as_ref().and_then(|g| g.local_addr().ok()), model = %opts.model_name, "listening");
-    if !http_addr.ip().is_loopback() {
-        tracing::warn!(
-            "listening on {http_addr}, beyond this machine; {}",
-            if token.is_some() {
-                "a bearer token is required"
-            } else {
-                "no --token-file: anyone who reaches it can use it"
-            }
-        );
+    let grpc_addr = grpc.as_ref().and_then(|g| g.local_addr().ok());
+    for addr in std::iter::once(http_addr).chain(grpc_addr) {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                "listening on {addr}, beyond this machine; {}",
+                if token.is_some() {
+                    "a bearer token is required"
+                } else {
+                    "no --token-file: anyone who reaches it can use it"
+                }
+            );
+        }
     }
 
-    // The readiness gate runs on its own thread while health probes are already answered.
+    // The readiness gate, then the health re-checks, run on their own thread while health probes are already
+    // answered.
     {
         let (engine, readiness, metrics) = (engine.clone(), readiness.clone(), metrics.clone());
         std::thread::Builder::new()
-            .name("totoc-gate".into())
-            .spawn(move || readiness::run_gate(&engine, &readiness, &metrics))
+            .name("totoc-health".into())
+            .spawn(move || readiness::run_health(&engine, &readiness, &metrics))
             .context("starting the readiness gate")?;
     }
 
@@ -242,19 +272,24 @@ async fn serve(
             );
         }
     }
-    // Everything accepted has been answered; stop the engine and shadow threads.
+    // Everything accepted has been answered; stop the engine and shadow threads, within a bounded wait (a
+    // shadow run in progress is abandoned, never waited for past it).
     let svc_batcher = svc.batcher.clone();
-    tokio::task::spawn_blocking(move || {
-        svc_batcher.close();
-        if let Some(s) = &svc.shadow {
-            s.close();
-        }
-    })
-    .await
-    .context("stopping the engine thread")?;
+    let stop = tokio::task::spawn_blocking(move || {
+        let engine_done = svc_batcher.close_within(JOIN_TIMEOUT);
+        let shadow_done = svc.shadow.as_ref().is_none_or(|s| s.close_within(JOIN_TIMEOUT));
+        (engine_done, shadow_done)
+    });
+    match tokio::time::timeout(JOIN_TIMEOUT * 3, stop).await {
+        Ok(Ok((true, true))) => {}
+        _ => tracing::warn!("the engine or shadow thread did not stop in time; exiting anyway"),
+    }
     tracing::info!("stopped");
     Ok(())
 }
+
+/// The longest the engine and shadow threads are waited for once every request was answered.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};

@@ -370,7 +370,11 @@ pub fn plan_checked(
         };
         requests.push(ForecastRequest::from_fields(fields, &at, &limits)?);
     }
-    let levels = requests[0].quantiles.clone();
+    // No levels asked: a quantile model answers with its knots (the engine's default), so they are its levels.
+    let levels = match (requests[0].quantiles.is_empty(), spec.info.model.capabilities().quantile_knots) {
+        (true, Some(knots)) => knots.to_vec(),
+        _ => requests[0].quantiles.clone(),
+    };
 
     // Outputs.
     let produced = |o: Output| match o {
@@ -378,7 +382,8 @@ pub fn plan_checked(
         Output::Quantiles | Output::QuantileLevels => !levels.is_empty(),
         Output::Samples => requests[0].samples > 0,
     };
-    let outputs = match outputs {
+    // An empty list asks for every output, as gRPC's empty `outputs` does (Triton treats both alike).
+    let outputs = match outputs.filter(|asked| !asked.is_empty()) {
         None => [Output::Point, Output::Quantiles, Output::QuantileLevels, Output::Samples]
             .into_iter()
             .filter(|&o| produced(o))
@@ -395,7 +400,8 @@ pub fn plan_checked(
                     other => {
                         let names: Vec<&str> = spec.outputs().iter().map(|m| m.name).collect();
                         return Err(bad(format!(
-                            "unknown output `{other}`; this model has {}",
+                            "unknown output `{}`; this model has {}",
+                            super::error::clip(other),
                             names.join(", ")
                         )));
                     }
@@ -407,6 +413,12 @@ pub fn plan_checked(
                         "send `quantile_levels` or sample paths (the default levels come with samples)"
                     };
                     return Err(bad(format!("output `{}` is empty for this request; {why}", o.name)));
+                }
+                if v.iter().any(|&(k, _)| k == kind) {
+                    return Err(bad(format!(
+                        "output `{}` is asked for twice; name each output once",
+                        o.name
+                    )));
                 }
                 v.push((kind, o.binary.unwrap_or(binary_data_output)));
             }
@@ -639,6 +651,22 @@ mod tests {
             ]
         );
         assert_eq!(p.levels, vec![0.1, 0.5, 0.9]);
+    }
+
+    #[test]
+    fn quantile_models_answer_with_their_knots_by_default() {
+        let s = spec(knots_family());
+        let p = plan(&s, req(vec![target(vec![1, 3], vec![1.0; 3])], &[("horizon", Param::Int(2))])).unwrap();
+        assert_eq!(
+            p.outputs,
+            vec![(Output::Point, false), (Output::Quantiles, false), (Output::QuantileLevels, false)]
+        );
+        let knots = s.info.model.capabilities().quantile_knots.unwrap();
+        assert_eq!(p.levels, knots.to_vec());
+        // Asking for them by name works too (the hint about samples is a sampling model's).
+        let mut r = req(vec![target(vec![1, 3], vec![1.0; 3])], &[("horizon", Param::Int(2))]);
+        r.outputs = Some(vec![RequestedOutput { name: "quantile_levels".into(), binary: None }]);
+        assert_eq!(plan(&s, r).unwrap().outputs, vec![(Output::QuantileLevels, false)]);
     }
 
     #[test]

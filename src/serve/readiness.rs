@@ -1,15 +1,25 @@
-//! The readiness gate. The server is live as soon as it listens, but reports ready only once the loaded engine
-//! has proven itself: every bucket is warmed up ([`Engine::warm_up`], so no live request pays for a first load),
-//! then the bundle's golden toto-ts cases run through it exactly as `totoc verify` runs them. A failing check
-//! keeps the server unready for good (a load balancer never sends it traffic), logs the verify table and shows
-//! in `/metrics` (`totoc_golden_checks{result="failed"}`, `totoc_verified 0`). A bundle without golden cases
-//! becomes ready after the warm-up, and its log, metrics and model metadata say it is unverified.
+//! The readiness gate and the server's health. The server is live as soon as it listens, but reports ready only
+//! once the loaded engine has proven itself: every bucket is warmed up ([`Engine::warm_up`], so no live request
+//! pays for a first load), then the bundle's golden toto-ts cases run through it exactly as `totoc verify` runs
+//! them. A failing first check keeps the server unready for good (a load balancer never sends it traffic), logs
+//! the verify table and shows in `/metrics` (`totoc_golden_checks{result="failed"}`, `totoc_verified 0`). A
+//! bundle without golden cases becomes ready after the warm-up, and its log, metrics and model metadata say it is
+//! unverified.
+//!
+//! Readiness then follows the engine: `--unready-after-failures N` engine-side failures in a row (a panic, an
+//! engine error answered 500; never a client's 4xx), all within `--failure-window-s`, make the server unready
+//! ([`Phase::Unhealthy`]); the health thread then re-runs the gate (warm-up and golden cases, which also rebuild
+//! any graph a panic lost) every few seconds, and a passing re-run makes it ready again. Liveness fails only
+//! when the engine thread itself is gone (see `Batcher::engine_alive`).
 //!
 //! [`Readiness`] is the state every front end reads: inference is refused (503 with `Retry-After`) unless it is
-//! [`Phase::Ready`]; SIGTERM moves it to [`Phase::Draining`].
+//! [`Phase::Ready`]; SIGTERM moves it to [`Phase::Draining`] for good. Every change is one transition under one
+//! lock, so no check-then-set can move the server out of `Draining`.
 
+use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::RwLock;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use engines::compare::find_cases;
 use engines::engine::Engine;
@@ -24,36 +34,86 @@ pub enum Phase {
     Verifying,
     /// Serving; `verified` is false for a bundle without golden cases.
     Ready { verified: bool, summary: String },
-    /// The gate failed; the server stays unready.
+    /// The first gate failed; the server stays unready.
     Failed(String),
+    /// Engine-side failures in a row after ready; the gate is re-run until it passes.
+    Unhealthy(String),
     /// SIGTERM: finishing in-flight requests.
     Draining,
+}
+
+/// When engine failures make the server unready (`--unready-after-failures`, `--failure-window-s`).
+#[derive(Debug, Clone, Copy)]
+pub struct HealthPolicy {
+    /// Engine-side failures in a row (0: never unready for failures).
+    pub failures: u32,
+    /// ... all within this window.
+    pub window: Duration,
+}
+
+impl Default for HealthPolicy {
+    fn default() -> Self {
+        HealthPolicy { failures: 5, window: Duration::from_secs(30) }
+    }
+}
+
+/// How often the health thread re-runs the gate while unhealthy.
+const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// When each of the current run of engine failures happened (at most `policy.failures` kept).
+    failures: VecDeque<Instant>,
+    /// The server was ready when SIGTERM came: requests already accepted (still uploading, queued) are served.
+    ready_at_drain: bool,
 }
 
 /// The shared readiness state.
 #[derive(Debug)]
 pub struct Readiness {
-    phase: RwLock<Phase>,
+    state: Mutex<State>,
+    policy: HealthPolicy,
 }
 
 impl Default for Readiness {
     fn default() -> Self {
-        Readiness { phase: RwLock::new(Phase::Verifying) }
+        Readiness::new(HealthPolicy::default())
     }
 }
 
 impl Readiness {
-    pub fn phase(&self) -> Phase {
-        self.phase.read().unwrap_or_else(|p| p.into_inner()).clone()
+    pub fn new(policy: HealthPolicy) -> Self {
+        Readiness {
+            state: Mutex::new(State {
+                phase: Phase::Verifying,
+                failures: VecDeque::new(),
+                ready_at_drain: false,
+            }),
+            policy,
+        }
     }
 
-    fn set(&self, phase: Phase, metrics: &Metrics) {
-        metrics.ready.set(i64::from(matches!(phase, Phase::Ready { .. })));
-        *self.phase.write().unwrap_or_else(|p| p.into_inner()) = phase;
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.lock().phase.clone()
+    }
+
+    /// Moves to the phase `to` returns for the current one (`None`: stays), as one step under the lock; returns
+    /// whether it moved.
+    fn transition(&self, metrics: &Metrics, to: impl FnOnce(&Phase) -> Option<Phase>) -> bool {
+        let mut st = self.lock();
+        let Some(next) = to(&st.phase) else { return false };
+        metrics.ready.set(i64::from(matches!(next, Phase::Ready { .. })));
+        st.phase = next;
+        true
     }
 
     pub fn is_ready(&self) -> bool {
-        matches!(*self.phase.read().unwrap_or_else(|p| p.into_inner()), Phase::Ready { .. })
+        matches!(self.lock().phase, Phase::Ready { .. })
     }
 
     /// `Ok` when inference may run; else the 503 that says why.
@@ -68,8 +128,25 @@ impl Readiness {
                 Overload::NotReady,
                 format!("not ready: the readiness gate failed ({why}); see the server log and /metrics"),
             )),
+            Phase::Unhealthy(why) => Err(ServeError::overloaded(
+                Overload::NotReady,
+                format!("not ready: {why}; the engine is being re-checked"),
+            )),
             Phase::Draining => Err(ServeError::overloaded(Overload::Draining, "the server is shutting down")),
         }
+    }
+
+    /// [`check`](Self::check) for a request the server already accepted (its connection was open, its upload
+    /// under way): after SIGTERM it is still served, within the drain, if the server was ready then. The
+    /// listeners stop taking connections at SIGTERM, so nothing new gets this far.
+    pub fn check_accepted(&self) -> Result<(), ServeError> {
+        {
+            let st = self.lock();
+            if st.ready_at_drain && st.phase == Phase::Draining {
+                return Ok(());
+            }
+        }
+        self.check()
     }
 
     /// What the model metadata reports as `verification`.
@@ -78,13 +155,56 @@ impl Readiness {
             Phase::Verifying => "pending".into(),
             Phase::Ready { summary, .. } => summary,
             Phase::Failed(why) => format!("failed: {why}"),
+            Phase::Unhealthy(why) => format!("unhealthy: {why}"),
             Phase::Draining => "draining".into(),
         }
     }
 
-    /// SIGTERM: stop reporting ready.
+    /// SIGTERM: stop reporting ready, whatever the phase, for good.
     pub fn drain(&self, metrics: &Metrics) {
-        self.set(Phase::Draining, metrics);
+        let mut st = self.lock();
+        if st.phase != Phase::Draining {
+            st.ready_at_drain = matches!(st.phase, Phase::Ready { .. });
+        }
+        metrics.ready.set(0);
+        st.phase = Phase::Draining;
+    }
+
+    /// An engine call that answered (whatever its requests' own 4xx): the run of failures ends.
+    pub fn engine_ok(&self) {
+        self.lock().failures.clear();
+    }
+
+    /// An engine-side failure (`why`: a panic, an engine error): the `N`th in a row within the window makes a
+    /// ready server unhealthy. Returns whether this one did.
+    pub fn engine_failed(&self, why: &str, metrics: &Metrics) -> bool {
+        metrics.engine_failures.inc();
+        let n = self.policy.failures as usize;
+        let mut st = self.lock();
+        if n == 0 {
+            return false;
+        }
+        let now = Instant::now();
+        st.failures.push_back(now);
+        while st.failures.len() > n {
+            st.failures.pop_front();
+        }
+        let first = *st.failures.front().expect("just pushed");
+        if st.failures.len() < n
+            || now.duration_since(first) > self.policy.window
+            || !matches!(st.phase, Phase::Ready { .. })
+        {
+            return false;
+        }
+        st.failures.clear();
+        let why = format!(
+            "{n} engine failures in a row within {} s (the last: {why})",
+            self.policy.window.as_secs()
+        );
+        tracing::error!("NOT READY: {why}; re-running the readiness gate");
+        metrics.ready.set(0);
+        st.phase = Phase::Unhealthy(why);
+        true
     }
 }
 
@@ -103,9 +223,37 @@ pub fn run_gate(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
         _ => {}
     }
     metrics.verified.set(i64::from(matches!(phase, Phase::Ready { verified: true, .. })));
-    // A SIGTERM during the gate wins: never report ready while draining.
-    if readiness.phase() != Phase::Draining {
-        readiness.set(phase, metrics);
+    // A SIGTERM during the gate wins: never report ready while draining (one transition, no check-then-set).
+    readiness.transition(metrics, |now| matches!(now, Phase::Verifying).then_some(phase));
+}
+
+/// The health thread: runs the gate, then while the server lives re-runs it whenever engine failures made the
+/// server unhealthy, and makes it ready again once a re-run passes. Returns at SIGTERM.
+pub fn run_health(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
+    run_gate(engine, readiness, metrics);
+    loop {
+        std::thread::sleep(RECHECK_EVERY);
+        match readiness.phase() {
+            Phase::Draining => return,
+            Phase::Unhealthy(_) => {}
+            _ => continue,
+        }
+        let phase = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(engine, metrics)))
+            .unwrap_or_else(|_| Phase::Failed("the engine panicked during the re-check".into()));
+        match phase {
+            Phase::Ready { verified, summary } => {
+                let back = Phase::Ready { verified, summary: summary.clone() };
+                if readiness.transition(metrics, |now| matches!(now, Phase::Unhealthy(_)).then_some(back)) {
+                    readiness.engine_ok();
+                    tracing::info!("ready again: the re-check passed ({summary})");
+                }
+            }
+            Phase::Failed(why) => {
+                metrics.engine_failures.inc();
+                tracing::error!("still NOT READY: the re-check failed: {why}");
+            }
+            _ => {}
+        }
     }
 }
 
@@ -219,16 +367,55 @@ mod tests {
         let r = Readiness::default();
         assert!(r.check().unwrap_err().to_string().contains("warming up"));
         assert_eq!(r.verification(), "pending");
-        r.set(Phase::Failed("1 of 2 golden output checks passed".into()), &m);
+        r.transition(&m, |_| Some(Phase::Failed("1 of 2 golden output checks passed".into())));
         let e = r.check().unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.to_string().contains("readiness gate failed (1 of 2"), "{e}");
-        r.set(Phase::Ready { verified: true, summary: "verified: ok".into() }, &m);
+        r.transition(&m, |_| Some(Phase::Ready { verified: true, summary: "verified: ok".into() }));
         assert!(r.check().is_ok() && r.is_ready());
         assert!(m.render().contains("totoc_ready 1"));
         r.drain(&m);
         assert!(!r.is_ready());
         assert!(r.check().unwrap_err().to_string().contains("shutting down"));
+        assert!(m.render().contains("totoc_ready 0"));
+    }
+
+    fn ready(r: &Readiness, m: &Metrics) {
+        r.transition(m, |_| Some(Phase::Ready { verified: true, summary: "verified: ok".into() }));
+    }
+
+    #[test]
+    fn engine_failures_in_a_row_within_the_window_make_it_unready() {
+        let m = Metrics::new();
+        let r = Readiness::new(HealthPolicy { failures: 3, window: Duration::from_secs(30) });
+        ready(&r, &m);
+        assert!(!r.engine_failed("boom", &m) && !r.engine_failed("boom", &m));
+        r.engine_ok(); // an answer in between: the run starts again
+        assert!(!r.engine_failed("boom", &m) && !r.engine_failed("boom", &m));
+        assert!(r.is_ready());
+        assert!(r.engine_failed("boom", &m));
+        assert!(!r.is_ready());
+        assert!(r.check().unwrap_err().to_string().contains("3 engine failures in a row"), "{:?}", r.phase());
+        assert!(m.render().contains("totoc_engine_failures_total 5"));
+        // Spread over more than the window: never unready.
+        let r = Readiness::new(HealthPolicy { failures: 2, window: Duration::from_millis(20) });
+        ready(&r, &m);
+        r.engine_failed("slow", &m);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!r.engine_failed("slow", &m) && r.is_ready());
+    }
+
+    #[test]
+    fn draining_is_never_left() {
+        let m = Metrics::new();
+        let r = Readiness::new(HealthPolicy { failures: 1, window: Duration::from_secs(30) });
+        r.drain(&m);
+        // The gate finishing after SIGTERM, and engine failures, leave it draining.
+        r.transition(&m, |now| {
+            matches!(now, Phase::Verifying).then_some(Phase::Ready { verified: true, summary: String::new() })
+        });
+        assert!(!r.engine_failed("boom", &m));
+        assert_eq!(r.phase(), Phase::Draining);
         assert!(m.render().contains("totoc_ready 0"));
     }
 }

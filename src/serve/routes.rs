@@ -111,8 +111,15 @@ async fn auth(State(svc): Svc, req: Request, next: Next) -> Response {
 
 // --- health and metadata
 
-async fn live() -> Response {
-    json(StatusCode::OK, &serde_json::json!({ "live": true }))
+/// Live while the engine thread runs: a process whose engine thread is gone answers 503, so it is restarted.
+async fn live(State(svc): Svc) -> Response {
+    match svc.batcher.engine_alive() {
+        true => json(StatusCode::OK, &serde_json::json!({ "live": true })),
+        false => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({ "live": false, "error": "the engine thread is gone" }),
+        ),
+    }
 }
 
 async fn ready(State(svc): Svc) -> Response {

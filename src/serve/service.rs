@@ -197,13 +197,15 @@ impl Service {
     pub fn check_model(&self, name: &str, version: Option<&str>) -> Result<(), ServeError> {
         if name != self.spec.name {
             return Err(ServeError::NotFound(format!(
-                "unknown model `{name}`; this server serves `{}`",
+                "unknown model `{}`; this server serves `{}`",
+                super::error::clip(name),
                 self.spec.name
             )));
         }
         match version {
             Some(v) if !v.is_empty() && v != VERSION => Err(ServeError::NotFound(format!(
-                "model `{name}` has no version `{v}`; it has version {VERSION}"
+                "model `{name}` has no version `{}`; it has version {VERSION}",
+                super::error::clip(v)
             ))),
             _ => Ok(()),
         }
@@ -231,7 +233,9 @@ impl Service {
         timeout: Option<Duration>,
         request_id: &str,
     ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
-        self.readiness.check().inspect_err(|e| {
+        // Reaching here, the request was accepted (received in full): it is served even if SIGTERM came
+        // while it was uploading.
+        self.readiness.check_accepted().inspect_err(|e| {
             if let ServeError::Overloaded { kind, .. } = e {
                 self.metrics.reject(kind.label());
             }

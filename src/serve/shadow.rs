@@ -9,10 +9,17 @@
 //! It never costs live latency: the sampled copy is made only for sampled requests, the shadow queue is small
 //! and drops when full, and the shadow thread starts a run only once the live batcher is idle (nothing queued,
 //! no engine call running); if it stays busy for 50 ms the sample is skipped (`result="skipped_load"`).
+//!
+//! It is isolated from the live engine: its engine has its own memory budget (`--shadow-memory-budget`, counted
+//! against the container beside the live one's), its queue holds at most [`QUEUE`] small items (the requests and
+//! the live point forecast and quantiles, never sample paths), and at shutdown the queued samples are dropped and
+//! the thread is waited for at most a bounded time ([`Shadow::close_within`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use engines::compare::{compare, context_sigma, Scale, Tolerance};
 use engines::request::{ForecastRequest, ForecastResponse};
@@ -39,6 +46,8 @@ pub struct Shadow {
     tx: Mutex<Option<SyncSender<Job>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: Arc<Metrics>,
+    /// Set at close: the thread drops what is queued instead of running it.
+    stop: Arc<AtomicBool>,
 }
 
 impl Shadow {
@@ -46,11 +55,13 @@ impl Shadow {
     pub fn start(engine: Arc<dyn Backend>, rate: f64, live: Arc<Batcher>, metrics: Arc<Metrics>) -> Self {
         let (tx, rx) = sync_channel(QUEUE);
         let m = metrics.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
         let thread = std::thread::Builder::new()
             .name("totoc-shadow".into())
-            .spawn(move || shadow_loop(rx, engine.as_ref(), &live, &m))
+            .spawn(move || shadow_loop(rx, engine.as_ref(), &live, &m, &halt))
             .expect("spawn the shadow thread");
-        Shadow { rate, tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), metrics }
+        Shadow { rate, tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), metrics, stop }
     }
 
     /// Whether to shadow the next request (a `rate` fraction of them, at random).
@@ -58,8 +69,12 @@ impl Shadow {
         self.rate > 0.0 && rand::random::<f64>() < self.rate
     }
 
-    /// Hands a sampled request and its live answer to the shadow thread, or drops it if the queue is full.
-    pub fn offer(&self, requests: Vec<ForecastRequest>, live: Vec<ForecastResponse>, request_id: &str) {
+    /// Hands a sampled request and its live answer to the shadow thread, or drops it if the queue is full. The
+    /// queue keeps only what is compared: sample paths are dropped here.
+    pub fn offer(&self, requests: Vec<ForecastRequest>, mut live: Vec<ForecastResponse>, request_id: &str) {
+        for r in &mut live {
+            r.samples = None;
+        }
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let Some(tx) = tx.as_ref() else { return };
         match tx.try_send(Job { requests, live, request_id: request_id.to_string() }) {
@@ -71,10 +86,26 @@ impl Shadow {
 
     /// Stops the thread after the run in progress (queued samples are dropped).
     pub fn close(&self) {
+        self.close_within(Duration::MAX);
+    }
+
+    /// [`close`](Self::close), waiting at most `timeout` for the run in progress; returns whether the thread
+    /// ended (else it is left to the process exit).
+    pub fn close_within(&self, timeout: Duration) -> bool {
+        self.stop.store(true, Ordering::SeqCst);
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let mut slot = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+        let end = Instant::now().checked_add(timeout);
+        while slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            if end.is_some_and(|e| Instant::now() >= e) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(h) = slot.take() {
             let _ = h.join();
         }
+        true
     }
 }
 
@@ -84,8 +115,12 @@ impl Drop for Shadow {
     }
 }
 
-fn shadow_loop(rx: Receiver<Job>, engine: &dyn Backend, live: &Batcher, m: &Metrics) {
+fn shadow_loop(rx: Receiver<Job>, engine: &dyn Backend, live: &Batcher, m: &Metrics, stop: &AtomicBool) {
     while let Ok(job) = rx.recv() {
+        if stop.load(Ordering::SeqCst) {
+            // Shutting down: what is queued is dropped, not run.
+            return;
+        }
         // The live call that produced this sample is just finishing; anything else means load.
         if !live.wait_idle(IDLE_WAIT) {
             m.shadow("skipped_load");
@@ -93,7 +128,15 @@ fn shadow_loop(rx: Receiver<Job>, engine: &dyn Backend, live: &Batcher, m: &Metr
         }
         let span = tracing::debug_span!("shadow", request_id = %job.request_id);
         let _e = span.enter();
-        let shadow = engine.forecast(job.requests.clone());
+        // A shadow run stops between graph runs once the server shuts down: it never holds up the exit.
+        let stopping = || {
+            super::batcher::test_step_delay();
+            stop.load(Ordering::SeqCst)
+        };
+        let shadow = engine.forecast_until(job.requests.clone(), &stopping);
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
         let mut worst: f64 = 0.0;
         let mut outcome = "compared";
         for ((req, live), shadow) in job.requests.iter().zip(&job.live).zip(shadow) {

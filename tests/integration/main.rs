@@ -17,6 +17,7 @@ mod plot;
 mod precision;
 mod serve;
 mod serve_hostile;
+mod serve_ops;
 mod third_family;
 mod toto2;
 #[path = "../support/venv.rs"]

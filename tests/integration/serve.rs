@@ -48,7 +48,7 @@ pub(crate) fn engine() -> &'static Path {
     E.get_or_init(|| build_engine_in(&tempfile::tempdir().unwrap().keep(), "tiny", Some(&cases_dir())))
 }
 
-fn case(name: &str) -> Value {
+pub(crate) fn case(name: &str) -> Value {
     serde_json::from_slice(&fs::read(cases_dir().join(format!("{name}.json"))).unwrap()).unwrap()
 }
 
@@ -62,7 +62,20 @@ pub(crate) fn spawn_serve(
     rust_log: &str,
     log: &Path,
 ) -> (Child, String, String) {
+    spawn_serve_env(bin, engine, extra, &[], rust_log, log)
+}
+
+/// [`spawn_serve`] with extra environment variables (the test-only fault switches).
+pub(crate) fn spawn_serve_env(
+    bin: &Path,
+    engine: &Path,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+    rust_log: &str,
+    log: &Path,
+) -> (Child, String, String) {
     let mut child = Command::new(bin)
+        .envs(envs.iter().copied())
         .args(["serve", "--engine", engine.to_str().unwrap(), "--addr", "127.0.0.1:0"])
         .args(["--grpc-addr", "127.0.0.1:0"])
         .args(extra)
@@ -89,9 +102,9 @@ pub(crate) fn spawn_serve(
 }
 
 pub(crate) struct Server {
-    child: Child,
-    http: String,
-    grpc: String,
+    pub(crate) child: Child,
+    pub(crate) http: String,
+    pub(crate) grpc: String,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -99,10 +112,15 @@ pub(crate) struct Server {
 impl Server {
     /// Starts the server on loopback ports and returns once it printed them (not once ready).
     fn spawn(engine: &Path, extra: &[&str]) -> Server {
+        Server::spawn_env(engine, extra, &[])
+    }
+
+    /// Starts the server with extra environment variables; returns once it printed its ports (not once ready).
+    pub(crate) fn spawn_env(engine: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
         let bin = Path::new(env!("CARGO_BIN_EXE_totoc"));
-        let (child, http, grpc) = spawn_serve(bin, engine, extra, "info", &log);
+        let (child, http, grpc) = spawn_serve_env(bin, engine, extra, envs, "info", &log);
         Server { child, http, grpc, log, _dir: dir }
     }
 
@@ -117,7 +135,7 @@ impl Server {
         format!("http://{}{path}", self.http)
     }
 
-    fn wait_ready(&self) {
+    pub(crate) fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
             if get(&self.url("/v2/health/ready")).0 == 200 {
@@ -128,15 +146,15 @@ impl Server {
         panic!("not ready after 120 s; log:\n{}", self.log());
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         get(&self.url("/metrics")).1
     }
 
-    fn pid(&self) -> String {
+    pub(crate) fn pid(&self) -> String {
         self.child.id().to_string()
     }
 }
@@ -157,7 +175,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// (status, body)
-fn get(url: &str) -> (u16, String) {
+pub(crate) fn get(url: &str) -> (u16, String) {
     match agent().get(url).call() {
         Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap_or_default()),
         Err(_) => (0, String::new()),
@@ -165,7 +183,11 @@ fn get(url: &str) -> (u16, String) {
 }
 
 /// A POST with headers; returns (status, headers, body bytes).
-fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, ureq::http::HeaderMap, Vec<u8>) {
+pub(crate) fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, ureq::http::HeaderMap, Vec<u8>) {
     let mut req = agent().post(url);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -183,7 +205,7 @@ pub(crate) fn post_json(url: &str, body: &Value) -> (u16, Value) {
 }
 
 /// `totoc forecast` on `requests` (one JSON request, or several as JSON Lines): its JSON output(s).
-fn cli_forecast(requests: &[Value]) -> Vec<Value> {
+pub(crate) fn cli_forecast(requests: &[Value]) -> Vec<Value> {
     let tmp = tempfile::tempdir().unwrap();
     let input = if requests.len() == 1 { tmp.path().join("r.json") } else { tmp.path().join("r.jsonl") };
     let text: Vec<String> = requests.iter().map(Value::to_string).collect();
@@ -193,14 +215,14 @@ fn cli_forecast(requests: &[Value]) -> Vec<Value> {
     out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn metric(text: &str, line_prefix: &str) -> f64 {
+pub(crate) fn metric(text: &str, line_prefix: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(line_prefix))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no metric line {line_prefix:?} in\n{text}"))
 }
 
-fn error_of(body: &[u8]) -> String {
+pub(crate) fn error_of(body: &[u8]) -> String {
     let v: Value = serde_json::from_slice(body)
         .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(body)));
     v["error"].as_str().unwrap_or_else(|| panic!("no `error` in {v}")).to_string()
@@ -330,7 +352,7 @@ fn packed_requests_give_the_same_numbers_as_solo_ones() {
 }
 
 /// Every number of `a` within `rel` (relative) of `b`, and every other field equal.
-fn assert_close(a: &Value, b: &Value, rel: f64, what: &str) {
+pub(crate) fn assert_close(a: &Value, b: &Value, rel: f64, what: &str) {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
@@ -867,7 +889,7 @@ fn the_shadow_engine_exports_the_observed_error() {
     assert!(s.log().contains("shadow engine disagrees"));
 }
 
-fn wait_for_metric(s: &Server, line: &str, at_least: f64) -> String {
+pub(crate) fn wait_for_metric(s: &Server, line: &str, at_least: f64) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let m = s.metrics();

@@ -31,7 +31,7 @@ fn checkpoint_4m(dir: &Path) {
 }
 
 /// One CPU engine of the 4m checkpoint (export bundle next to it) for all tests of this module.
-pub fn engine() -> &'static Path {
+pub(crate) fn engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
@@ -58,7 +58,7 @@ pub fn engine() -> &'static Path {
     })
 }
 
-fn case(name: &str) -> Value {
+pub(crate) fn case(name: &str) -> Value {
     serde_json::from_slice(&fs::read(fixtures().join("4m/cases").join(format!("{name}.json"))).unwrap())
         .unwrap()
 }

@@ -120,8 +120,15 @@ impl Toto1Engine {
         }
     }
 
+    /// The engine's state for one call (or a report): calls hold this lock throughout, so runners still out of
+    /// the pool now were lost to a panic and are evicted (see [`crate::pool`]).
     fn lock(&self) -> std::sync::MutexGuard<'_, Exec> {
-        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+        let mut exec = self.exec.lock().unwrap_or_else(|p| {
+            self.exec.clear_poison();
+            p.into_inner()
+        });
+        exec.pool.evict_lost();
+        exec
     }
 }
 
@@ -194,6 +201,7 @@ impl FamilyEngine for Toto1Engine {
                         components: d.map_or(0, |d| d.components),
                         engine: &call.info.label,
                         record_steps: opts.record_steps,
+                        cancel: opts.cancel,
                     };
                     let mut exec = self.lock();
                     exec.last_call.clear();

@@ -60,6 +60,8 @@ pub struct HostConfig<'a> {
     pub engine: &'a str,
     /// Keep each request's per-step mixture parameters (first path) for equivalence checks.
     pub record_steps: bool,
+    /// Asked before every graph run (see [`crate::family::RunOptions::cancel`]).
+    pub cancel: Option<crate::family::Cancel<'a>>,
 }
 
 /// One request's state across the plan.
@@ -103,7 +105,10 @@ impl<'a> Series<'a> {
 
     fn fail(&mut self, e: &Error) {
         if self.error.is_none() {
-            self.error = Some(Error::Session { graph: "forecast".into(), message: e.to_string() });
+            self.error = Some(match e.is_cancelled() {
+                true => Error::Cancelled { at: "forecast".into() },
+                false => Error::Session { graph: "forecast".into(), message: e.to_string() },
+            });
         }
     }
 
@@ -320,6 +325,7 @@ fn prefill_only(
     cfg: &HostConfig,
     graphs: &mut dyn Graphs,
 ) -> Result<()> {
+    crate::family::check_cancel(cfg.cancel, "prefill")?;
     let mut runner = graphs.take(call.bucket, &[])?;
     let result = (|| {
         let first = run_prefill(&mut runner, call, series, cfg, graphs)?;
@@ -399,6 +405,7 @@ fn decode_pass_on(
     // Prefills; each series' first patch and cache go straight into its rows.
     let mut patch = vec![0f32; p];
     for call in &pass.prefills {
+        crate::family::check_cancel(cfg.cancel, "prefill")?;
         let mut pre = graphs.take(call.bucket, &[pass.bucket])?;
         let step0 = (|| -> Result<()> {
             let first = run_prefill(&mut pre, call, series, cfg, graphs)?;
@@ -437,6 +444,8 @@ fn decode_pass_on(
     }
 
     for step in 1..=pass.steps {
+        // A long pass stops between decode steps once nobody waits for it.
+        crate::family::check_cancel(cfg.cancel, &format!("decode step {step}"))?;
         {
             let wp = decode.input_mut::<i64>(signature::WRITE_POS)?;
             for (r, w) in wp.iter_mut().enumerate() {

@@ -50,6 +50,8 @@ pub struct ChunkConfig<'a> {
     pub cap_k: Option<f32>,
     /// What each forecast keeps beyond its response.
     pub trace: Trace,
+    /// Asked before every graph run (see [`crate::family::RunOptions::cancel`]).
+    pub cancel: Option<crate::family::Cancel<'a>>,
 }
 
 /// What a [`Toto2Forecast`] keeps beyond its response. A plain forecast keeps nothing more: a call of many
@@ -205,6 +207,8 @@ pub fn forecast_chunk(
                     (0..d.rows).map(|r| CacheMove { dst: r, src: r, slots: d.cache_slots() }).collect();
                 decode.copy_cache(prefill, &identity)?;
                 while jobs.iter().any(|j| j.done < j.n) {
+                    // A long horizon stops between decode blocks once nobody waits for it.
+                    crate::family::check_cancel(cfg.cancel, "decode block")?;
                     decode_call(decode, b, cfg, &mut jobs, timings)?;
                 }
             }

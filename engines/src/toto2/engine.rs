@@ -237,6 +237,7 @@ impl Toto2Engine {
         reqs: &[ForecastRequest],
         trace: Trace,
         decode_block: Option<Option<usize>>,
+        cancel: Option<crate::family::Cancel<'_>>,
     ) -> Vec<Result<Toto2Forecast>> {
         let refs: Vec<&ForecastRequest> = reqs.iter().collect();
         let usable: Vec<usize> = (0..self.sets.len())
@@ -254,11 +255,18 @@ impl Toto2Engine {
         let mut pool = self.lock();
         for chunk in chunks {
             let members: Vec<&ForecastRequest> = chunk.members.iter().map(|&i| refs[i]).collect();
-            let result = self.run_chunk(&mut pool, bundle, engine_label, chunk.set, &members, trace);
+            let mode = RunMode { trace, cancel };
+            let result = crate::family::check_cancel(cancel, "graph set")
+                .and_then(|_| self.run_chunk(&mut pool, bundle, engine_label, chunk.set, &members, mode));
             match result {
                 Ok(forecasts) => {
                     for (&i, f) in chunk.members.iter().zip(forecasts) {
                         out[i] = Some(Ok(f));
+                    }
+                }
+                Err(e) if e.is_cancelled() => {
+                    for &i in &chunk.members {
+                        out[i] = Some(Err(Error::Cancelled { at: format!("request {}", i + 1) }));
                     }
                 }
                 Err(e) => {
@@ -282,7 +290,7 @@ impl Toto2Engine {
         engine_label: &str,
         set: usize,
         members: &[&ForecastRequest],
-        trace: Trace,
+        RunMode { trace, cancel }: RunMode<'_>,
     ) -> Result<Vec<Toto2Forecast>> {
         let slot = &self.sets[set];
         let mut runners = self.take(pool, bundle, set)?;
@@ -293,6 +301,7 @@ impl Toto2Engine {
             engine: engine_label,
             cap_k: None,
             trace,
+            cancel,
         };
         let mut timings = Toto2Timings::default();
         let result = match runners.as_mut_slice() {
@@ -372,9 +381,23 @@ impl Toto2Engine {
         pool.runners.put(set, runners);
     }
 
+    /// The pool for one call (or a report): calls hold this lock throughout, so runners still out of the pool
+    /// now were lost to a panic and are evicted (see [`crate::pool`]).
     fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+        let mut pool = self.pool.lock().unwrap_or_else(|p| {
+            self.pool.clear_poison();
+            p.into_inner()
+        });
+        pool.runners.evict_lost();
+        pool
     }
+}
+
+/// How a call runs its chunks: what each forecast keeps, and when to stop.
+#[derive(Clone, Copy)]
+struct RunMode<'a> {
+    trace: Trace,
+    cancel: Option<crate::family::Cancel<'a>>,
 }
 
 /// Admits every request (see [`FamilyEngine::admit`]) and runs the admitted ones on the sets.
@@ -384,6 +407,7 @@ pub(crate) fn admit_and_run(
     reqs: Vec<ForecastRequest>,
     trace: Trace,
     decode_block: Option<Option<usize>>,
+    cancel: Option<crate::family::Cancel<'_>>,
 ) -> Vec<Result<Toto2Forecast>> {
     let mut out: Vec<Option<Result<Toto2Forecast>>> = (0..reqs.len()).map(|_| None).collect();
     let (mut admitted, mut index) = (Vec::new(), Vec::new());
@@ -396,7 +420,7 @@ pub(crate) fn admit_and_run(
             Err(e) => out[i] = Some(Err(e)),
         }
     }
-    let results = t2.forecast(call.bundle, &call.info.label, &admitted, trace, decode_block);
+    let results = t2.forecast(call.bundle, &call.info.label, &admitted, trace, decode_block, cancel);
     for (i, r) in index.into_iter().zip(results) {
         out[i] = Some(r);
     }
@@ -429,7 +453,7 @@ impl FamilyEngine for Toto2Engine {
         opts: RunOptions,
     ) -> Vec<Result<Forecast>> {
         let trace = if opts.record_steps { Trace::Blocks } else { Trace::Response };
-        admit_and_run(self, call, reqs, trace, None)
+        admit_and_run(self, call, reqs, trace, None, opts.cancel)
             .into_iter()
             .map(|r| r.map(|f| Forecast { response: f.response, steps: Vec::new() }))
             .collect()

@@ -91,7 +91,7 @@ pub fn forecast_traced(
     match engine.family_engine().as_any().downcast_ref::<super::engine::Toto2Engine>() {
         Some(t2) => {
             let trace = if record { super::Trace::Blocks } else { super::Trace::Knots };
-            super::engine::admit_and_run(t2, engine.call(), reqs, trace, decode_block)
+            super::engine::admit_and_run(t2, engine.call(), reqs, trace, decode_block, None)
         }
         None => reqs
             .iter()
