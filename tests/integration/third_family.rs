@@ -125,6 +125,11 @@ const EDITS: &[Edit] = &[
     ),
     after(
         BIN_REGISTRY,
+        "        Family::Toto2 => crate::toto2::backtest::REFERENCE_SCRIPTS,\n",
+        "        Family::Toy => crate::toy::BACKTEST_REFERENCE_SCRIPTS,\n",
+    ),
+    after(
+        BIN_REGISTRY,
         "        Family::Toto2 => crate::toto2::verify::run(engine, cases),\n",
         "        Family::Toy => crate::toy::verify(cases),\n",
     ),

@@ -1,10 +1,13 @@
 //! The throwaway third family in the binary (`tests/integration/third_family.rs`; never shipped): no
-//! benchmark, no golden cases; its `bundle info` line.
+//! benchmark, no golden cases, no backtest reference; its `bundle info` line.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::profile_lines::{profile_info, BucketInfo, ProfileInfo};
+
+/// No eager reference for `totoc backtest --reference-checkpoint` (it says so instead of running one).
+pub const BACKTEST_REFERENCE_SCRIPTS: &[(&str, &str)] = &[];
 
 pub fn bench() -> anyhow::Result<ExitCode> {
     anyhow::bail!("the toy family has no benchmark workloads")

@@ -335,11 +335,14 @@ pub fn run_harness(
     requests: &Path,
     threads: usize,
 ) -> anyhow::Result<Vec<u8>> {
+    let Some((first, _)) = scripts.first() else {
+        bail!("this model family has no eager reference harness: run the backtest without --reference-checkpoint")
+    };
     let dir = tempfile::tempdir().context("creating a temporary directory for the reference scripts")?;
     for (name, text) in scripts {
         std::fs::write(dir.path().join(name), text)?;
     }
-    let main = dir.path().join(scripts[0].0);
+    let main = dir.path().join(first);
     let out = Command::new(python)
         .arg(&main)
         .arg("--checkpoint")
