@@ -3,7 +3,13 @@
 #
 #   scripts/gpu-smoke.sh [--work DIR] [--base-checkpoint DIR] [--runs N] [--targets cuda,tensorrt]
 #                        [--precisions fp32,fp16] [--tensorrt-version V] [--skip-install] [--profile release|debug]
+#                        [--totoc BIN] [--python PY]
 #   scripts/gpu-smoke.sh --dry-run [...]   # no install, no GPU: the CPU steps and the table, for testing
+#
+# On a GPU machine without Rust or network: build totoc elsewhere and pass it with --totoc; unpack onnxruntime-gpu's
+# onnxruntime/capi/*.so* somewhere, point TOTOC_ORT_LIB at its libonnxruntime.so.1.31.1 and pass --skip-install;
+# --python names a Python with numpy and safetensors whose site-packages hold the nvidia-* CUDA/cuDNN wheels
+# (PyTorch's, for instance).
 #
 # What it does:
 #  1. installs what the GPU providers load from PyPI into <work>/venv: onnxruntime-gpu 1.31.1 (its CUDA 13 build
@@ -34,6 +40,8 @@ trt_version="10.16.1.11"
 skip_install=0
 dry_run=0
 profile=release
+totoc_bin=""
+python_arg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;
@@ -44,6 +52,8 @@ while [ $# -gt 0 ]; do
     --tensorrt-version) trt_version=$2; shift 2 ;;
     --skip-install) skip_install=1; shift ;;
     --profile) profile=$2; shift 2 ;;
+    --totoc) totoc_bin=$2; shift 2 ;;
+    --python) python_arg=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu-smoke: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -65,7 +75,7 @@ if [ "$dry_run" = 1 ]; then
   target_list=(cpu)
 fi
 
-say() { echo "== $*" >&2; }
+say() { echo "== $(date +%T) $*" >&2; }
 mkdir -p "$work"
 results="$work/results.jsonl"
 : >"$results"
@@ -90,21 +100,30 @@ else
       "$venv/bin/python" -m pip install -q "${trt_args[@]}" >&2
     fi
   fi
-  python="$venv/bin/python"
+  python=${python_arg:-$venv/bin/python}
+  if [ "$skip_install" = 1 ] && [ -z "$python_arg" ] && [ ! -x "$python" ]; then python=python3; fi
   site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   ort_lib="$site/onnxruntime/capi/libonnxruntime.so.$ort_version"
+  # --skip-install with TOTOC_ORT_LIB: an onnxruntime-gpu library unpacked by hand (a machine without network)
+  if [ "$skip_install" = 1 ] && [ -n "${TOTOC_ORT_LIB:-}" ]; then ort_lib=$TOTOC_ORT_LIB; fi
   [ -f "$ort_lib" ] || { echo "gpu-smoke: $ort_lib missing: install onnxruntime-gpu==$ort_version" >&2; exit 1; }
   # every pip-installed CUDA / cuDNN / TensorRT library directory, for the providers' dlopen
-  lib_dirs=$(find "$site/nvidia" "$site/tensorrt_libs" -maxdepth 2 -type d -name lib 2>/dev/null | tr '\n' ':')
+  # (without TensorRT there is no tensorrt_libs: find then exits 1, which must not end the script)
+  lib_dirs=$({ find "$site/nvidia" "$site/tensorrt_libs" -maxdepth 2 -type d -name lib 2>/dev/null || true; } | tr '\n' ':')
   [ -d "$site/tensorrt_libs" ] && lib_dirs="$lib_dirs$site/tensorrt_libs:"
   export LD_LIBRARY_PATH="${lib_dirs}${LD_LIBRARY_PATH:-}"
 fi
 export TOTOC_ORT_LIB="$ort_lib"
 
 # ------------------------------------------------------------------------------------------- 2. totoc, doctor
-say "building totoc ($profile)"
-if [ "$profile" = release ]; then cargo build --release -q; else cargo build -q; fi
-totoc="target/$profile/totoc"
+if [ -n "$totoc_bin" ]; then
+  [ -x "$totoc_bin" ] || { echo "gpu-smoke: --totoc $totoc_bin is not an executable file" >&2; exit 2; }
+  totoc=$totoc_bin
+else
+  say "building totoc ($profile)"
+  if [ "$profile" = release ]; then cargo build --release -q; else cargo build -q; fi
+  totoc="target/$profile/totoc"
+fi
 say "totoc doctor"
 "$totoc" doctor --json >"$work/doctor.json"
 "$totoc" doctor >&2
