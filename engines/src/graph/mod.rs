@@ -56,6 +56,7 @@ mod ort_glue;
 mod ort_types;
 mod runner;
 mod shared_session;
+mod transfer;
 mod weights;
 
 pub use binding::{

@@ -21,6 +21,7 @@ use super::facts::state_input_name;
 use super::ort_glue::{signature_of, ProviderNodes};
 use super::ort_types::{element_of, ort_error};
 use super::shared_session::SharedSession;
+use super::transfer;
 use super::weights::{Held, SharedWeights};
 
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
@@ -326,10 +327,7 @@ impl GraphRunner {
             let mut host =
                 DynTensor::new(pin, element_of(self.inputs[i].sig.dtype), self.inputs[i].sig.shape.clone())
                     .map_err(|e| ort_error(format!("allocating a host mirror of `{name}`"), e))?;
-            self.inputs[i]
-                .bound
-                .copy_into(&mut host)
-                .map_err(|e| ort_error(format!("downloading `{name}`"), e))?;
+            transfer::copy(&self.inputs[i].bound, &mut host, &format!("downloading `{name}`"))?;
             self.inputs[i].host = Some(host);
         }
         let graph = self.name.clone();
@@ -442,8 +440,7 @@ impl GraphRunner {
         if self.pinned.is_some() {
             for s in self.inputs.iter_mut().filter(|s| s.dirty) {
                 if let Some(host) = &s.host {
-                    host.copy_into(&mut s.bound)
-                        .map_err(|e| ort_error(format!("uploading `{}`", s.sig.name), e))?;
+                    transfer::copy(host, &mut s.bound, &format!("uploading `{}`", s.sig.name))?;
                 }
                 s.dirty = false;
             }
@@ -458,9 +455,7 @@ impl GraphRunner {
         if self.pinned.is_some() {
             for s in self.outputs.iter_mut() {
                 if let Some(host) = &mut s.host {
-                    s.bound
-                        .copy_into(host)
-                        .map_err(|e| ort_error(format!("downloading `{}`", s.sig.name), e))?;
+                    transfer::copy(&s.bound, host, &format!("downloading `{}`", s.sig.name))?;
                 }
             }
         }
@@ -559,23 +554,18 @@ impl GraphRunner {
                     self.scratch.insert(src_name.clone(), t);
                 }
                 let scratch = self.scratch.get_mut(&src_name).expect("inserted");
-                src.output_tensor(o)
-                    .copy_into(&mut *scratch)
-                    .map_err(|e| ort_error("downloading a cache", e))?;
+                transfer::copy(src.output_tensor(o), scratch, "downloading a cache")?;
                 if self.inputs[i].host.is_none() {
                     let mut t = DynTensor::new(pin, element_of(dst_sig.dtype), dst_sig.shape.clone())
                         .map_err(|e| ort_error("allocating a cache mirror", e))?;
                     // the mirror must start as the device cache, or the upload would overwrite untouched slots
-                    self.inputs[i]
-                        .bound
-                        .copy_into(&mut t)
-                        .map_err(|e| ort_error("downloading a cache", e))?;
+                    transfer::copy(&self.inputs[i].bound, &mut t, "downloading a cache")?;
                     self.inputs[i].host = Some(t);
                 }
                 let slot = &mut self.inputs[i];
                 let host = slot.host.as_mut().expect("mirror");
                 copy_slots(bytes_of(scratch)?, bytes_of_mut(host)?, layout, elem, moves);
-                host.copy_into(&mut slot.bound).map_err(|e| ort_error("uploading a cache", e))?;
+                transfer::copy(host, &mut slot.bound, "uploading a cache")?;
                 slot.dirty = false;
             } else {
                 let s = bytes_of(src.output_tensor(o))?;

@@ -226,14 +226,21 @@ impl SharedWeights {
         // SAFETY: `buffer` holds `length` bytes on the device `info` names; the value does not own it.
         let new_value = || unsafe { tensor_over(info, buffer, init, elem, "wrapping device weight") };
         let value = DeviceValue { value: new_value()?, buffer, allocator: allocator.clone() };
-        // Upload through temporary values over the same memory (`copy_into` releases what it is given).
+        // Upload through temporary values over the same memory (each released after the copy).
         let host_view = unsafe { host_tensor_view(host.ptr)? };
+        // ort wants the allocator of every tensor it wraps (it keeps the allocator alive while the value lives);
+        // the view does not own `buffer`, so dropping it releases the OrtValue only.
         let mut device_view: DynTensor = unsafe {
-            ort::value::Value::from_ptr(std::ptr::NonNull::new(new_value()?).expect("non-null"), None)
+            ort::value::Value::from_ptr(
+                std::ptr::NonNull::new(new_value()?).expect("non-null"),
+                Some(&allocator.0),
+            )
         };
-        host_view.copy_into(&mut device_view).map_err(|e| {
-            ort_error(format!("uploading weight {} to CUDA device {}", init.name, dev.device), e)
-        })?;
+        super::transfer::copy(
+            &host_view,
+            &mut device_view,
+            &format!("uploading weight {} to CUDA device {}", init.name, dev.device),
+        )?;
         let v = Arc::new(value);
         dev.values.lock().unwrap_or_else(|p| p.into_inner()).insert(key, v.clone());
         Ok(v)
@@ -292,6 +299,14 @@ impl SharedWeights {
     /// 1.39 GB = 2.3× the weights for one profile); with it only the prepacked copy plus the pages read in the
     /// last window are.
     pub fn trim_while<R>(&self, f: impl FnOnce() -> R) -> R {
+        /// Stops the trimming thread however `f` ends: `thread::scope` joins its threads before it re-raises a
+        /// panic of `f`, so a flag set only on the normal path would leave a panicking build waiting for ever.
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
         let done = std::sync::atomic::AtomicBool::new(false);
         let maps = &self.maps;
         std::thread::scope(|s| {
@@ -301,9 +316,8 @@ impl SharedWeights {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             });
-            let r = f();
-            done.store(true, Ordering::Relaxed);
-            r
+            let _stop = StopOnDrop(&done);
+            f()
         })
     }
 }
@@ -315,7 +329,7 @@ pub(super) struct Held {
     device: Vec<Arc<DeviceValue>>,
 }
 
-/// A non-owning view of a host weight value, for one upload (`copy_into` takes ownership of a fresh value).
+/// A non-owning view of a host weight value, for one upload.
 ///
 /// # Safety
 /// `v` must be a live tensor value whose memory outlives the returned view's use.
@@ -348,7 +362,12 @@ unsafe fn host_tensor_view(v: *mut ort::sys::OrtValue) -> Result<DynTensor> {
             (api.CreateTensorWithDataAsOrtValue)(info, data, size, dims.as_ptr(), dims.len(), elem, &mut out),
             "viewing a weight",
         )?;
-        Ok(ort::value::Value::from_ptr(std::ptr::NonNull::new(out).expect("non-null"), None))
+        // ort wants an allocator with every tensor it wraps; the view does not own `data` (it was created over
+        // existing memory), so the default CPU allocator is only kept alive, never asked to free it.
+        Ok(ort::value::Value::from_ptr(
+            std::ptr::NonNull::new(out).expect("non-null"),
+            Some(&Allocator::default()),
+        ))
     }
 }
 
@@ -439,5 +458,54 @@ mod tests {
         assert_eq!(weight_placement(&Target::cpu(None)), WeightPlacement::Host);
         assert_eq!(weight_placement(&Target::cuda(3, true)), WeightPlacement::Device(3));
         assert_eq!(weight_placement(&Target::tensorrt(0, true)), WeightPlacement::InEngine);
+    }
+
+    fn runtime() -> &'static Runtime {
+        crate::runtime::init(None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A panicking build inside `trim_while` re-raises its panic instead of waiting for ever on the trimming thread
+    /// (a CUDA build that panicked once hung until it was killed).
+    #[test]
+    fn a_panic_inside_trim_while_ends_the_trimming() {
+        let weights = SharedWeights::new(runtime());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                weights.trim_while(|| panic!("a build that fails"));
+            }));
+            tx.send(r.is_err()).unwrap();
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("trim_while returned");
+        assert!(panicked, "the closure's panic is re-raised");
+        worker.join().unwrap();
+    }
+
+    /// The upload path's non-owning view of a host weight (`host_tensor_view`, what CUDA engines copy from) wraps
+    /// the same bytes; ort panics on a tensor wrapped without an allocator, so this is the CPU half of the upload.
+    #[test]
+    fn a_host_weight_view_wraps_the_mapped_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(dir.path().join("w.bin"), &bytes).unwrap();
+        let init = ExternalInit {
+            name: "w".into(),
+            dims: vec![3, 4],
+            data_type: 1,
+            location: "w.bin".into(),
+            offset: 0,
+            length: bytes.len() as u64,
+        };
+        let weights = SharedWeights::new(runtime());
+        let host = weights.value(dir.path(), &init).unwrap();
+        let view = unsafe { host_tensor_view(host.ptr) }.unwrap();
+        let (shape, data) = view.try_extract_tensor::<f32>().unwrap();
+        assert_eq!(shape.to_vec(), vec![3, 4]);
+        assert_eq!(data, values.as_slice());
+        drop(view);
+        // the host value is untouched by the view's release
+        let again = unsafe { host_tensor_view(host.ptr) }.unwrap();
+        assert_eq!(again.try_extract_tensor::<f32>().unwrap().1, values.as_slice());
     }
 }
