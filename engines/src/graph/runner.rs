@@ -63,8 +63,9 @@ pub struct GraphRunner {
     providers: Vec<ProviderNodes>,
     copies_logged: Arc<AtomicUsize>,
     pinned: Option<Allocator>,
-    /// Pinned scratch for `copy_cache` on GPU, by source output name.
-    scratch: HashMap<String, DynTensor>,
+    /// Pinned scratch for `copy_cache` on GPU, by source output name and shape: caches of one name come from
+    /// buckets of different sizes (a prefill of 1 row, then of 4), and each size needs its own buffer.
+    scratch: HashMap<(String, Vec<usize>), DynTensor>,
     _weights: Arc<Held>,
 }
 
@@ -545,15 +546,15 @@ impl GraphRunner {
                 ));
             }
             let elem = dtype_size(dst_sig.dtype);
-            let src_name = src_sig.name.clone();
             if let Some(pin) = &self.pinned {
                 // GPU: device → pinned scratch (source rows), host copy into the pinned mirror, one upload.
-                if !self.scratch.contains_key(&src_name) {
+                let key = (src_sig.name.clone(), src_sig.shape.clone());
+                if !self.scratch.contains_key(&key) {
                     let t = DynTensor::new(pin, element_of(src_sig.dtype), src_sig.shape.clone())
                         .map_err(|e| ort_error("allocating cache scratch", e))?;
-                    self.scratch.insert(src_name.clone(), t);
+                    self.scratch.insert(key.clone(), t);
                 }
-                let scratch = self.scratch.get_mut(&src_name).expect("inserted");
+                let scratch = self.scratch.get_mut(&key).expect("inserted");
                 transfer::copy(src.output_tensor(o), scratch, "downloading a cache")?;
                 if self.inputs[i].host.is_none() {
                     let mut t = DynTensor::new(pin, element_of(dst_sig.dtype), dst_sig.shape.clone())
