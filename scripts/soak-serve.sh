@@ -10,7 +10,8 @@
 # RATE: the capacity `totoc bench serve --engine ENGINE` measures (requests/s at its best concurrency), so the run
 # covers 1x and 2x capacity. REQUESTS.json: a JSON list of valid /v1/forecast requests (e.g. the `request` of each
 # tests/fixtures/tiny/cases/*.json for the tiny engine). DURATION_S defaults to 600. TOTOC (default target/release/
-# totoc) names the binary; SOAK_LOG a file for the server's log.
+# totoc) names the binary; SOAK_LOG a file for the server's log; SOAK_WORKERS the client's concurrent requests
+# (default 16; a slow engine at 2x RATE needs more, or requests wait in the client: its `client_backlog` count).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then
@@ -18,4 +19,4 @@ if [ $# -lt 3 ]; then
   exit 2
 fi
 exec python3 scripts/soak_serve.py --totoc "${TOTOC:-target/release/totoc}" --engine "$1" --requests "$2" \
-  --rate "$3" --duration-s "${4:-600}" --shadow
+  --rate "$3" --duration-s "${4:-600}" --workers "${SOAK_WORKERS:-16}" --shadow

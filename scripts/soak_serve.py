@@ -185,6 +185,9 @@ def main():
           f"{2 * a.rate:g}/s); codes {codes}")
     print(f"soak: RSS start {rss['start'] / 1024:.0f} MiB, after warm-up {(rss['warm'] or 0) / 1024:.0f} MiB, "
           f"end {rss['end'] / 1024:.0f} MiB, peak {rss['peak'] / 1024:.0f} MiB")
+    if codes.get("client_backlog"):
+        print(f"soak: {codes['client_backlog']} requests were not sent: every client worker was busy "
+              f"(raise --workers / SOAK_WORKERS to offer the full rate)")
     failures = []
     if crashed:
         failures.append(f"the server died (exit {server.returncode})")
