@@ -112,6 +112,9 @@ def main():
 
     codes, wrong, lock = {}, [], threading.Lock()
     rss = {"start": rss_kib(server.pid), "warm": None, "end": None, "peak": 0}
+    # RSS and requests answered at each tenth of the run: a leak climbs steadily, a working set that is still
+    # filling (buckets loaded on demand, allocator arenas reaching the largest batch) climbs in steps and levels off
+    timeline = []
     start = time.time()
     end_at = start + a.duration_s
     sent = [0]
@@ -143,11 +146,17 @@ def main():
         t.start()
 
     def sampler():
+        next_mark = a.duration_s / 10
         while time.time() < end_at and server.poll() is None:
             r = rss_kib(server.pid)
             rss["peak"] = max(rss["peak"], r)
             if rss["warm"] is None and time.time() - start >= warm_s:
                 rss["warm"] = r
+            if time.time() - start >= next_mark:
+                with lock:
+                    answered = sum(n for c, n in codes.items() if isinstance(c, int))
+                timeline.append((next_mark, r, answered))
+                next_mark += a.duration_s / 10
             time.sleep(1)
 
     st = threading.Thread(target=sampler, daemon=True)
@@ -185,6 +194,7 @@ def main():
           f"{2 * a.rate:g}/s); codes {codes}")
     print(f"soak: RSS start {rss['start'] / 1024:.0f} MiB, after warm-up {(rss['warm'] or 0) / 1024:.0f} MiB, "
           f"end {rss['end'] / 1024:.0f} MiB, peak {rss['peak'] / 1024:.0f} MiB")
+    print("soak: RSS over time: " + ", ".join(f"{t:.0f} s {r / 1024:.0f} MiB ({n} answered)" for t, r, n in timeline))
     if codes.get("client_backlog"):
         print(f"soak: {codes['client_backlog']} requests were not sent: every client worker was busy "
               f"(raise --workers / SOAK_WORKERS to offer the full rate)")
