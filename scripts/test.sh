@@ -45,7 +45,7 @@ export TOTOC_STRICT_TESTS=1
 
 echo "== shell scripts: shellcheck, gpu-smoke argument handling"
 shellcheck=$(scripts/setup-shellcheck.sh)
-"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh
+"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh tests/training/*.sh
 for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile fast" "--nope"; do
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi
@@ -78,6 +78,9 @@ else
   "$data_python" tests/data/convert.py --check tests/fixtures/data
   echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
   tests/reference/regen_toto2_fixtures.sh --check
+  echo "== trained checkpoints: re-run the first training steps with toto-ts / toto-2 and compare the losses"
+  "$reference_python" tests/training/train_toto1.py --verify-training tests/fixtures/trained/toto1-small
+  "$reference_python" tests/training/train_toto2.py --verify-training tests/fixtures/trained/toto2-4m
   echo "== the live checks fail on a perturbed weight, input or seed (|diff|/tolerance >= 10)"
   live_log=$(mktemp)
   "$reference_python" tests/reference/test_live_checks.py 2>"$live_log" | tee -a "$log" || {
