@@ -42,8 +42,9 @@ fn trained_checkpoints_match_their_recorded_sha256() {
     }
 }
 
-/// `totoc export` reads both trained checkpoints strictly with their profile files and `build-engine` makes a CPU
-/// engine of each; a forecast of the bundled co2 series is finite.
+/// `totoc export` reads both trained checkpoints strictly with their profile files and their reference's golden cases
+/// (`tests/fixtures/trained/<model>-cases`, made by `tests/training/make_golden.py` with toto-ts / toto-2),
+/// `build-engine` makes a CPU engine of each, `verify` passes, and a forecast of the bundled co2 series stays near it.
 #[test]
 fn trained_checkpoints_export_build_and_forecast() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -55,16 +56,21 @@ fn trained_checkpoints_export_build_and_forecast() {
         let engine = tmp.path().join(format!("{model}.engine"));
         let out = tmp.path().join(format!("{model}.json"));
         let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
+        let cases = root().join("tests/fixtures/trained").join(format!("{model}-cases"));
         totoc_ok(&[
             "export",
             "--checkpoint",
             &s(&ckpt),
             "--config",
             &s(&root().join(config)),
+            "--golden",
+            &s(&cases),
             "--out",
             &s(&bundle),
         ]);
         totoc_ok(&["build-engine", "--artifacts", &s(&bundle), "--out", &s(&engine)]);
+        let verified = totoc_ok(&["verify", "--engine", &s(&engine)]);
+        assert!(verified.contains("output checks passed"), "{model}: {verified}");
         totoc_ok(&[
             "forecast",
             "--engine",
