@@ -31,6 +31,8 @@ Outputs in OUT_DIR:
   the package versions, counts, the synthetic share and the sha256 of every output file.
 
 Usage: build_corpus.py OUT_DIR        (data venv python: tests/training/setup_data_venv.sh prints it)
+       build_corpus.py --check DIR    (rebuilds into a temporary directory; DIR's corpus.json and heldout.csv,
+                                       e.g. tests/fixtures/trained, must be byte-identical to the rebuild)
 """
 
 import hashlib
@@ -241,6 +243,16 @@ def write_npz(path, rows):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[0] == "--check":
+        import filecmp
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            main([tmp])
+            bad = [n for n in ["corpus.json", "heldout.csv"]
+                   if not filecmp.cmp(os.path.join(tmp, n), os.path.join(argv[1], n), shallow=False)]
+        print("corpus check: " + ("identical" if not bad else f"DIFFERENT: {bad}"))
+        return 1 if bad else 0
     if len(argv) != 1:
         sys.exit(__doc__)
     out = argv[0]
@@ -283,7 +295,8 @@ def main(argv):
         json.dump(prov, f, indent=1, sort_keys=True)
         f.write("\n")
     print(json.dumps(prov["counts"]))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
