@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine, CPU only: fetch ONNX Runtime, build totoc, export the bundled tiny Toto
-# checkpoint (random weights in the real HF layout) with its toto-ts golden cases, build the ONNX Runtime CPU
-# engine, verify it against toto-ts, and print a forecast.
+# The main job on a fresh machine, CPU only: fetch ONNX Runtime, build totoc, and for each of the two small models
+# trained here (tests/fixtures/trained/{toto1-small,toto2-4m}, released HF layouts; docs/training.md): export it
+# with its reference's golden cases, build the ONNX Runtime CPU engine, verify it against toto-ts / toto-2, and
+# forecast the bundled weekly CO2 series with a chart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${TOTOC_DEMO_DIR:-target/demo}
@@ -13,31 +14,32 @@ echo "== building totoc"
 cargo build --release --quiet
 totoc=target/release/totoc
 
-echo "== totoc export"
-$totoc export --checkpoint tests/fixtures/tiny/checkpoint --config configs/tiny.yaml \
-  --golden tests/fixtures/tiny/cases --out "$work/bundle" --force
-echo "== totoc build-engine (ONNX Runtime CPU)"
-$totoc build-engine --artifacts "$work/bundle" --target cpu --out "$work/engine" --force
-echo "== totoc verify (against toto-ts 0.2.0 golden outputs carried by the bundle)"
-$totoc verify --engine "$work/engine"
-echo "== totoc forecast (2 variates, 64 sample paths, quantiles)"
-python3 - "$work/request.json" <<'PY'
-import json, math, sys
-t = range(120)
-req = {"target": [[round(50 + 10 * math.sin(i / 6) + 0.1 * i, 3) for i in t],
-                  [None if i % 17 == 0 else round(5 + math.cos(i / 6), 3) for i in t]],
-       "id_mask": [0, 0], "horizon": 24, "samples": 64, "quantiles": [0.1, 0.5, 0.9], "seed": 42}
-json.dump(req, open(sys.argv[1], "w"))
-PY
-$totoc forecast --engine "$work/engine" --input "$work/request.json" --output "$work/forecast.json"
-python3 - "$work/forecast.json" <<'PY'
+# Both small models trained here (docs/training.md), each exported with the golden cases of its reference, built
+# for ONNX Runtime CPU, verified and run on the bundled weekly Mauna Loa CO2 series (52 weeks ahead, with a chart).
+for model in toto1-small toto2-4m; do
+  case $model in
+    toto1-small) ref="toto-ts 0.2.0" forecast_args=(--samples 64 --seed 7) ;;
+    toto2-4m) ref="toto-2 2.0.0" forecast_args=() ;;
+  esac
+  echo "== $model: totoc export (tests/fixtures/trained/$model, with $ref golden cases)"
+  $totoc export --checkpoint "tests/fixtures/trained/$model" --config "configs/trained-$model.yaml" \
+    --golden "tests/fixtures/trained/$model-cases" --out "$work/$model.bundle" --force
+  echo "== $model: totoc build-engine (ONNX Runtime CPU)"
+  $totoc build-engine --artifacts "$work/$model.bundle" --target cpu --out "$work/$model.engine" --force
+  echo "== $model: totoc verify (against the $ref outputs carried by the bundle)"
+  $totoc verify --engine "$work/$model.engine"
+  echo "== $model: totoc forecast (weekly CO2, 52 weeks, quantiles 0.1/0.5/0.9, chart)"
+  $totoc forecast --engine "$work/$model.engine" --input tests/fixtures/data/co2_wide.csv --horizon 52 \
+    "${forecast_args[@]}" --quantiles 0.1,0.5,0.9 --output "$work/$model.json" --plot "$work/$model-co2.png"
+  python3 - "$work/$model.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"profile {r['profile']}, engine {r['engine']}")
-for v, mean in enumerate(r["mean"]):
-    q = {f"{x['q']}": x["values"][v] for x in r["quantiles"]}
-    print(f"variate {v}: mean[:6] = {[round(x, 3) for x in mean[:6]]}")
-    print(f"           p10[:6]  = {[round(x, 3) for x in q['0.1'][:6]]}")
-    print(f"           p90[:6]  = {[round(x, 3) for x in q['0.9'][:6]]}")
+point = "mean" if "mean" in r else "median"
+q = {f"{x['q']}": x["values"][0] for x in r["quantiles"]}
+print(f"profile {r['profile']}, engine {r['engine']}, from {r['timestamps'][0]}")
+print(f"  {point}[:6] = {[round(x, 2) for x in r[point][0][:6]]}")
+print(f"  p10[:6]  = {[round(x, 2) for x in q['0.1'][:6]]}")
+print(f"  p90[:6]  = {[round(x, 2) for x in q['0.9'][:6]]}")
 PY
-echo "== done: bundle in $work/bundle, engine in $work/engine, forecast in $work/forecast.json"
+done
+echo "== done: bundles, engines, forecasts and charts in $work (MODEL.bundle, MODEL.engine, MODEL.json, MODEL-co2.png)"

@@ -6,8 +6,9 @@
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
 # a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), a small venv
 # with fev and utilsforecast (the oracles of the backtest metrics, backtest/tests/oracle.rs), the toto-ts
-# reference venv (~3.3 GB download once), the toto-2 wheels on top of it, and the data venv (statsmodels, pandas,
-# pyarrow) that checks the public-data fixtures (skip the live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
+# reference venv (~3.3 GB download once), the toto-2 wheels on top of it, the data venv (statsmodels, pandas,
+# pyarrow) that checks the public-data fixtures and the training-data venv (tests/training/setup_data_venv.sh) that
+# rebuilds the trained models' corpus (skip the live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,7 @@ export TOTOC_STRICT_TESTS=1
 
 echo "== shell scripts: shellcheck, gpu-smoke argument handling"
 shellcheck=$(scripts/setup-shellcheck.sh)
-"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh
+"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh tests/training/*.sh
 for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile fast" "--nope"; do
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi
@@ -78,6 +79,12 @@ else
   "$data_python" tests/data/convert.py --check tests/fixtures/data
   echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
   tests/reference/regen_toto2_fixtures.sh --check
+  echo "== training corpus: rebuild it from the pip packages' data sets and compare (tests/training/build_corpus.py)"
+  train_data_python=$(tests/training/setup_data_venv.sh | tail -n 1)
+  "$train_data_python" tests/training/build_corpus.py --check tests/fixtures/trained
+  echo "== trained checkpoints: re-run the first training steps with toto-ts / toto-2 and compare the losses"
+  "$reference_python" tests/training/train_toto1.py --verify-training tests/fixtures/trained/toto1-small
+  "$reference_python" tests/training/train_toto2.py --verify-training tests/fixtures/trained/toto2-4m
   echo "== the live checks fail on a perturbed weight, input or seed (|diff|/tolerance >= 10)"
   live_log=$(mktemp)
   "$reference_python" tests/reference/test_live_checks.py 2>"$live_log" | tee -a "$log" || {

@@ -20,5 +20,6 @@ mod serve_hostile;
 mod serve_ops;
 mod third_family;
 mod toto2;
+mod trained;
 #[path = "../support/venv.rs"]
 mod venv;

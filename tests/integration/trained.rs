@@ -1,0 +1,101 @@
+//! The checkpoints trained here (issue 26, `tests/training/`): their bytes are what `tests/fixtures/trained/SHA256SUMS`
+//! records (training is not bit-reproducible across CPUs, so the committed files are the record, and a changed
+//! file must come with a new training provenance), and each exports and builds a CPU engine with `totoc`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::common::{root, totoc_ok};
+
+const MODELS: [&str; 2] = ["toto1-small", "toto2-4m"];
+
+fn sha256_hex(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every file under `tests/fixtures/trained/<model>/` is listed in SHA256SUMS with its digest, and no listed file
+/// is missing or different.
+#[test]
+fn trained_checkpoints_match_their_recorded_sha256() {
+    let dir = root().join("tests/fixtures/trained");
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).expect("tests/fixtures/trained/SHA256SUMS");
+    let mut listed = BTreeSet::new();
+    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
+        let (want, file) = line.split_once("  ").unwrap_or_else(|| panic!("bad SHA256SUMS line {line:?}"));
+        let got = sha256_hex(&dir.join(file));
+        assert_eq!(got, want, "tests/fixtures/trained/{file} changed: sha256 {got}, recorded {want}");
+        listed.insert(file.to_string());
+    }
+    for model in MODELS {
+        for entry in std::fs::read_dir(dir.join(model)).expect("trained model dir") {
+            let name = format!("{model}/{}", entry.expect("entry").file_name().to_string_lossy());
+            assert!(listed.contains(&name), "tests/fixtures/trained/{name} is not in SHA256SUMS");
+        }
+        for file in ["config.json", "model.safetensors", "training.json", "verify_batches.npz"] {
+            assert!(listed.contains(&format!("{model}/{file}")), "{model}/{file} missing from SHA256SUMS");
+        }
+        let size = std::fs::metadata(dir.join(model).join("model.safetensors")).expect("safetensors").len();
+        assert!(size <= 20 * 1024 * 1024, "{model}: model.safetensors is {size} bytes, over 20 MiB");
+    }
+}
+
+/// `totoc export` reads both trained checkpoints strictly with their profile files and their reference's golden cases
+/// (`tests/fixtures/trained/<model>-cases`, made by `tests/training/make_golden.py` with toto-ts / toto-2),
+/// `build-engine` makes a CPU engine of each, `verify` passes, and a forecast of the bundled co2 series stays near it.
+#[test]
+fn trained_checkpoints_export_build_and_forecast() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (model, config) in
+        [("toto1-small", "configs/trained-toto1-small.yaml"), ("toto2-4m", "configs/trained-toto2-4m.yaml")]
+    {
+        let ckpt = root().join("tests/fixtures/trained").join(model);
+        let bundle = tmp.path().join(format!("{model}.bundle"));
+        let engine = tmp.path().join(format!("{model}.engine"));
+        let out = tmp.path().join(format!("{model}.json"));
+        let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
+        let cases = root().join("tests/fixtures/trained").join(format!("{model}-cases"));
+        totoc_ok(&[
+            "export",
+            "--checkpoint",
+            &s(&ckpt),
+            "--config",
+            &s(&root().join(config)),
+            "--golden",
+            &s(&cases),
+            "--out",
+            &s(&bundle),
+        ]);
+        totoc_ok(&["build-engine", "--artifacts", &s(&bundle), "--out", &s(&engine)]);
+        let verified = totoc_ok(&["verify", "--engine", &s(&engine)]);
+        assert!(verified.contains("output checks passed"), "{model}: {verified}");
+        totoc_ok(&[
+            "forecast",
+            "--engine",
+            &s(&engine),
+            "--input",
+            &s(&root().join("tests/fixtures/data/co2_wide.csv")),
+            "--horizon",
+            "52",
+            "--output",
+            &s(&out),
+        ]);
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out).expect("forecast output")).expect("forecast JSON");
+        let point = if model.starts_with("toto1") { "mean" } else { "median" };
+        let values: Vec<f64> = r[point][0]
+            .as_array()
+            .unwrap_or_else(|| panic!("{model}: no {point} in {r}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            .collect();
+        assert_eq!(values.len(), 52, "{model}: {point} has {} steps", values.len());
+        // co2 ends near 322 ppm: a trained model's forecast stays near it (a random one need not)
+        assert!(
+            values.iter().all(|v| v.is_finite() && (250.0..400.0).contains(v)),
+            "{model}: {point} out of range: {values:?}"
+        );
+    }
+}
