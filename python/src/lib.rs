@@ -1,0 +1,339 @@
+//! `totoc._native`: totoc's engines in-process from Python, the extension module of the `totoc` package.
+//!
+//! Thin over the `engines` crate: [`Engine::load`](engines::engine::Engine::load) opens the engine bundle,
+//! every series is validated as a JSON request with the same fields would be
+//! ([`RequestFields::validate`](engines::request::RequestFields::validate)) and admitted by the engine's context
+//! policy ([`Engine::admit`](engines::engine::Engine::admit)) before any runs, then the series are forecast with
+//! [`Engine::forecast`](engines::engine::Engine::forecast) in the groups `totoc forecast` uses, so the numbers are
+//! the CLI's, bit for bit. The GIL is released for all of that; it is held only while the caller's arrays are
+//! read ([`input`]) and the result arrays are made ([`output`]).
+//!
+//! The Python side (`python/totoc/`) adds the exception classes, finding ONNX Runtime in the installed
+//! `onnxruntime` package, the `Forecast` result and the docs.
+
+mod errors;
+mod input;
+mod output;
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use engines::engine::{Engine, LoadOptions};
+use engines::request::{ForecastRequest, Overrides, RequestFields};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::errors::{invalid, to_py};
+
+/// Series per `Engine::forecast` call: the group size of `totoc forecast` (src/cmd/forecast.rs), so that the same
+/// series in the same order are packed the same way and give the CLI's numbers bit for bit.
+const GROUP: usize = 256;
+
+/// The size of ONNX Runtime's intra-op thread pool, set by the first engine this process loaded.
+static POOL_THREADS: OnceLock<usize> = OnceLock::new();
+
+/// What `Engine.info` reports, read once at load.
+struct Info {
+    family: &'static str,
+    title: &'static str,
+    point_forecast: &'static str,
+    samples: bool,
+    quantile_knots: Option<Vec<f64>>,
+    target: String,
+    precision: &'static str,
+    fp16_emulation: bool,
+    engine: String,
+    ort_version: String,
+    max_variates: usize,
+    max_context: usize,
+    max_horizon: usize,
+    max_samples: usize,
+    profiles: Vec<Profile>,
+    memory_budget: u64,
+    path: PathBuf,
+    has_golden: bool,
+}
+
+/// One profile of the engine: its bounds.
+struct Profile {
+    name: String,
+    batch: usize,
+    variates: usize,
+    context: usize,
+    horizon: usize,
+    samples: usize,
+}
+
+impl Info {
+    fn of(engine: &Engine) -> Info {
+        let info = engine.info();
+        let caps = info.model.capabilities();
+        let manifest = engine.manifest();
+        Info {
+            family: caps.name,
+            title: caps.title,
+            point_forecast: caps.point_forecast,
+            samples: caps.samples,
+            quantile_knots: caps.quantile_knots.map(<[f64]>::to_vec),
+            target: info.target.clone(),
+            precision: manifest.precision.as_str(),
+            fp16_emulation: manifest.fp16_emulation,
+            engine: info.label.clone(),
+            ort_version: info.ort_version.clone(),
+            max_variates: info.limits.max_variates,
+            max_context: info.limits.max_context,
+            max_horizon: info.limits.max_horizon,
+            max_samples: info.limits.max_samples,
+            profiles: manifest
+                .family
+                .profiles()
+                .iter()
+                .map(|p| Profile {
+                    name: p.name.clone(),
+                    batch: p.batch,
+                    variates: p.variates,
+                    context: p.context,
+                    horizon: p.horizon,
+                    samples: p.samples,
+                })
+                .collect(),
+            memory_budget: engine.memory_budget(),
+            path: engine.dir().to_path_buf(),
+            has_golden: info.has_golden,
+        }
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("family", self.family)?;
+        d.set_item("title", self.title)?;
+        d.set_item("point_forecast", self.point_forecast)?;
+        d.set_item("samples", self.samples)?;
+        d.set_item("quantile_knots", self.quantile_knots.clone())?;
+        d.set_item("target", &self.target)?;
+        d.set_item("precision", self.precision)?;
+        d.set_item("fp16_emulation", self.fp16_emulation)?;
+        d.set_item("engine", &self.engine)?;
+        d.set_item("ort_version", &self.ort_version)?;
+        d.set_item("max_variates", self.max_variates)?;
+        d.set_item("max_context", self.max_context)?;
+        d.set_item("max_horizon", self.max_horizon)?;
+        d.set_item("max_samples", self.max_samples)?;
+        let profiles = PyList::empty(py);
+        for profile in &self.profiles {
+            let p = PyDict::new(py);
+            p.set_item("name", &profile.name)?;
+            p.set_item("batch", profile.batch)?;
+            p.set_item("variates", profile.variates)?;
+            p.set_item("context", profile.context)?;
+            p.set_item("horizon", profile.horizon)?;
+            p.set_item("samples", profile.samples)?;
+            profiles.append(p)?;
+        }
+        d.set_item("profiles", profiles)?;
+        d.set_item("memory_budget", self.memory_budget)?;
+        d.set_item("path", self.path.to_string_lossy().into_owned())?;
+        d.set_item("has_golden", self.has_golden)?;
+        Ok(d)
+    }
+}
+
+/// A loaded engine (see `totoc.Engine`, which wraps it).
+#[pyclass(module = "totoc._native", name = "Engine", frozen)]
+struct NativeEngine {
+    /// `None` once closed. A call in flight holds its own `Arc`, so closing never pulls the engine from under it.
+    engine: Mutex<Option<Arc<Engine>>>,
+    info: Info,
+}
+
+impl NativeEngine {
+    fn engine(&self) -> PyResult<Arc<Engine>> {
+        let guard = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        guard.clone().ok_or_else(|| {
+            invalid(format!(
+                "the engine {} is closed (Engine.close() was called); load it again with totoc.Engine(path)",
+                self.info.path.display()
+            ))
+        })
+    }
+}
+
+#[pymethods]
+impl NativeEngine {
+    #[new]
+    #[pyo3(signature = (path, *, threads=None, memory_budget=None, ort_lib=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        threads: Option<&Bound<'_, PyAny>>,
+        memory_budget: Option<&Bound<'_, PyAny>>,
+        ort_lib: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let threads = match threads.filter(|t| !t.is_none()) {
+            None => None,
+            Some(t) => match input::count(t, "threads")? {
+                0 => return Err(invalid("`threads` is 0; give at least 1 (or None for the default)")),
+                n => Some(usize::try_from(n).map_err(|_| invalid(format!("`threads` is {n}: too many")))?),
+            },
+        };
+        let memory_budget = match memory_budget.filter(|m| !m.is_none()) {
+            None => None,
+            Some(m) => Some(match m.extract::<String>() {
+                Ok(text) => engines::memory::parse_size(&text).map_err(to_py)?,
+                Err(_) => input::count(m, "memory_budget")?,
+            }),
+        };
+        if !path.is_dir() {
+            return Err(errors::Kind::Bundle.err(format!(
+                "engine bundle {}: no such directory; build one with `totoc build-engine --artifacts BUNDLE --out \
+                 ENGINE`",
+                path.display()
+            )));
+        }
+        // The intra-op thread pool is the process's: a count asked for after it started cannot take effect.
+        let started = engines::runtime::get().is_some();
+        if let (Some(n), Some(&running)) = (threads, POOL_THREADS.get()) {
+            if n != running {
+                let message = format!(
+                    "threads={n} has no effect: ONNX Runtime's thread pool was started with {running} threads by \
+                     the first engine this process loaded (the pool is per process)"
+                );
+                let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                PyErr::warn(py, category.as_any(), &CString::new(message).unwrap_or_default(), 1)?;
+            }
+        }
+        let opts = LoadOptions { ort_lib, threads: threads.filter(|_| !started), memory_budget };
+        let loaded = py.detach(|| Engine::load(&path, &opts));
+        if !started && engines::runtime::get().is_some() {
+            // the size the pool started with (later loads reset the engines crate's setting, not the pool)
+            let _ = POOL_THREADS.set(engines::runtime::intra_threads());
+        }
+        let engine = loaded.map_err(to_py)?;
+        let info = Info::of(&engine);
+        Ok(NativeEngine { engine: Mutex::new(Some(Arc::new(engine))), info })
+    }
+
+    /// What the engine holds (a new dict each time).
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.info.to_dict(py)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Releases the engine (its graphs and weights) once calls in flight end. Closing twice is allowed.
+    fn close(&self) {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    #[pyo3(signature = (target, horizon, *, samples=None, quantiles=None, seed=None, id_mask=None, strict_context=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn forecast<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'py, PyAny>,
+        horizon: &Bound<'py, PyAny>,
+        samples: Option<&Bound<'py, PyAny>>,
+        quantiles: Option<&Bound<'py, PyAny>>,
+        seed: Option<&Bound<'py, PyAny>>,
+        id_mask: Option<&Bound<'py, PyAny>>,
+        strict_context: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let engine = self.engine()?;
+        let as_usize = |v: u64, name: &str| {
+            usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
+        };
+        let horizon = as_usize(input::count(horizon, "horizon")?, "horizon")?;
+        let samples = match samples.filter(|s| !s.is_none()) {
+            Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
+            None => None,
+        };
+        let seed = match seed.filter(|s| !s.is_none()) {
+            Some(s) => Some(input::count(s, "seed")?),
+            None => None,
+        };
+        let quantiles = input::levels(quantiles)?;
+        // The one copy of the caller's values (GIL held: the arrays are Python objects).
+        let targets = input::read(target)?;
+        let masks = input::id_masks(id_mask, targets.series.len())?;
+        let single = targets.single;
+        let point_name = self.info.point_forecast;
+        let result = py.detach(move || -> Result<output::Output, (errors::Kind, String)> {
+            let limits = engine.info().request_limits();
+            let mut given = Vec::with_capacity(targets.series.len());
+            let mut reqs: Vec<ForecastRequest> = Vec::with_capacity(targets.series.len());
+            let ats: Vec<String> = (0..targets.series.len()).map(|n| targets.at(n)).collect();
+            for ((target, id_mask), at) in targets.series.into_iter().zip(masks).zip(&ats) {
+                given.push(target.first().map_or(0, Vec::len));
+                let fields = RequestFields {
+                    id: None,
+                    target,
+                    id_mask,
+                    horizon: Some(horizon),
+                    samples,
+                    quantiles: quantiles.clone(),
+                    seed,
+                    strict_context: Some(strict_context),
+                };
+                let mut req = fields.validate(at, &Overrides::default(), &limits).map_err(parts)?;
+                engine.admit(&mut req, at).map_err(parts)?;
+                reqs.push(req);
+            }
+            // Every series is checked before any runs; then the CLI's groups.
+            let mut responses = Vec::with_capacity(reqs.len());
+            let mut ats = ats.into_iter();
+            let mut reqs = reqs.into_iter().peekable();
+            while reqs.peek().is_some() {
+                let group: Vec<ForecastRequest> = reqs.by_ref().take(GROUP).collect();
+                for result in engine.forecast(group) {
+                    let at = ats.next().unwrap_or_default();
+                    // as `totoc forecast` reports it: the series, then the engine's message
+                    responses.push(result.map_err(|e| (errors::Kind::of(&e), format!("{at}: {e}")))?);
+                }
+            }
+            Ok(output::Output::new(&responses, &given, single, point_name, horizon))
+        });
+        result.map_err(|(kind, message)| kind.err(message))?.into_dict(py)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { ", closed" } else { "" };
+        format!(
+            "Engine({:?}, {}, {}{state})",
+            self.info.path.display().to_string(),
+            self.info.family,
+            self.info.engine
+        )
+    }
+}
+
+/// An error as the exception it becomes: its kind and its message (made without the GIL, raised with it).
+fn parts(e: engines::Error) -> (errors::Kind, String) {
+    (errors::Kind::of(&e), e.to_string())
+}
+
+/// The ONNX Runtime this process loaded: `{"library", "source", "version"}`, or `None` before any engine loaded.
+#[pyfunction]
+fn runtime(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let Some(rt) = engines::runtime::get() else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("library", rt.library().to_string_lossy().into_owned())?;
+    d.set_item("source", rt.source().describe())?;
+    d.set_item("version", rt.version())?;
+    Ok(Some(d))
+}
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeEngine>()?;
+    m.add_function(wrap_pyfunction!(runtime, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The ONNX Runtime version totoc is built against (the `ort` API it needs is this version's).
+    m.add("ORT_VERSION", engines::runtime::ORT_VERSION)?;
+    Ok(())
+}

@@ -1,0 +1,243 @@
+"""``totoc.Engine``: an engine bundle loaded in this process, and its ``Forecast`` results."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence, Union
+
+import numpy as np
+
+from . import _native, _runtime
+from .errors import InvalidInput, RuntimeMissing
+
+__all__ = ["Engine", "Forecast"]
+
+#: What ``Engine.forecast`` takes as ``target``.
+Target = Union[np.ndarray, Sequence[Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class Forecast:
+    """The forecasts of one ``Engine.forecast`` call, as numpy arrays.
+
+    Shapes: ``N`` series, ``V`` variates (the most of any series; a series with fewer has NaN in the others),
+    ``H`` horizon, ``Q`` quantile levels, ``S`` sample paths. The series axis ``N`` is there when the target was
+    ``[N, V, T]`` or a list, and left out when it was one ``[V, T]`` array.
+
+    Attributes:
+        mean: ``[N, V, H]`` float32, the point forecast of a Toto 1.0 engine (the mean path, or the mean over the
+            sample paths); ``None`` on a Toto 2.0 engine.
+        median: ``[N, V, H]`` float32, the point forecast of a Toto 2.0 engine; ``None`` on a Toto 1.0 engine.
+        quantiles: ``[Q, N, V, H]`` float32, one slice per level of ``quantile_levels``; ``None`` without levels.
+        quantile_levels: ``[Q]`` float64, the levels, in the order asked (empty without levels).
+        samples: ``[N, S, V, H]`` float32, the sample paths when ``samples > 0``; else ``None``.
+        context_truncated: ``[N]`` bool (a bool for one series): whether the series had more points than the
+            engine holds (``max_context``) and only its most recent ones were used.
+        context_used: ``[N]`` int64 (an int for one series): the points of history each forecast used.
+        engine: the engine that made them, e.g. ``cpu (onnxruntime 1.31.1)``.
+    """
+
+    mean: np.ndarray | None
+    median: np.ndarray | None
+    quantiles: np.ndarray | None
+    quantile_levels: np.ndarray
+    samples: np.ndarray | None
+    context_truncated: np.ndarray | bool
+    context_used: np.ndarray | int
+    engine: str
+
+    @property
+    def point(self) -> np.ndarray:
+        """The point forecast, whichever the model makes: ``mean`` (Toto 1.0) or ``median`` (Toto 2.0)."""
+        return self.mean if self.mean is not None else self.median  # type: ignore[return-value]
+
+    def quantile(self, level: float) -> np.ndarray:
+        """The forecast at one of the levels asked for, e.g. ``f.quantile(0.9)`` (``[N, V, H]``)."""
+        for i, q in enumerate(self.quantile_levels):
+            if abs(q - level) <= 1e-9 and self.quantiles is not None:
+                return self.quantiles[i]
+        raise InvalidInput(
+            f"quantile {level} was not asked for; this forecast has levels {list(map(float, self.quantile_levels))} "
+            "(ask for it with quantiles=[...])"
+        )
+
+
+def _as_array(x: Any, what: str) -> Any:
+    """``x`` as an array the engine reads without another copy: float32 / float64 arrays pass as they are;
+    integer and bool arrays become float64, float16 float32 (one copy); nested lists are converted (``None`` and NaN
+    mark missing points). Anything else is left for the engine to name in its error."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in "iub":
+            return x.astype(np.float64)
+        if x.dtype == np.float16:
+            return x.astype(np.float32)
+        return x
+    if isinstance(x, (list, tuple)):
+        try:
+            return np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(
+                f"{what} cannot be read as a [V, T] array of numbers ({e}); give a float array, NaN or None "
+                "marking missing points"
+            ) from None
+    return x
+
+
+def _targets(target: Any) -> Any:
+    if isinstance(target, (list, tuple)):
+        # a list of series ([V, T] each, of any lengths), unless it is one series written as nested lists
+        if target and all(isinstance(t, (list, tuple)) for t in target) and all(
+            not isinstance(v, (list, tuple, np.ndarray)) for t in target for v in t
+        ):
+            return _as_array(target, "target")
+        return [_as_array(t, f"series {n}") for n, t in enumerate(target)]
+    return _as_array(target, "target")
+
+
+class Engine:
+    """An engine bundle (``totoc build-engine``) loaded in this process.
+
+    Args:
+        path: the engine bundle's directory. Every file is checked against its sha256 in the manifest.
+        threads: ONNX Runtime's CPU threads. The thread pool is the process's: the first engine loaded sets it
+            (default: the count recorded in the engine, else the physical cores); later values only warn.
+        memory_budget: bytes the engine may hold (its weights and loaded shape buckets), an ``int`` or a size such
+            as ``"8G"``; default 80% of this container's or machine's memory.
+        ort_lib: the ``libonnxruntime.so`` to load (default: see ``totoc._runtime``: ``$TOTOC_ORT_LIB``, then the
+            installed ``onnxruntime`` package, then totoc's cache).
+
+    Raises:
+        BundleIntegrity: no engine at ``path``, or it is malformed or modified.
+        RuntimeMissing: no ONNX Runtime library (``pip install 'totoc[cpu]'``).
+
+    An engine is safe to share between threads; its calls are served one at a time (on the CPU they share one
+    thread pool anyway, and one call at a time keeps the engine within its memory budget). Each call releases
+    the GIL while the engine works, so other Python threads run meanwhile.
+
+    >>> import numpy as np, totoc                                     # doctest: +SKIP
+    >>> with totoc.Engine("engine") as eng:                           # doctest: +SKIP
+    ...     f = eng.forecast(np.sin(np.arange(512.0))[None], horizon=64)
+    ...     f.mean.shape
+    (1, 64)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        threads: int | None = None,
+        memory_budget: int | str | None = None,
+        *,
+        ort_lib: str | os.PathLike[str] | None = None,
+    ) -> None:
+        lib = _runtime.resolve(ort_lib)
+        try:
+            self._native = _native.Engine(
+                os.fspath(path), threads=threads, memory_budget=memory_budget, ort_lib=lib
+            )
+        except RuntimeMissing as e:
+            raise RuntimeMissing(_runtime.failure_message(str(e))) from None
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What the engine holds, e.g.::
+
+            {"family": "toto-1.0", "title": "Toto 1.0", "point_forecast": "mean", "samples": True,
+             "quantile_knots": None, "target": "cpu", "precision": "fp32", "fp16_emulation": False,
+             "engine": "cpu (onnxruntime 1.31.1)", "ort_version": "1.31.1",
+             "max_variates": 4, "max_context": 256, "max_horizon": 160, "max_samples": 256,
+             "profiles": [{"name": "small", "batch": 2, "variates": 4, "context": 256, "horizon": 160,
+                           "samples": 0}, ...],
+             "memory_budget": 19327352832, "path": "/tmp/engine", "has_golden": False}
+
+        ``max_*`` are the engine's limits (a longer context keeps its most recent ``max_context`` points);
+        ``samples`` says whether the model draws sample paths (Toto 1.0) or predicts quantiles (Toto 2.0, at
+        ``quantile_knots``).
+        """
+        return self._native.info
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._native.closed
+
+    def close(self) -> None:
+        """Releases the engine's graphs and weights (once calls in flight end). Later calls raise
+        ``InvalidInput``; closing again does nothing. ``with totoc.Engine(...) as eng:`` closes it at the end."""
+        self._native.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+    def forecast(
+        self,
+        target: Target,
+        horizon: int,
+        samples: int = 0,
+        quantiles: Sequence[float] | None = None,
+        seed: int | None = None,
+        *,
+        id_mask: Sequence[int] | Sequence[Sequence[int] | None] | None = None,
+        strict_context: bool = False,
+    ) -> Forecast:
+        """Forecasts one or more series.
+
+        Args:
+            target: the history, oldest first, NaN marking missing points: one series as a ``[V, T]`` array
+                (``V`` variates sharing one time axis), ``N`` series as an ``[N, V, T]`` array, or a list of
+                ``[V, T]`` arrays of any ``V`` and ``T``. float32 or float64 arrays are read in place; other
+                numbers are converted first.
+            horizon: steps to forecast (1 to ``info["max_horizon"]``).
+            samples: Toto 1.0: sample paths to draw per series (0 = the mean path only). Toto 2.0 draws none.
+            quantiles: levels in (0, 1) to report. Toto 1.0: from the sample paths (default ``[0.1, 0.5, 0.9]``
+                when sampling, none otherwise; ``[]`` turns them off). Toto 2.0: any levels in [0.1, 0.9]
+                (default its nine knots).
+            seed: seed of the sample paths (default 0): the same series and seed give the same paths.
+            id_mask: group ids >= 0 per variate (variates with equal ids are modelled jointly): one ``[V]``
+                list for every series, or one per series (``None`` for the default, all 0).
+            strict_context: a series longer than ``info["max_context"]`` is an error instead of keeping its most
+                recent points.
+
+        Returns:
+            A :class:`Forecast` of numpy arrays (see its shapes).
+
+        Raises:
+            InvalidInput: a wrong type, shape or value, named with the series (``series 3: variate 1 has no
+                observed point ...``).
+            EngineLimit: beyond the engine's variates, horizon, samples (or context with ``strict_context``).
+
+        Every series is checked before any is forecast; then all of them go to the engine together (in groups
+        of 256, as ``totoc forecast`` sends them), so the numbers equal the CLI's for the same series in the same
+        order, bit for bit.
+
+        Copies: the target is read straight from the array's buffer (any strides) and copied once into the
+        engine's request, 8 bytes per point (the value and whether it is missing): ``N·V·T·8`` bytes. The
+        results are copied once from the engine into new arrays (4 bytes per value). The GIL is held for those
+        two copies only; validation and the engine's work run without it. Calls from several threads are served
+        one at a time by the engine.
+
+        >>> import numpy as np                                                       # doctest: +SKIP
+        >>> y = 10 + np.sin(np.arange(200) / 8).astype(np.float32)                   # doctest: +SKIP
+        >>> f = eng.forecast(y[None], horizon=24, samples=64, seed=7)                # doctest: +SKIP
+        >>> f.mean.shape, f.quantiles.shape, f.samples.shape                         # doctest: +SKIP
+        ((1, 24), (3, 1, 24), (64, 1, 24))
+        >>> batch = eng.forecast([y[None], np.stack([y, 2 * y])], horizon=24)        # doctest: +SKIP
+        >>> batch.mean.shape                                   # 2 series, up to 2 variates, NaN-padded
+        (2, 2, 24)
+        """
+        out = self._native.forecast(
+            _targets(target),
+            horizon,
+            samples=samples,
+            quantiles=quantiles,
+            seed=seed,
+            id_mask=id_mask,
+            strict_context=strict_context,
+        )
+        return Forecast(**out)
