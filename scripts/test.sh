@@ -64,6 +64,37 @@ read -r passed failed ignored < <(awk '/^test result:/ {
     for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i; if ($(i+1) ~ /^ignored;?$/) g += $i }
   } END { print p + 0, f + 0, g + 0 }' "$log")
 
+echo "== Python package: a dev wheel (maturin, abi3, manylinux_2_28 via zig) in a venv of its own, pytest"
+python_start=$SECONDS
+maturin=$(scripts/setup-python-venv.sh build | tail -n 1)
+test_python=$(scripts/setup-python-venv.sh test | tail -n 1)
+python_work=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$python_work"' EXIT
+# The extension module builds into the workspace's target directory (under target/x86_64-unknown-linux-gnu/: the
+# explicit target triple zig links for, so its dependencies are compiled once more). The venv's bin goes first on
+# PATH: maturin runs zig as `python3 -m ziglang`.
+PATH="$(dirname "$maturin"):$PATH" "$maturin" build --manifest-path python/Cargo.toml --profile dev --zig \
+  --compatibility manylinux_2_28 --out "$python_work/wheels" 2>"$python_work/build.log" || {
+  tail -n 40 "$python_work/build.log" >&2
+  exit 1
+}
+"$test_python" -m pip install -q --force-reinstall --no-deps "$python_work"/wheels/totoc-*.whl
+echo "built and installed $(basename "$python_work"/wheels/totoc-*.whl)"
+# From an empty directory, so that only the installed package is importable (the tests check it); a failing test
+# or no test at all (pytest's exit 5) fails the script.
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+tests_dir=$PWD/python/tests
+(cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra \
+  "$tests_dir") 2>&1 | tee "$python_work/pytest.log"
+read -r py_passed py_failed py_skipped < <(tail -n 1 "$python_work/pytest.log" | awk '{
+    for (i = 1; i < NF; i++) { w = $(i+1); sub(/[,;]$/, "", w)
+      if (w == "passed") p += $i; if (w == "failed" || w == "errors" || w == "error") f += $i; if (w == "skipped") s += $i }
+  } END { print p + 0, f + 0, s + 0 }')
+passed=$((passed + py_passed))
+failed=$((failed + py_failed))
+ignored=$((ignored + py_skipped))
+echo "python package: $py_passed passed, $py_failed failed, $py_skipped skipped; $((SECONDS - python_start)) s"
+
 echo "== gpu-smoke dry run (the CPU steps of scripts/gpu-smoke.sh; the GPU steps need a GPU)"
 smoke=$(mktemp -d)
 scripts/gpu-smoke.sh --dry-run --profile debug --runs 1 --work "$smoke" 2>"$smoke/log" | tail -n 8
