@@ -80,12 +80,12 @@ PATH="$(dirname "$maturin"):$PATH" "$maturin" build --manifest-path python/Cargo
 }
 "$test_python" -m pip install -q --force-reinstall --no-deps "$python_work"/wheels/totoc-*.whl
 echo "built and installed $(basename "$python_work"/wheels/totoc-*.whl)"
-# From an empty directory, so that only the installed package is importable (the tests check it); a failing test
-# or no test at all (pytest's exit 5) fails the script.
+# From an empty directory, so that only the installed package is importable (the tests check it); with the
+# package's own doctests. A failing test or no test at all (pytest's exit 5) fails the script.
 target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 tests_dir=$PWD/python/tests
 (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra \
-  "$tests_dir") 2>&1 | tee "$python_work/pytest.log"
+  --doctest-modules --pyargs totoc "$tests_dir") 2>&1 | tee "$python_work/pytest.log"
 read -r py_passed py_failed py_skipped < <(tail -n 1 "$python_work/pytest.log" | awk '{
     for (i = 1; i < NF; i++) { w = $(i+1); sub(/[,;]$/, "", w)
       if (w == "passed") p += $i; if (w == "failed" || w == "errors" || w == "error") f += $i; if (w == "skipped") s += $i }

@@ -115,11 +115,13 @@ class Engine:
     thread pool anyway, and one call at a time keeps the engine within its memory budget). Each call releases
     the GIL while the engine works, so other Python threads run meanwhile.
 
-    >>> import numpy as np, totoc                                     # doctest: +SKIP
-    >>> with totoc.Engine("engine") as eng:                           # doctest: +SKIP
-    ...     f = eng.forecast(np.sin(np.arange(512.0))[None], horizon=64)
-    ...     f.mean.shape
-    (1, 64)
+    Example (an engine built from the repository's tiny checkpoint; the engine's limits are in ``info``)::
+
+        import numpy as np, totoc
+
+        with totoc.Engine("engine") as eng:
+            f = eng.forecast(np.sin(np.arange(512.0))[None], horizon=64)
+            f.mean.shape            # (1, 64): one variate, 64 steps
     """
 
     def __init__(
@@ -222,14 +224,13 @@ class Engine:
         two copies only; validation and the engine's work run without it. Calls from several threads are served
         one at a time by the engine.
 
-        >>> import numpy as np                                                       # doctest: +SKIP
-        >>> y = 10 + np.sin(np.arange(200) / 8).astype(np.float32)                   # doctest: +SKIP
-        >>> f = eng.forecast(y[None], horizon=24, samples=64, seed=7)                # doctest: +SKIP
-        >>> f.mean.shape, f.quantiles.shape, f.samples.shape                         # doctest: +SKIP
-        ((1, 24), (3, 1, 24), (64, 1, 24))
-        >>> batch = eng.forecast([y[None], np.stack([y, 2 * y])], horizon=24)        # doctest: +SKIP
-        >>> batch.mean.shape                                   # 2 series, up to 2 variates, NaN-padded
-        (2, 2, 24)
+        Example::
+
+            y = 10 + np.sin(np.arange(200) / 8).astype(np.float32)
+            f = eng.forecast(y[None], horizon=24, samples=64, seed=7)
+            f.mean.shape, f.quantiles.shape, f.samples.shape    # (1, 24), (3, 1, 24), (64, 1, 24)
+            batch = eng.forecast([y[None], np.stack([y, 2 * y])], horizon=24)
+            batch.mean.shape        # (2, 2, 24): 2 series, up to 2 variates (NaN where a series has fewer)
         """
         out = self._native.forecast(
             _targets(target),
