@@ -99,6 +99,7 @@ def test_many_sampled_series_equal_the_cli_bit_for_bit(engine, engine_dir, ort_l
         np.testing.assert_array_equal(f.quantile_levels, [0.25, 0.5, 0.75], strict=True)
         for i, (s, resp) in enumerate(zip(series, resps)):
             vi = s.shape[0]
+            assert resp["samples"] is not None and len(resp["quantiles"]) == 3  # compared below
             assert_same(resp, f.mean[i, :vi], f.quantiles[:, i, :vi], f.quantile_levels, f.samples[i, :, :vi],
                         bool(f.context_truncated[i]))
 
