@@ -5,8 +5,8 @@
 //! ([`RequestFields::validate`](engines::request::RequestFields::validate)) and admitted by the engine's context
 //! policy ([`Engine::admit`](engines::engine::Engine::admit)) before any runs, then the series are forecast with
 //! [`Engine::forecast`](engines::engine::Engine::forecast) in the groups `totoc forecast` uses, so the numbers are
-//! the CLI's, bit for bit. The GIL is released for all of that; it is held only while the caller's arrays are
-//! read ([`input`]) and the result arrays are made ([`output`]).
+//! the CLI's, bit for bit. The GIL is released for all of that and for flattening the responses ([`output`]); it
+//! is held only while the caller's arrays are read ([`input`]) and the result buffers are wrapped as arrays.
 //!
 //! The Python side (`python/totoc/`) adds the exception classes, finding ONNX Runtime in the installed
 //! `onnxruntime` package, the `Forecast` result and the docs.

@@ -219,9 +219,9 @@ class Engine:
         order, bit for bit.
 
         Copies: the target is read straight from the array's buffer (any strides) and copied once into the
-        engine's request, 8 bytes per point (the value and whether it is missing): ``N·V·T·8`` bytes. The
-        results are copied once from the engine into new arrays (4 bytes per value). The GIL is held for those
-        two copies only; validation and the engine's work run without it. Calls from several threads are served
+        engine's request, 8 bytes per point (the value and whether it is missing): ``N·V·T·8`` bytes, with the
+        GIL held. Everything after runs without the GIL: validation, the engine's work, and copying the results
+        once into the buffers the returned arrays own (4 bytes per value). Calls from several threads are served
         one at a time by the engine.
 
         Example::
