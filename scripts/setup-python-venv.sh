@@ -24,16 +24,4 @@ case "${1:-}" in
     exit 2
     ;;
 esac
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$reqs" | cut -d' ' -f1)
-if [ -x "$venv/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "$venv/$tool"
-  exit 0
-fi
-echo "setting up $venv" >&2
-rm -rf "$venv"
-python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip >&2
-"$venv/bin/python" -m pip install -q -r "$reqs" >&2
-echo "$want" >"$stamp"
-echo "$venv/$tool"
+exec "$here/scripts/cached-venv.sh" "$venv" "$reqs" "$tool"

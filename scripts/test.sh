@@ -46,7 +46,7 @@ export TOTOC_STRICT_TESTS=1
 
 echo "== shell scripts: shellcheck, gpu-smoke argument handling"
 shellcheck=$(scripts/setup-shellcheck.sh)
-"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh tests/training/*.sh
+"$shellcheck" scripts/*.sh tests/reference/*.sh tests/metrics/*.sh tests/data/*.sh tests/training/*.sh
 for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile fast" "--nope"; do
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi

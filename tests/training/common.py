@@ -119,3 +119,52 @@ def compare_first_steps(recorded, rerun, rtol):
     print(f"verify-training: {len(rerun)} steps, worst relative diff {worst:.2e} (tolerance {rtol:.0e}): "
           + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def provenance(args, *, model, config, parameters, hyperparameters, loss, optimizer, wall, machine_info, curve,
+               heldout, verify_steps, verify_rtol, **own):
+    """training.json of a run: the fields both training scripts record, plus each script's `own` ones."""
+    corpus = json.load(open(os.path.join(args.corpus, "corpus.json")))
+    prov = {
+        "model": model,
+        "script": f"tests/training/{os.path.basename(args.script)}",
+        "config": config,
+        "parameters": parameters,
+        "hyperparameters": hyperparameters,
+        "loss": loss,
+        "optimizer": optimizer,
+        "seed": args.seed,
+        "steps": args.steps,
+        "wall_time_s": round(wall, 1),
+        "machine": machine_info,
+        "load_average_at_end": os.getloadavg(),
+        "data": {"corpus_files": corpus["files"], "counts": corpus["counts"], "packages": corpus["packages"],
+                 "split": corpus["split"]},
+        "first_step_losses": curve.losses[:verify_steps],
+        "final_loss_mean_last_100": float(np.mean(curve.losses[-100:])),
+        "heldout_loss": heldout,
+        "loss_curve": curve.summary(),
+        "verify": {"steps": verify_steps, "rtol": verify_rtol, "batches": "verify_batches.npz"},
+    }
+    prov.update(own)
+    return prov
+
+
+def main(doc, script, train, verify, default_steps, out_help, lr_help, argv=None):
+    """The command line both training scripts share: train from a corpus, or --verify-training DIR."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", help="directory written by build_corpus.py")
+    ap.add_argument("--out", help=out_help)
+    ap.add_argument("--steps", type=int, default=default_steps)
+    ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--lr", type=float, default=None, help=lr_help)
+    ap.add_argument("--verify-training", metavar="DIR", help="re-run the first steps of DIR's run and compare")
+    a = ap.parse_args(argv)
+    a.script = script
+    if a.verify_training:
+        return verify(a.verify_training)
+    if not a.corpus:
+        ap.error("--corpus is required to train")
+    return train(a)

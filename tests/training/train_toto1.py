@@ -25,7 +25,6 @@ Usage (reference venv python, tests/reference/setup_venv.sh):
     train_toto1.py --verify-training DIR     # re-run the first steps from DIR's provenance, compare the losses
 """
 
-import argparse
 import json
 import os
 import sys
@@ -204,28 +203,21 @@ def train(args):
         f.write(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
     save_file(checkpoint_tensors(module), os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
     np.savez_compressed(os.path.join(args.out, "verify_batches.npz"), **vb)
-    corpus = json.load(open(os.path.join(args.corpus, "corpus.json")))
-    prov = {
-        "model": "Toto 1.0 (toto-ts 0.2.0), trained from scratch",
-        "script": "tests/training/train_toto1.py",
-        "config": CONFIG,
-        "parameters": nparams,
-        "hyperparameters": HPARAMS,
-        "loss": "toto-ts CombinedLoss via TotoForFinetuning._train_or_val_step (0.575 NLL + 0.425 robust)",
-        "optimizer": "TotoForFinetuning.configure_optimizers: AdamW + WarmupStableDecayLR; grad-norm clip 1.0",
-        "seed": args.seed,
-        "steps": args.steps,
-        "wall_time_s": round(wall, 1),
-        "machine": info,
-        "load_average_at_end": os.getloadavg(),
-        "data": {"corpus_files": corpus["files"], "counts": corpus["counts"], "packages": corpus["packages"],
-                 "split": corpus["split"]},
-        "first_step_losses": curve.losses[:VERIFY_STEPS],
-        "final_loss_mean_last_100": float(np.mean(curve.losses[-100:])),
-        "heldout_loss": val,
-        "loss_curve": curve.summary(),
-        "verify": {"steps": VERIFY_STEPS, "rtol": VERIFY_RTOL, "batches": "verify_batches.npz"},
-    }
+    prov = common.provenance(
+        args,
+        model="Toto 1.0 (toto-ts 0.2.0), trained from scratch",
+        config=CONFIG,
+        parameters=nparams,
+        hyperparameters=HPARAMS,
+        loss="toto-ts CombinedLoss via TotoForFinetuning._train_or_val_step (0.575 NLL + 0.425 robust)",
+        optimizer="TotoForFinetuning.configure_optimizers: AdamW + WarmupStableDecayLR; grad-norm clip 1.0",
+        wall=wall,
+        machine_info=info,
+        curve=curve,
+        heldout=val,
+        verify_steps=VERIFY_STEPS,
+        verify_rtol=VERIFY_RTOL,
+    )
     common.write_json(os.path.join(args.out, "training.json"), prov)
     print(f"wrote {args.out}: {args.steps} steps in {wall:.0f}s, final loss {prov['final_loss_mean_last_100']:.4f}")
     return 0
@@ -251,19 +243,13 @@ def verify(ckpt_dir):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", help="directory written by build_corpus.py")
-    ap.add_argument("--out", help="checkpoint directory to write")
-    ap.add_argument("--steps", type=int, default=4000)
-    ap.add_argument("--seed", type=int, default=26)
-    ap.add_argument("--lr", type=float, default=None, help="peak lr (default: HPARAMS['lr'])")
-    ap.add_argument("--verify-training", metavar="DIR", help="re-run the first steps of DIR's run and compare")
-    a = ap.parse_args(argv)
-    if a.verify_training:
-        return verify(a.verify_training)
-    if not (a.corpus and a.out):
-        ap.error("--corpus and --out are required to train")
-    return train(a)
+    def train_checked(a):
+        if not a.out:
+            sys.exit("--out is required to train")
+        return train(a)
+
+    return common.main(__doc__, __file__, train_checked, verify, 4000, "checkpoint directory to write",
+                       "peak lr (default: HPARAMS['lr'])", argv)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ Usage (reference venv python):
     train_toto2.py --verify-training DIR
 """
 
-import argparse
 import json
 import os
 import sys
@@ -210,31 +209,24 @@ def train(args):
     tensors, extra = checkpoint_tensors(model)
     save_file(tensors, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
     np.savez_compressed(os.path.join(args.out, "verify_batches.npz"), **vb)
-    corpus = json.load(open(os.path.join(args.corpus, "corpus.json")))
-    prov = {
-        "model": "Toto 2.0 (toto-2 2.0.0), published 4m architecture, trained from scratch",
-        "script": "tests/training/train_toto2.py",
-        "config": CONFIG,
-        "parameters": nparams,
-        "hyperparameters": HPARAMS,
-        "loss": "mean pinball loss over the 9 knots on the future (mask-token) patches, in toto-2's asinh space"
-                " (train_toto2.py docstring)",
-        "optimizer": "unit_scaling.optim.AdamW (u-muP lr scaling) + toto-ts WarmupStableDecayLR as a factor;"
-                     " grad-norm clip 1.0",
-        "state_dict_entries_not_saved": extra,
-        "seed": args.seed,
-        "steps": args.steps,
-        "wall_time_s": round(wall, 1),
-        "machine": info,
-        "load_average_at_end": os.getloadavg(),
-        "data": {"corpus_files": corpus["files"], "counts": corpus["counts"], "packages": corpus["packages"],
-                 "split": corpus["split"]},
-        "first_step_losses": curve.losses[:VERIFY_STEPS],
-        "final_loss_mean_last_100": float(np.mean(curve.losses[-100:])),
-        "heldout_loss": val,
-        "loss_curve": curve.summary(),
-        "verify": {"steps": VERIFY_STEPS, "rtol": VERIFY_RTOL, "batches": "verify_batches.npz"},
-    }
+    prov = common.provenance(
+        args,
+        model="Toto 2.0 (toto-2 2.0.0), published 4m architecture, trained from scratch",
+        config=CONFIG,
+        parameters=nparams,
+        hyperparameters=HPARAMS,
+        loss="mean pinball loss over the 9 knots on the future (mask-token) patches, in toto-2's asinh space"
+             " (train_toto2.py docstring)",
+        optimizer="unit_scaling.optim.AdamW (u-muP lr scaling) + toto-ts WarmupStableDecayLR as a factor;"
+                  " grad-norm clip 1.0",
+        wall=wall,
+        machine_info=info,
+        curve=curve,
+        heldout=val,
+        verify_steps=VERIFY_STEPS,
+        verify_rtol=VERIFY_RTOL,
+        state_dict_entries_not_saved=extra,
+    )
     common.write_json(os.path.join(args.out, "training.json"), prov)
     print(f"wrote {args.out}: {args.steps} steps in {wall:.0f}s, final loss {prov['final_loss_mean_last_100']:.4f}")
     return 0
@@ -258,19 +250,9 @@ def verify(ckpt_dir):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", help="directory written by build_corpus.py")
-    ap.add_argument("--out", help="checkpoint directory to write (none: a dry run, e.g. for the lr sweep)")
-    ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--seed", type=int, default=26)
-    ap.add_argument("--lr", type=float, default=None, help="base lr (default: HPARAMS['lr'])")
-    ap.add_argument("--verify-training", metavar="DIR", help="re-run the first steps of DIR's run and compare")
-    a = ap.parse_args(argv)
-    if a.verify_training:
-        return verify(a.verify_training)
-    if not a.corpus:
-        ap.error("--corpus is required to train")
-    return train(a)
+    return common.main(__doc__, __file__, train, verify, 3000,
+                       "checkpoint directory to write (none: a dry run, e.g. for the lr sweep)",
+                       "base lr (default: HPARAMS['lr'])", argv)
 
 
 if __name__ == "__main__":
