@@ -44,6 +44,9 @@ from importlib.metadata import version
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (numpy only at import: the data venv has it)
+
 MIN_LEN = 96  # shorter series are left out (three Toto 1.0 patches of 32 / enough for one window)
 HELDOUT_MOD = 4
 SYNTH_SEED = 2026
@@ -227,14 +230,6 @@ def synthetic_series(n):
     return out
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def write_npz(path, rows):
     vals = [r[2] for r in rows]
     offsets = np.concatenate([[0], np.cumsum([len(v) for v in vals])]).astype(np.int64)
@@ -290,7 +285,7 @@ def main(argv):
         },
         "series": [dict(id=r[0], split=r[3], length=int(len(r[2])), **r[1]) for r in rows],
     }
-    prov["files"] = {n: sha256_file(os.path.join(out, n)) for n in ["train.npz", "heldout.npz", "heldout.csv"]}
+    prov["files"] = {n: common.sha256_file(os.path.join(out, n)) for n in ["train.npz", "heldout.npz", "heldout.csv"]}
     with open(os.path.join(out, "corpus.json"), "w") as f:
         json.dump(prov, f, indent=1, sort_keys=True)
         f.write("\n")
