@@ -32,6 +32,12 @@ pub use crate::family::{
 use crate::memory::human;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
 
+/// Series per [`Engine::forecast`] call for callers with many series (`totoc forecast`, the Python package): large
+/// enough for the engine to pack its batches, small enough that progress shows and the responses in flight stay
+/// bounded. One value for all callers, so the same series in the same order are packed alike and give the same
+/// numbers bit for bit.
+pub const FORECAST_GROUP: usize = 256;
+
 /// How to load an engine.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
@@ -70,10 +76,12 @@ impl Engine {
         let budget = opts.memory_budget.unwrap_or_else(crate::memory::default_budget);
         let weights_bytes = manifest.resident_weight_bytes();
         if weights_bytes >= budget {
-            return Err(Error::Engine {
-                path: dir.to_path_buf(),
+            // the caller's setting, not the bundle, is at fault: a Config error (a caller's mistake by kind)
+            return Err(Error::Config {
                 message: format!(
-                    "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
+                    "engine bundle {}: the weights alone ({}) exceed the memory budget ({}); give a larger \
+                     --memory-budget",
+                    dir.display(),
                     human(weights_bytes),
                     human(budget)
                 ),

@@ -34,10 +34,8 @@ impl Kind {
             | E::OverBudget { .. }
             | E::Unservable { .. } => Kind::Limit,
             e if e.is_request_error() => Kind::Invalid,
-            // a setting of the caller's: a memory size it cannot read, or one too small for the weights (the
-            // engine says so in its bundle error: "... exceed the memory budget ...; give a larger --memory-budget")
+            // a setting of the caller's: a memory size it cannot read, or one too small for the weights
             E::Config { .. } => Kind::Invalid,
-            E::Engine { message, .. } if message.contains("exceed the memory budget") => Kind::Invalid,
             E::OrtLibrary { .. } => Kind::Runtime,
             E::Engine { .. } | E::Exporter(_) | E::Io { .. } => Kind::Bundle,
             _ => Kind::Other,

@@ -26,9 +26,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{invalid, to_py};
 
-/// Series per `Engine::forecast` call: the group size of `totoc forecast` (src/cmd/forecast.rs), so that the same
-/// series in the same order are packed the same way and give the CLI's numbers bit for bit.
-const GROUP: usize = 256;
+use engines::engine::FORECAST_GROUP as GROUP;
 
 /// The size of ONNX Runtime's intra-op thread pool, set by the first engine this process loaded.
 static POOL_THREADS: OnceLock<usize> = OnceLock::new();

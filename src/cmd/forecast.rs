@@ -17,9 +17,7 @@ use tables::calendar::{CalendarMode, CalendarOptions};
 use tables::timestamps::{parse_freq, EpochUnit};
 use tables::{self as data, write, Format, Place, ReadOptions};
 
-/// Series per `Engine::forecast` call: large enough for the engine to pack its batches, small enough that the
-/// progress bar moves and the responses in flight stay bounded.
-const GROUP: usize = 256;
+use engines::engine::FORECAST_GROUP as GROUP;
 
 pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let input = Place::new(&a.input);
