@@ -12,6 +12,7 @@
 //! `onnxruntime` package, the `Forecast` result and the docs.
 
 mod arrow;
+mod cv;
 mod errors;
 mod input;
 mod output;
@@ -379,12 +380,66 @@ fn predict_table(
     table::predict(py, engine, df, &args, &asked)
 }
 
+/// `Engine.cross_validation`'s native half: `totoc backtest`'s windows over `df` ([`cv`]).
+#[pyfunction]
+#[pyo3(signature = (engine, df, h, n_windows, *, step_size=None, context=None, samples=0, quantiles=None, seed=0,
+    chunk=backtest::run::DEFAULT_CHUNK, model="totoc".to_string(), id_column=None, timestamp_column=None,
+    target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(), timezone=None,
+    holidays=None))]
+#[allow(clippy::too_many_arguments)]
+fn cross_validation(
+    py: Python<'_>,
+    engine: &NativeEngine,
+    df: &Bound<'_, PyAny>,
+    h: usize,
+    n_windows: usize,
+    step_size: Option<usize>,
+    context: Option<usize>,
+    samples: usize,
+    quantiles: Option<&Bound<'_, PyAny>>,
+    seed: u64,
+    chunk: usize,
+    model: String,
+    id_column: Option<String>,
+    timestamp_column: Option<String>,
+    target: Option<Vec<String>>,
+    timestamp_unit: String,
+    freq: Option<String>,
+    calendar: String,
+    timezone: Option<String>,
+    holidays: Option<PathBuf>,
+) -> PyResult<arrow::ArrowTable> {
+    let w = cv::Windows {
+        horizon: h,
+        n_windows,
+        step_size,
+        context,
+        samples,
+        quantiles: input::levels(quantiles)?,
+        seed,
+        chunk,
+        model,
+    };
+    let args = table::TableArgs {
+        id_column,
+        timestamp_column,
+        target: target.unwrap_or_else(|| vec!["y".to_string()]),
+        timestamp_unit,
+        freq,
+        calendar,
+        timezone,
+        holidays,
+    };
+    cv::cross_validation(py, engine, df, &args, &w)
+}
+
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
     m.add_function(wrap_pyfunction!(runtime, m)?)?;
     m.add_function(wrap_pyfunction!(predict_table, m)?)?;
+    m.add_function(wrap_pyfunction!(cross_validation, m)?)?;
     m.add_class::<arrow::ArrowTable>()?;
     m.add_class::<table::TableResult>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
