@@ -36,18 +36,26 @@ fn run_err(e: RunError) -> (Kind, String) {
         RunError::TooLarge { .. } => Kind::Limit,
         _ => Kind::Invalid,
     };
-    (
-        kind,
-        pythonic(&e.to_string())
-            .replace("--windows", "n_windows")
-            .replace("--samples / --quantiles", "samples / quantile_levels"),
-    )
+    (kind, cv_words(&e.to_string()))
+}
+
+/// The flags of `totoc backtest` in a message, as `cross_validation`'s arguments.
+fn cv_words(message: &str) -> String {
+    const FLAGS: [(&str, &str); 6] = [
+        ("--horizon", "h"),
+        ("--windows", "n_windows"),
+        ("--step", "step_size"),
+        ("--context", "context"),
+        ("--samples", "samples"),
+        ("--quantiles", "quantile_levels"),
+    ];
+    pythonic(&FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg)))
 }
 
 fn frame_err(e: FrameError) -> (Kind, String) {
     match e {
         FrameError::Run(e) => run_err(e),
-        FrameError::Input(m) => (Kind::Invalid, pythonic(&m).replace("target= COL", "target=\"COL\"")),
+        FrameError::Input(m) => (Kind::Invalid, cv_words(&m).replace("target= COL", "target=\"COL\"")),
     }
 }
 
@@ -100,15 +108,26 @@ pub fn cross_validation(
         let spec = run_spec(windows, context, w.samples, w.quantiles.clone(), w.seed, w.chunk, model_samples);
         // The size check of what the run keeps (its quantiles and samples), before any runs.
         plan_all(&bt.series, &spec, &|_, _| None).map_err(run_err)?;
+        let mut failed: Option<Kind> = None;
         let out = backtest::run::run(
             &bt.series,
             &bt.plans,
             &spec,
             &limits,
-            &mut |reqs| engine.forecast(reqs),
+            &mut |reqs| {
+                let results = engine.forecast(reqs);
+                // the kind of the engine's first error: the run keeps only its text
+                if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                    failed.get_or_insert(Kind::of(e));
+                }
+                results
+            },
             &mut |_| {},
         )
-        .map_err(run_err)?;
+        .map_err(|e| match (e, failed) {
+            (e @ RunError::Request { refused: None, .. }, Some(kind)) => (kind, run_err(e).1),
+            (e, _) => run_err(e),
+        })?;
         let model = Model {
             label: &w.model,
             forecasts: out.forecasts.iter().map(Some).collect(),
