@@ -189,3 +189,17 @@ def test_toto2_forecast_and_predict_df(engine2, engine2_dir, ort_lib, tmp_path):
     assert got.column_names == ["unique_id", "ds", "median", "q0.1", "q0.15", "q0.9", "context_truncated"]
     want = cli_table(engine2_dir, ort_lib, pa.table(df), tmp_path, "--horizon", str(H), "--quantiles", "0.1,0.15,0.9")
     assert without_meta(got.drop_columns(["context_truncated"])).equals(without_meta(want))
+
+
+def test_the_table_examples_run_and_give_the_columns_they_say(totoc_module, engine):
+    from test_docs import examples
+
+    ns = {"eng": engine, "pd": pd, "df": long_table(n_series=2, length=120)}
+    for method in (totoc_module.Engine.predict_df, totoc_module.Engine.cross_validation):
+        (block,) = examples(method.__doc__)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(block, "<docstring>", "exec"), ns)
+        line = [ln for ln in block.splitlines() if "list(" in ln][0]
+        code, _, comment = line.partition("#")
+        assert str(eval(code.strip(), ns)) == comment.strip(), (method.__name__, line)
