@@ -273,9 +273,11 @@ class Engine:
             quantile_levels: levels in (0, 1), one column each. Default as ``totoc forecast``: Toto 1.0 none on
                 the mean path, ``[0.1, 0.5, 0.9]`` with ``samples``; Toto 2.0 none (ask for any in [0.1, 0.9];
                 levels between its knots are interpolated, with a warning).
-            id_column: the series id column (text or integers); ``None`` reads the table as one series.
+            id_column: the series id column (text or integers). ``None``: a column named as ``totoc forecast``
+                recognises ids (``unique_id``, ``item_id``, ``id``, ``series_id``), else the table is one series.
             timestamp_column: the time column (timestamps, dates, ISO 8601 text or integer epochs in
-                ``timestamp_unit``); ``None`` for a table in time order without one.
+                ``timestamp_unit``). ``None``: a column named ``ds``, ``timestamp``, ``date`` or ``time``, else
+                the rows are in time order without timestamps.
             target: the value column, or a list of them (the variates of each series).
             samples: Toto 1.0: sample paths per series (the mean and quantiles come from them).
             seed: seed of the sample paths (default 0).
