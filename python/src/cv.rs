@@ -13,8 +13,10 @@ use pyo3::prelude::*;
 
 use crate::arrow::ArrowTable;
 use crate::errors::{invalid, Kind};
+use crate::input;
 use crate::table::{data_err, pythonic, TableArgs, SOURCE};
 use crate::NativeEngine;
+use std::path::PathBuf;
 
 /// What a `cross_validation` call asks for.
 pub struct Windows {
@@ -140,4 +142,58 @@ pub fn cross_validation(
     drop(batches);
     let (batch, _calendar) = result.map_err(|(kind, message)| kind.err(message))?;
     Ok(ArrowTable::new(batch))
+}
+
+/// `Engine.cross_validation`'s native half: `totoc backtest`'s windows over `df` ([`cv`]).
+#[pyfunction]
+#[pyo3(signature = (engine, df, h, n_windows, *, step_size=None, context=None, samples=0, quantiles=None, seed=0,
+    chunk=backtest::run::DEFAULT_CHUNK, model="totoc".to_string(), id_column=None, timestamp_column=None,
+    target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(), timezone=None,
+    holidays=None))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(name = "cross_validation")]
+pub fn cross_validation_py(
+    py: Python<'_>,
+    engine: &NativeEngine,
+    df: &Bound<'_, PyAny>,
+    h: usize,
+    n_windows: usize,
+    step_size: Option<usize>,
+    context: Option<usize>,
+    samples: usize,
+    quantiles: Option<&Bound<'_, PyAny>>,
+    seed: u64,
+    chunk: usize,
+    model: String,
+    id_column: Option<String>,
+    timestamp_column: Option<String>,
+    target: Option<Vec<String>>,
+    timestamp_unit: String,
+    freq: Option<String>,
+    calendar: String,
+    timezone: Option<String>,
+    holidays: Option<PathBuf>,
+) -> PyResult<ArrowTable> {
+    let w = Windows {
+        horizon: h,
+        n_windows,
+        step_size,
+        context,
+        samples,
+        quantiles: input::levels(quantiles)?,
+        seed,
+        chunk,
+        model,
+    };
+    let args = TableArgs {
+        id_column,
+        timestamp_column,
+        target: target.unwrap_or_else(|| vec!["y".to_string()]),
+        timestamp_unit,
+        freq,
+        calendar,
+        timezone,
+        holidays,
+    };
+    cross_validation(py, engine, df, &args, &w)
 }
