@@ -203,3 +203,22 @@ def test_the_table_examples_run_and_give_the_columns_they_say(totoc_module, engi
         line = [ln for ln in block.splitlines() if "list(" in ln][0]
         code, _, comment = line.partition("#")
         assert str(eval(code.strip(), ns)) == comment.strip(), (method.__name__, line)
+
+
+def test_categorical_ids_zoned_timestamps_an_index_and_a_lazy_frame(engine):
+    base = long_table(n_series=2, length=60)
+    plain = engine.predict_df(base, 3)
+    zoned = pl.from_pandas(base).with_columns(
+        pl.col("unique_id").cast(pl.Categorical), pl.col("ds").dt.replace_time_zone("Europe/Paris")
+    )
+    out = engine.predict_df(zoned, 3)
+    assert out.schema["ds"] == pl.Datetime("us", "Europe/Paris") and out["unique_id"].to_list()[:1] == ["s0"]
+    # the same instants one hour apart in Paris; the same numbers (the values did not change)
+    assert out["ds"].dt.convert_time_zone("UTC").dt.replace_time_zone(None).to_list() == [
+        t - pd.Timedelta(hours=1) for t in plain["ds"]
+    ]
+    assert np.array_equal(out["mean"].to_numpy(), plain["mean"].to_numpy())
+    indexed = engine.predict_df(base.set_index("ds"), 3)  # a named index is a column of the Arrow table
+    assert list(indexed["ds"]) == list(plain["ds"])
+    lazy = engine.predict_df(pl.from_pandas(base).lazy(), 3)
+    assert isinstance(lazy, pl.DataFrame) and np.array_equal(lazy["mean"].to_numpy(), plain["mean"].to_numpy())
