@@ -103,7 +103,6 @@ pub fn cross_validation(
         let overrides = Overrides { horizon: Some(w.horizon), ..Overrides::default() };
         let dataset =
             tables::from_arrow(&schema, &batches, SOURCE, &opts, &overrides, &limits).map_err(data_err)?;
-        let calendar = dataset.calendar_line();
         let windows = WindowSpec::new(w.n_windows, w.step_size, w.horizon);
         let bt = Backtest::from_dataset(dataset, windows).map_err(frame_err)?;
         let model_samples = engine.info().model.capabilities().samples;
@@ -137,10 +136,10 @@ pub fn cross_validation(
         };
         let table = forecast_table(&bt, &[model]);
         let batch = tables::table_out::record_batch(&table, SOURCE).map_err(data_err)?;
-        Ok((batch, calendar))
+        Ok(batch)
     });
     drop(batches);
-    let (batch, _calendar) = result.map_err(|(kind, message)| kind.err(message))?;
+    let batch = result.map_err(|(kind, message)| kind.err(message))?;
     Ok(ArrowTable::new(batch))
 }
 

@@ -126,7 +126,11 @@ pub fn pythonic(message: &str) -> String {
         ("--strict-context", "strict_context=True"),
         ("--horizon", "prediction_length="),
     ];
-    FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg))
+    FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| {
+        // `--timezone: ...` (the flag as a label) becomes `timezone: ...`
+        let label = arg.trim_end_matches('=').trim_end_matches("=True");
+        m.replace(&format!("{flag}:"), &format!("{label}:")).replace(flag, arg)
+    })
 }
 
 /// Reads `df`'s table, forecasts every series, and makes the forecast table (the GIL released throughout).

@@ -173,6 +173,8 @@ def test_what_is_not_a_table_is_named(engine, totoc_module):
         engine.predict_df({"y": [1.0]}, H)
     with pytest.raises(totoc_module.InvalidInput, match="calendar=\"lunar\" is not a calendar"):
         engine.predict_df(long_table(1), H, calendar="lunar")
+    with pytest.raises(totoc_module.InvalidInput, match=r"^timezone: .*Mars/Base"):
+        engine.predict_df(long_table(1), H, timezone="Mars/Base")
 
 
 def test_toto2_forecast_and_predict_df(engine2, engine2_dir, ort_lib, tmp_path):
