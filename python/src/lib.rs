@@ -11,6 +11,7 @@
 //! The Python side (`python/totoc/`) adds the exception classes, finding ONNX Runtime in the installed
 //! `onnxruntime` package, the `Forecast` result and the docs.
 
+mod build;
 mod errors;
 mod input;
 mod output;
@@ -330,6 +331,8 @@ fn runtime(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
     m.add_function(wrap_pyfunction!(runtime, m)?)?;
+    m.add_function(wrap_pyfunction!(build::export, m)?)?;
+    m.add_function(wrap_pyfunction!(build::build_engine, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The ONNX Runtime version totoc is built against (the `ort` API it needs is this version's).
     m.add("ORT_VERSION", engines::runtime::ORT_VERSION)?;
