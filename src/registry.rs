@@ -84,15 +84,6 @@ pub fn golden_reports(engine: &Engine, path: &Path) -> Result<(String, Vec<Repor
     }
 }
 
-/// What `totoc forecast` prints once when a requested quantile level lies between the family's knots (none for
-/// a family without knots).
-pub fn interpolation_note(family: Family) -> Option<&'static str> {
-    match family {
-        Family::Toto1 => None,
-        Family::Toto2 => Some(engines::toto2::quantiles::INTERPOLATION_NOTE),
-    }
-}
-
 /// `totoc bundle info`: each profile of an export bundle, every family's section in turn.
 pub fn export_profiles(g: &exporter::registry::FamilyGraphs) -> Vec<ProfileInfo> {
     g.profiles

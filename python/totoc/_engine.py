@@ -242,3 +242,93 @@ class Engine:
             strict_context=strict_context,
         )
         return Forecast(**out)
+
+    # --- tables (python/totoc/_table.py) ---------------------------------------------------------------------
+
+    def predict_df(
+        self,
+        df: Any,
+        prediction_length: int,
+        quantile_levels: Sequence[float] | None = None,
+        id_column: str | None = "unique_id",
+        timestamp_column: str | None = "ds",
+        target: str | Sequence[str] = "y",
+        *,
+        samples: int | None = None,
+        seed: int | None = None,
+        freq: str | None = None,
+        calendar: str = "auto",
+        timezone: str | None = None,
+        holidays: str | os.PathLike[str] | None = None,
+        timestamp_unit: str = "s",
+        strict_context: bool = False,
+        write_samples: bool = False,
+    ) -> Any:
+        """Forecasts every series of a long table, as ``totoc forecast`` forecasts a CSV or Parquet table.
+
+        Args:
+            df: a pandas or polars DataFrame, or any Arrow table (an object with ``__arrow_c_stream__``, e.g. a
+                ``pyarrow.Table``): one row per series and time step.
+            prediction_length: steps to forecast (1 to ``info["max_horizon"]``).
+            quantile_levels: levels in (0, 1), one column each. Default as ``totoc forecast``: Toto 1.0 none on
+                the mean path, ``[0.1, 0.5, 0.9]`` with ``samples``; Toto 2.0 none (ask for any in [0.1, 0.9];
+                levels between its knots are interpolated, with a warning).
+            id_column: the series id column (text or integers); ``None`` reads the table as one series.
+            timestamp_column: the time column (timestamps, dates, ISO 8601 text or integer epochs in
+                ``timestamp_unit``); ``None`` for a table in time order without one.
+            target: the value column, or a list of them (the variates of each series).
+            samples: Toto 1.0: sample paths per series (the mean and quantiles come from them).
+            seed: seed of the sample paths (default 0).
+            freq: a step forced on every series (``"1h"``, ``"1d"``, ``"1mo"``...) instead of inferring each one's.
+            calendar: ``"auto"`` (daily data with no weekend rows is on a Mon–Fri session calendar, so forecasts
+                skip weekends), ``"continuous"`` or ``"weekdays"``; ``timezone`` and ``holidays`` (a file of dates)
+                refine it.
+            strict_context: a series longer than the engine's context is an error instead of keeping its most
+                recent points (a warning says how many were cut).
+            write_samples: also return each sample path as a column ``sample_0``, ``sample_1``...
+
+        Returns:
+            The same kind of table as ``df`` (pandas → pandas, polars → polars, other Arrow → ``pyarrow.Table``),
+            the table ``totoc forecast`` writes, one row per series, (variate,) step: ``id_column`` (the input's
+            name and type), ``timestamp_column`` holding the future timestamps (or ``step`` 1, 2, ... without
+            timestamps), ``target_name`` when ``target`` lists several columns, the point forecast (``mean`` on
+            Toto 1.0, ``median`` on Toto 2.0), ``q0.1``, ``q0.5``... per quantile level, and ``context_truncated``
+            (bool). Series appear in order of first appearance in ``df``.
+
+        Raises:
+            InvalidInput: an unknown column, a column of the wrong type, a series with no value, duplicate or
+                irregular timestamps, ... with ``totoc forecast``'s message (``df: series a: ...``).
+            EngineLimit: a horizon, variate count or sample count beyond the engine.
+
+        The numbers equal ``totoc forecast``'s on the same table bit for bit: both run the same Rust code
+        (``tables`` crate) from reading the rows to building the output table.
+
+        Example::
+
+            import pandas as pd
+
+            df = pd.DataFrame({"unique_id": ["a"] * 300, "ds": pd.date_range("2024-01-01", periods=300, freq="h"),
+                               "y": range(300)})
+            out = eng.predict_df(df, prediction_length=24, samples=64, quantile_levels=[0.1, 0.9])
+            list(out.columns)   # ['unique_id', 'ds', 'mean', 'q0.1', 'q0.9', 'context_truncated']
+        """
+        from . import _table
+
+        return _table.predict_df(
+            self._native,
+            df,
+            prediction_length,
+            quantile_levels,
+            id_column,
+            timestamp_column,
+            target,
+            samples=samples,
+            seed=seed,
+            freq=freq,
+            calendar=calendar,
+            timezone=timezone,
+            holidays=holidays,
+            timestamp_unit=timestamp_unit,
+            strict_context=strict_context,
+            write_samples=write_samples,
+        )

@@ -1,14 +1,15 @@
 //! `totoc forecast`: reads every series of the input (JSON requests or CSV / Parquet tables, [`tables`]),
 //! checks them all against the engine before running any (a bad one stops the run with nothing written),
-//! forecasts them in groups (the engine packs each group onto its graphs; a progress bar on a terminal), writes
+//! forecasts them in groups (the engine packs each group onto its graphs; a progress bar on a terminal; the steps
+//! shared with the Python package's `predict_df`, [`tables::run`]), writes
 //! the forecasts, and ends with a summary line on stderr: series, points, time, series/s, and the share of the
 //! time spent outside the engine. `--plot` also draws them ([`crate::plot`]).
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{ForecastResponse, Overrides};
+use engines::request::Overrides;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{CalendarArg, CalendarArgs, ForecastArgs, FormatArg, TimestampUnitArg};
@@ -16,8 +17,6 @@ use crate::plot;
 use tables::calendar::{CalendarMode, CalendarOptions};
 use tables::timestamps::{parse_freq, EpochUnit};
 use tables::{self as data, write, Format, Place, ReadOptions};
-
-use engines::engine::FORECAST_GROUP as GROUP;
 
 pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     let input = Place::new(&a.input);
@@ -65,52 +64,19 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         return Err(write::too_many_for_json(&output.name("stdout"), n).into());
     }
     // Every series is checked (and cut to the engine's context) before any is forecast.
-    let mut cut = Vec::new();
-    for s in &mut dataset.series {
-        if let Some(c) = engine.admit(&mut s.request, &s.at)? {
-            cut.push(c);
-        }
-    }
-    if !cut.is_empty() {
-        let longest = cut.iter().map(|c| c.given).max().unwrap_or(0);
-        eprintln!(
-            "note: {} of {n} series have more points than the engine's context of {} (up to {longest}); their most \
-             recent {} points were used (--strict-context makes this an error)",
-            cut.len(),
-            cut[0].used,
-            cut[0].used
-        );
+    if let Some(note) = data::run::admit(&engine, &mut dataset)? {
+        eprintln!("{note}");
     }
 
     let bar = progress(n as u64);
-    let mut engine_time = Duration::ZERO;
-    let mut responses: Vec<ForecastResponse> = Vec::with_capacity(n);
-    for group in dataset.series.chunks(GROUP) {
-        let reqs = group.iter().map(|s| s.request.clone()).collect();
-        let t = Instant::now();
-        let results = engine.forecast(reqs);
-        engine_time += t.elapsed();
-        for (s, r) in group.iter().zip(results) {
-            match r {
-                Ok(r) => responses.push(r),
-                Err(e) => bail!("{}: {e}", s.at),
-            }
-        }
-        bar.inc(group.len() as u64);
-    }
+    let (mut responses, engine_time) = data::run::forecast(&engine, &dataset, |k| bar.inc(k as u64))?;
     bar.finish_and_clear();
     if !a.write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
     // A model that predicts quantile knots interpolates other levels between them: say so once.
-    let family = engine.info().model;
-    if let (Some(knots), Some(note)) =
-        (family.capabilities().quantile_knots, crate::registry::interpolation_note(family))
-    {
-        if responses.iter().flat_map(|r| &r.quantiles).any(|q| !knots.iter().any(|k| (k - q.q).abs() <= 1e-9))
-        {
-            eprintln!("{note}");
-        }
+    if let Some(note) = data::run::interpolation_note(&engine, &responses) {
+        eprintln!("{note}");
     }
     let write_start = Instant::now();
     let point = engine.info().model.point_forecast();

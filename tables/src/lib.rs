@@ -16,6 +16,7 @@
 //!
 //! The formats are specified in `docs/formats.md`.
 
+pub mod arrow_in;
 pub mod axis;
 pub mod calendar;
 pub mod csv_in;
@@ -24,6 +25,7 @@ pub mod forecast_in;
 pub mod json;
 pub mod layout;
 pub mod parquet_in;
+pub mod run;
 pub mod series;
 pub mod table_out;
 pub mod timestamps;
@@ -250,6 +252,33 @@ pub fn parse(
         Format::Csv => csv_in::read(&bytes, source, opts)?,
         Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts)?,
     };
+    dataset(layout, kind, rows, source, opts, overrides, limits)
+}
+
+/// [`parse`] on an Arrow table already in memory (its schema and record batches), read as a Parquet table is;
+/// `source` names it in messages.
+pub fn from_arrow(
+    schema: &arrow_schema::Schema,
+    batches: &[arrow_array::RecordBatch],
+    source: &str,
+    opts: &ReadOptions,
+    overrides: &Overrides,
+    limits: &Limits,
+) -> Result<Dataset> {
+    let (layout, kind, rows) = arrow_in::read(schema, batches, source, opts)?;
+    dataset(layout, kind, rows, source, opts, overrides, limits)
+}
+
+/// The series of a table's rows, validated as requests.
+fn dataset(
+    layout: layout::Layout,
+    kind: TimeKind,
+    rows: series::Collector,
+    source: &str,
+    opts: &ReadOptions,
+    overrides: &Overrides,
+    limits: &Limits,
+) -> Result<Dataset> {
     let target_names = layout.target_names();
     let cx = Context {
         source,

@@ -48,6 +48,26 @@ pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(La
     let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.iter().copied());
     let reader = builder.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(not_parquet)?;
 
+    let batches = reader.map(|batch| {
+        batch.map_err(|e| {
+            DataError::input(source, format!("cannot decode it ({e})"), "check that the file is complete")
+        })
+    });
+    let (time_kind, rows) = collect(&schema, &layout, batches, &slot, source, opts)?;
+    Ok((layout, time_kind, rows))
+}
+
+/// The rows of record batches into a [`Collector`]: Parquet's decoded batches, or the batches of an Arrow table
+/// handed over in memory ([`super::arrow_in`]). `slot(i)` is the batch column of schema column `i` (a projected
+/// batch holds only the wanted columns).
+pub(super) fn collect(
+    schema: &arrow_schema::Schema,
+    layout: &Layout,
+    batches: impl Iterator<Item = Result<arrow_array::RecordBatch>>,
+    slot: &dyn Fn(usize) -> usize,
+    source: &str,
+    opts: &ReadOptions,
+) -> Result<(TimeKind, Collector)> {
     let time_kind = match layout.time.map(|i| schema.field(i).data_type()) {
         None | Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => TimeKind::Text,
         Some(t) if t.is_integer() => TimeKind::Epoch(opts.timestamp_unit),
@@ -65,10 +85,8 @@ pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(La
     let mut rows = Collector::new(layout.targets.len());
     let mut values = vec![None; layout.targets.len()];
     let mut first_row = 1u64;
-    for batch in reader {
-        let batch = batch.map_err(|e| {
-            DataError::input(source, format!("cannot decode it ({e})"), "check that the file is complete")
-        })?;
+    for batch in batches {
+        let batch = batch?;
         let at_row = |r: usize| Loc::Row(first_row + r as u64);
         let ids = match layout.id {
             Some(i) => Some(Ids::new(batch.column(slot(i)), &layout.names[i], source)?),
@@ -110,7 +128,7 @@ pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(La
             "add one row per time step (and series)",
         ));
     }
-    Ok((layout, time_kind, rows))
+    Ok((time_kind, rows))
 }
 
 /// The id column of one batch.

@@ -240,7 +240,36 @@ fn csv(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
     w.into_inner().map_err(|e| DataError::at("output", e.to_string()))
 }
 
+/// The forecasts of `dataset`'s series as one Arrow record batch: the columns and types of a Parquet forecast
+/// table, with the `totoc.calendars` schema metadata (the Python package's data frames).
+pub fn record_batch(dataset: &Dataset, responses: &[ForecastResponse], point: &str) -> Result<RecordBatch> {
+    assert_eq!(dataset.series.len(), responses.len(), "one response per series");
+    batch(&Rows::new(dataset, responses)?, point)
+}
+
 fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
+    let batch = batch(rows, point)?;
+    let fail = |e: String| DataError::at("output", format!("cannot write Parquet: {e}"));
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        // Also as the file's own key-value metadata, which every Parquet reader shows.
+        .set_key_value_metadata(Some(
+            batch
+                .schema()
+                .metadata()
+                .iter()
+                .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
+                .collect(),
+        ))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props))
+        .map_err(|e| fail(e.to_string()))?;
+    w.write(&batch).map_err(|e| fail(e.to_string()))?;
+    w.into_inner().map_err(|e| fail(e.to_string()))
+}
+
+/// The rows of a forecast table as a record batch.
+fn batch(rows: &Rows<'_>, point: &str) -> Result<RecordBatch> {
     let (levels, samples) = (rows.levels(), rows.max_samples());
     let names = header(rows, point, &levels, samples);
     let mut columns: Vec<ArrayRef> = Vec::new();
@@ -280,21 +309,9 @@ fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
     }
     let fields: Vec<Field> =
         names.iter().zip(&columns).map(|(name, c)| Field::new(name, c.data_type().clone(), true)).collect();
-    let meta = calendar_metadata(rows);
-    let schema = Arc::new(Schema::new(fields).with_metadata(meta.clone()));
-    let fail = |e: String| DataError::at("output", format!("cannot write Parquet: {e}"));
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::SNAPPY)
-        // Also as the file's own key-value metadata, which every Parquet reader shows.
-        .set_key_value_metadata(Some(
-            meta.into_iter().map(|(k, v)| parquet::file::metadata::KeyValue::new(k, v)).collect(),
-        ))
-        .build();
-    let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema, Some(props))
-        .map_err(|e| fail(e.to_string()))?;
-    w.write(&batch).map_err(|e| fail(e.to_string()))?;
-    w.into_inner().map_err(|e| fail(e.to_string()))
+    let schema = Arc::new(Schema::new(fields).with_metadata(calendar_metadata(rows)));
+    RecordBatch::try_new(schema, columns)
+        .map_err(|e| DataError::at("output", format!("cannot make the forecast table: {e}")))
 }
 
 /// The table metadata key of the series' calendars.

@@ -135,12 +135,12 @@ const EDITS: &[Edit] = &[
     ),
     before(
         BIN_REGISTRY,
-        "    }\n}\n\n/// What `totoc forecast` prints once",
+        "    }\n}\n\n/// `totoc bundle info`: each profile of an export bundle",
         "        Family::Toy => crate::toy::golden_reports(path),\n",
     ),
     after(
-        BIN_REGISTRY,
-        "        Family::Toto2 => Some(engines::toto2::quantiles::INTERPOLATION_NOTE),\n",
+        ENGINES_REGISTRY,
+        "        Family::Toto2 => Some(crate::toto2::quantiles::INTERPOLATION_NOTE),\n",
         "        Family::Toy => None,\n",
     ),
     after(

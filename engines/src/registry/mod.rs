@@ -86,3 +86,13 @@ fn check_target(source: &Manifest, artifacts: &Path, target: &Target) -> Result<
         ),
     })
 }
+
+/// What `totoc forecast` (and the Python package) says once when a requested quantile level lies between the
+/// family's quantile knots, so it was interpolated (none for a family without knots).
+pub fn interpolation_note(family: exporter::registry::Family) -> Option<&'static str> {
+    use exporter::registry::Family;
+    match family {
+        Family::Toto1 => None,
+        Family::Toto2 => Some(crate::toto2::quantiles::INTERPOLATION_NOTE),
+    }
+}

@@ -1,0 +1,111 @@
+"""Tables in and out of an engine: ``Engine.predict_df`` (and ``Engine.cross_validation``).
+
+A table is a pandas or polars DataFrame, or any Arrow table (an object with ``__arrow_c_stream__``: a
+``pyarrow.Table``, a DuckDB result, ...). It reaches the engine through the Arrow C stream interface, read by
+totoc's Rust code with no conversion in Python (pandas hands its columns over through pyarrow, which pandas 3
+uses for this). Results come back the same way, as the caller's kind of table: pandas in → pandas out, polars
+in → polars out, any other Arrow table → ``pyarrow.Table`` (or, without pyarrow, an object with
+``__arrow_c_stream__`` that any Arrow library reads).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import Any, Sequence
+
+from . import _native
+
+__all__ = ["predict_df", "table_kind", "as_kind"]
+
+log = logging.getLogger("totoc")
+
+
+def table_kind(df: Any) -> str:
+    """``"pandas"``, ``"polars"`` or ``"arrow"``: which kind of table the results are returned as."""
+    module = type(df).__module__
+    if module.startswith("pandas") and hasattr(df, "columns"):
+        return "pandas"
+    if module.startswith("polars"):
+        return "polars"
+    return "arrow"
+
+
+def arrow_source(df: Any) -> Any:
+    """What the native reader takes: an object with ``__arrow_c_stream__`` (a polars LazyFrame is collected)."""
+    if table_kind(df) == "polars" and hasattr(df, "collect") and not hasattr(df, "__arrow_c_stream__"):
+        return df.collect()
+    return df
+
+
+def as_kind(table: Any, kind: str) -> Any:
+    """A native ``ArrowTable`` as a table of ``kind``."""
+    if kind == "pandas":
+        import pandas as pd
+
+        return pd.DataFrame.from_arrow(table)
+    if kind == "polars":
+        import polars as pl
+
+        return pl.DataFrame(table)
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return table
+    return pa.table(table)
+
+
+def _targets(target: str | Sequence[str]) -> list[str]:
+    return [target] if isinstance(target, str) else list(target)
+
+
+def _show(result: Any) -> None:
+    """The lines ``totoc forecast`` prints on stderr: the calendar as a log record, the notes as warnings."""
+    if result.calendar:
+        log.info("%s", result.calendar)
+    for note in result.notes:
+        warnings.warn(note.removeprefix("note: "), UserWarning, stacklevel=3)
+
+
+def predict_df(
+    native: Any,
+    df: Any,
+    prediction_length: int,
+    quantile_levels: Sequence[float] | None = None,
+    id_column: str | None = "unique_id",
+    timestamp_column: str | None = "ds",
+    target: str | Sequence[str] = "y",
+    *,
+    samples: int | None = None,
+    seed: int | None = None,
+    freq: str | None = None,
+    calendar: str = "auto",
+    timezone: str | None = None,
+    holidays: str | os.PathLike[str] | None = None,
+    timestamp_unit: str = "s",
+    strict_context: bool = False,
+    write_samples: bool = False,
+) -> Any:
+    """See ``Engine.predict_df``."""
+    kind = table_kind(df)
+    result = _native.predict_table(
+        native,
+        arrow_source(df),
+        prediction_length,
+        quantiles=None if quantile_levels is None else list(quantile_levels),
+        samples=samples,
+        seed=seed,
+        id_column=id_column,
+        timestamp_column=timestamp_column,
+        target=_targets(target),
+        timestamp_unit=timestamp_unit,
+        freq=freq,
+        calendar=calendar,
+        timezone=timezone,
+        holidays=None if holidays is None else os.fspath(holidays),
+        strict_context=strict_context,
+        write_samples=write_samples,
+    )
+    _show(result)
+    return as_kind(result.table, kind)
