@@ -73,6 +73,12 @@ trap 'rm -f "$log"; rm -rf "$python_work"' EXIT
 # The extension module builds into the workspace's target directory (under target/x86_64-unknown-linux-gnu/: the
 # explicit target triple zig links for, so its dependencies are compiled once more). The venv's bin goes first on
 # PATH: maturin runs zig as `python3 -m ziglang`.
+# The `totoc` command of the wheel: the binary, linked by zig against glibc 2.28 as the extension module is, into
+# python/totoc/bin/ (package data; the console script execs it).
+scripts/build-python-cli.sh --profile dev 2>"$python_work/build-cli.log" >/dev/null || {
+  tail -n 40 "$python_work/build-cli.log" >&2
+  exit 1
+}
 PATH="$(dirname "$maturin"):$PATH" "$maturin" build --manifest-path python/Cargo.toml --profile dev --zig \
   --compatibility manylinux_2_28 --out "$python_work/wheels" 2>"$python_work/build.log" || {
   tail -n 40 "$python_work/build.log" >&2

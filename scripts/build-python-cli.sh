@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the `totoc` command for the Python wheel, linked as the wheel's extension module is: by zig, against
+# glibc 2.28 (manylinux_2_28), so the wheel's one platform tag holds for both. Copies it to python/totoc/bin/totoc
+# (ignored by git), where maturin picks it up as package data and the `totoc` console script (python/totoc/_cli.py)
+# execs it.
+#   scripts/build-python-cli.sh [--profile dev|release] [--target x86_64-unknown-linux-gnu|aarch64-unknown-linux-gnu]
+# Needs the build venv (scripts/setup-python-venv.sh build: maturin and ziglang); dev builds are stripped of debug
+# info (the wheel would carry ~300 MB of it). Honours CARGO_TARGET_DIR.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+profile=dev
+triple=x86_64-unknown-linux-gnu
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) profile=$2; shift 2 ;;
+    --target) triple=$2; shift 2 ;;
+    *) echo "usage: $0 [--profile dev|release] [--target TRIPLE]" >&2; exit 2 ;;
+  esac
+done
+maturin=$("$here/scripts/setup-python-venv.sh" build | tail -n 1)
+venv_bin=$(dirname "$maturin")
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$here/target}")
+zig_target="${triple%%-*}-linux-gnu.2.28"
+wrappers="$target_dir/zig-cli/$triple"
+mkdir -p "$wrappers"
+# The same wrappers maturin writes for `--zig` (cargo-zigbuild's): `maturin zig cc|c++|ar` running PyPI's zig.
+for tool in cc c++ ar ranlib; do
+  flags=()
+  case "$tool" in cc|c++) flags=(-- -g -fno-sanitize=all -target "$zig_target") ;; esac
+  cat >"$wrappers/$tool" <<WRAP
+#!/bin/sh
+export CARGO_ZIGBUILD_ZIG_COMMAND="$venv_bin/python3" CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'
+exec "$maturin" zig $tool ${flags[*]} "\$@"
+WRAP
+  chmod +x "$wrappers/$tool"
+done
+upper=$(echo "$triple" | tr 'a-z-' 'A-Z_')
+lower=${triple//-/_}
+export "CARGO_TARGET_${upper}_LINKER=$wrappers/cc" "CC_${lower}=$wrappers/cc" "CXX_${lower}=$wrappers/c++" \
+  "AR_${lower}=$wrappers/ar" "RANLIB_${lower}=$wrappers/ranlib"
+cargo build --manifest-path "$here/Cargo.toml" -p totoc --bin totoc --profile "$profile" --target "$triple" >&2
+built="$target_dir/$triple/$([ "$profile" = dev ] && echo debug || echo "$profile")/totoc"
+mkdir -p "$here/python/totoc/bin"
+out="$here/python/totoc/bin/totoc"
+rm -f "$out"
+if [ "$profile" = dev ]; then
+  objcopy --strip-debug "$built" "$out" 2>/dev/null || cp "$built" "$out"
+else
+  cp "$built" "$out"
+fi
+chmod +x "$out"
+echo "$out"
