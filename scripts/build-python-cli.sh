@@ -4,19 +4,36 @@
 # (ignored by git), where maturin picks it up as package data and the `totoc` console script (python/totoc/_cli.py)
 # execs it.
 #   scripts/build-python-cli.sh [--profile dev|release] [--target x86_64-unknown-linux-gnu|aarch64-unknown-linux-gnu]
+#   scripts/build-python-cli.sh --reuse BINARY
 # Needs the build venv (scripts/setup-python-venv.sh build: maturin and ziglang); dev builds are stripped of debug
-# info (the wheel would carry ~300 MB of it). Honours CARGO_TARGET_DIR.
+# info (the wheel would carry ~300 MB of it). Honours CARGO_TARGET_DIR. A zig build is checked to need no glibc
+# symbol newer than 2.28.
+# --reuse copies an already built `totoc` (e.g. target/debug/totoc) instead: no compile, but the binary needs this
+# machine's glibc, so the wheel's manylinux_2_28 tag is not true of it. scripts/test.sh uses it for the dev wheel
+# it tests on this machine (compiling the command's dependencies once more for zig's target would cost minutes of
+# CI); release wheels (.github/workflows/artifacts.yml) never do.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 profile=dev
+reuse=
 triple=x86_64-unknown-linux-gnu
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2 ;;
     --target) triple=$2; shift 2 ;;
-    *) echo "usage: $0 [--profile dev|release] [--target TRIPLE]" >&2; exit 2 ;;
+    --reuse) reuse=$2; shift 2 ;;
+    *) echo "usage: $0 [--profile dev|release] [--target TRIPLE] | --reuse BINARY" >&2; exit 2 ;;
   esac
 done
+out="$here/python/totoc/bin/totoc"
+mkdir -p "$(dirname "$out")"
+if [ -n "${reuse:-}" ]; then
+  rm -f "$out"
+  objcopy --strip-debug "$reuse" "$out" 2>/dev/null || cp "$reuse" "$out"
+  chmod +x "$out"
+  echo "$out"
+  exit 0
+fi
 maturin=$("$here/scripts/setup-python-venv.sh" build | tail -n 1)
 venv_bin=$(dirname "$maturin")
 target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$here/target}")
@@ -40,8 +57,14 @@ export "CARGO_TARGET_${upper}_LINKER=$wrappers/cc" "CC_${lower}=$wrappers/cc" "C
   "AR_${lower}=$wrappers/ar" "RANLIB_${lower}=$wrappers/ranlib"
 cargo build --manifest-path "$here/Cargo.toml" -p totoc --bin totoc --profile "$profile" --target "$triple" >&2
 built="$target_dir/$triple/$([ "$profile" = dev ] && echo debug || echo "$profile")/totoc"
-mkdir -p "$here/python/totoc/bin"
-out="$here/python/totoc/bin/totoc"
+# the manylinux_2_28 promise: no versioned glibc symbol newer than 2.28
+if command -v objdump >/dev/null; then
+  newest=$(objdump -T "$built" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+  if [ -n "$newest" ] && [ "$(printf '%s\n2.28\n' "$newest" | sort -V | tail -n 1)" != 2.28 ]; then
+    echo "$built needs glibc $newest > 2.28: not linked by zig for manylinux_2_28" >&2
+    exit 1
+  fi
+fi
 rm -f "$out"
 if [ "$profile" = dev ]; then
   objcopy --strip-debug "$built" "$out" 2>/dev/null || cp "$built" "$out"
