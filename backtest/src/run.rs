@@ -79,8 +79,16 @@ pub enum RunError {
          --samples / --quantiles"
     )]
     TooLarge { windows: u64, horizon: usize, per_step: u64, what: String, values: u64, max: u64 },
+    /// `refused`: the engines crate's error when its request checks refused the window (the Python package
+    /// raises the exception of its kind); `None` for an error of the engine's run.
     #[error("{series}, window {window} (cutoff at grid position {cutoff}): {message}")]
-    Request { series: String, window: usize, cutoff: usize, message: String },
+    Request {
+        series: String,
+        window: usize,
+        cutoff: usize,
+        message: String,
+        refused: Option<Box<engines::Error>>,
+    },
     #[error("--context must be at least 1")]
     ZeroContext,
 }
@@ -143,6 +151,7 @@ pub fn window_request(
         window: w.index + 1,
         cutoff: w.cutoff,
         message: strip_at(&e.to_string(), &at),
+        refused: Some(Box::new(e)),
     })
 }
 
@@ -188,6 +197,7 @@ where
                 window: w.index + 1,
                 cutoff: w.cutoff,
                 message,
+                refused: None,
             };
             let r = r.map_err(|e| bad(e.to_string()))?;
             out.forecasts.push(window_forecast(*i, *w, &r, spec).map_err(bad)?);

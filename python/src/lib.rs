@@ -13,6 +13,7 @@
 
 mod arrow;
 mod build;
+mod cv;
 mod errors;
 mod input;
 mod output;
@@ -328,58 +329,6 @@ fn runtime(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     Ok(Some(d))
 }
 
-/// `Engine.predict_df`'s native half: `df` (any Arrow stream) forecast by `totoc forecast`'s code ([`table`]).
-#[pyfunction]
-#[pyo3(signature = (engine, df, horizon, *, quantiles=None, samples=None, seed=None, id_column=None,
-    timestamp_column=None, target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(),
-    timezone=None, holidays=None, strict_context=false, write_samples=false))]
-#[allow(clippy::too_many_arguments)]
-fn predict_table(
-    py: Python<'_>,
-    engine: &NativeEngine,
-    df: &Bound<'_, PyAny>,
-    horizon: &Bound<'_, PyAny>,
-    quantiles: Option<&Bound<'_, PyAny>>,
-    samples: Option<&Bound<'_, PyAny>>,
-    seed: Option<&Bound<'_, PyAny>>,
-    id_column: Option<String>,
-    timestamp_column: Option<String>,
-    target: Option<Vec<String>>,
-    timestamp_unit: String,
-    freq: Option<String>,
-    calendar: String,
-    timezone: Option<String>,
-    holidays: Option<PathBuf>,
-    strict_context: bool,
-    write_samples: bool,
-) -> PyResult<table::TableResult> {
-    let as_usize = |v: u64, name: &str| {
-        usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
-    };
-    let asked = table::Asked {
-        horizon: as_usize(input::count(horizon, "prediction_length")?, "prediction_length")?,
-        samples: match samples.filter(|s| !s.is_none()) {
-            Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
-            None => None,
-        },
-        quantiles: input::levels(quantiles)?,
-        seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
-        strict_context,
-        write_samples,
-    };
-    let args = table::TableArgs {
-        id_column,
-        timestamp_column,
-        target: target.unwrap_or_else(|| vec!["y".to_string()]),
-        timestamp_unit,
-        freq,
-        calendar,
-        timezone,
-        holidays,
-    };
-    table::predict(py, engine, df, &args, &asked)
-}
-
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -387,9 +336,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime, m)?)?;
     m.add_function(wrap_pyfunction!(build::export, m)?)?;
     m.add_function(wrap_pyfunction!(build::build_engine, m)?)?;
-    m.add_function(wrap_pyfunction!(predict_table, m)?)?;
-    m.add_class::<arrow::ArrowTable>()?;
-    m.add_class::<table::TableResult>()?;
+    // tables: Engine.predict_df / cross_validation (src/table.rs, src/cv.rs)
+    table::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The ONNX Runtime version totoc is built against (the `ort` API it needs is this version's).
     m.add("ORT_VERSION", engines::runtime::ORT_VERSION)?;

@@ -18,7 +18,9 @@ use tables::ReadOptions;
 
 use crate::arrow::ArrowTable;
 use crate::errors::{invalid, Kind};
+use crate::input;
 use crate::NativeEngine;
+use std::path::PathBuf;
 
 /// How `predict_df` names the table in messages (where the CLI names the file).
 pub const SOURCE: &str = "df";
@@ -195,4 +197,65 @@ fn with_truncation(batch: RecordBatch, responses: &[ForecastResponse]) -> Result
     columns.push(Arc::new(flags));
     let schema = Arc::new(Schema::new(fields).with_metadata(schema.metadata().clone()));
     RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
+}
+
+/// `Engine.predict_df`'s native half: `df` (any Arrow stream) forecast by `totoc forecast`'s code ([`table`]).
+#[pyfunction]
+#[pyo3(signature = (engine, df, horizon, *, quantiles=None, samples=None, seed=None, id_column=None,
+    timestamp_column=None, target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(),
+    timezone=None, holidays=None, strict_context=false, write_samples=false))]
+#[allow(clippy::too_many_arguments)]
+fn predict_table(
+    py: Python<'_>,
+    engine: &NativeEngine,
+    df: &Bound<'_, PyAny>,
+    horizon: &Bound<'_, PyAny>,
+    quantiles: Option<&Bound<'_, PyAny>>,
+    samples: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    id_column: Option<String>,
+    timestamp_column: Option<String>,
+    target: Option<Vec<String>>,
+    timestamp_unit: String,
+    freq: Option<String>,
+    calendar: String,
+    timezone: Option<String>,
+    holidays: Option<PathBuf>,
+    strict_context: bool,
+    write_samples: bool,
+) -> PyResult<TableResult> {
+    let as_usize = |v: u64, name: &str| {
+        usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
+    };
+    let asked = Asked {
+        horizon: as_usize(input::count(horizon, "prediction_length")?, "prediction_length")?,
+        samples: match samples.filter(|s| !s.is_none()) {
+            Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
+            None => None,
+        },
+        quantiles: input::levels(quantiles)?,
+        seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
+        strict_context,
+        write_samples,
+    };
+    let args = TableArgs {
+        id_column,
+        timestamp_column,
+        target: target.unwrap_or_else(|| vec!["y".to_string()]),
+        timestamp_unit,
+        freq,
+        calendar,
+        timezone,
+        holidays,
+    };
+    predict(py, engine, df, &args, &asked)
+}
+
+/// The table functions and classes of the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(predict_table, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::cv::cross_validation_py, m)?)?;
+    m.add_class::<ArrowTable>()?;
+    m.add_class::<TableResult>()?;
+    Ok(())
 }

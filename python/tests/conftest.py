@@ -105,3 +105,27 @@ def f32(values) -> np.ndarray:
 
 def python_executable() -> str:
     return sys.executable
+
+
+TOTO2_CHECKPOINT = REPO / "tests/fixtures/trained/toto2-4m"
+TOTO2_CONFIG = REPO / "configs/trained-toto2-4m.yaml"
+
+
+@pytest.fixture(scope="session")
+def engine2_dir(tmp_path_factory) -> Path:
+    """A Toto 2.0 engine: the 4m checkpoint trained in this repository (tests/fixtures/trained), exported and built
+    with the `totoc` command as tests/integration/trained.rs does."""
+    work = tmp_path_factory.mktemp("toto2")
+    run_totoc(
+        "export", "--checkpoint", str(TOTO2_CHECKPOINT), "--config", str(TOTO2_CONFIG), "--out", str(work / "bundle")
+    )
+    run_totoc("build-engine", "--artifacts", str(work / "bundle"), "--out", str(work / "engine"))
+    return work / "engine"
+
+
+@pytest.fixture(scope="session")
+def engine2(totoc_module, engine_dir, engine, engine2_dir):
+    # after the Toto 1.0 engine: the first engine loaded sets the process's thread pool (THREADS)
+    eng = totoc_module.Engine(engine2_dir, threads=THREADS)
+    yield eng
+    eng.close()

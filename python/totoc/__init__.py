@@ -12,6 +12,12 @@ bit::
         f.mean          # [1, 64]      the point forecast of the one variate
         f.quantiles     # [3, 1, 64]   at f.quantile_levels = [0.1, 0.5, 0.9]
 
+Tables (pandas, polars or any Arrow table) go through ``Engine.predict_df`` and ``Engine.cross_validation``, the
+tables of ``totoc forecast`` and ``totoc backtest``::
+
+    out = eng.predict_df(df, prediction_length=24, id_column="unique_id", timestamp_column="ds", target="y")
+    cv = eng.cross_validation(df, h=24, n_windows=3)   # unique_id, ds, cutoff, y, totoc
+
 ONNX Runtime comes from the ``onnxruntime`` package (``pip install 'totoc[cpu]'``) or ``onnxruntime-gpu``
 (``'totoc[gpu]'``); see ``totoc._runtime`` for where else it is looked for. Errors are the classes of
 ``totoc.errors``.

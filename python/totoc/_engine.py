@@ -273,9 +273,11 @@ class Engine:
             quantile_levels: levels in (0, 1), one column each. Default as ``totoc forecast``: Toto 1.0 none on
                 the mean path, ``[0.1, 0.5, 0.9]`` with ``samples``; Toto 2.0 none (ask for any in [0.1, 0.9];
                 levels between its knots are interpolated, with a warning).
-            id_column: the series id column (text or integers); ``None`` reads the table as one series.
+            id_column: the series id column (text or integers). ``None``: a column named as ``totoc forecast``
+                recognises ids (``unique_id``, ``item_id``, ``id``, ``series_id``), else the table is one series.
             timestamp_column: the time column (timestamps, dates, ISO 8601 text or integer epochs in
-                ``timestamp_unit``); ``None`` for a table in time order without one.
+                ``timestamp_unit``). ``None``: a column named ``ds``, ``timestamp``, ``date`` or ``time``, else
+                the rows are in time order without timestamps.
             target: the value column, or a list of them (the variates of each series).
             samples: Toto 1.0: sample paths per series (the mean and quantiles come from them).
             seed: seed of the sample paths (default 0).
@@ -331,4 +333,80 @@ class Engine:
             timestamp_unit=timestamp_unit,
             strict_context=strict_context,
             write_samples=write_samples,
+        )
+
+    def cross_validation(
+        self,
+        df: Any,
+        h: int,
+        n_windows: int,
+        step_size: int | None = None,
+        *,
+        id_column: str | None = "unique_id",
+        timestamp_column: str | None = "ds",
+        target: str = "y",
+        model: str = "totoc",
+        context: int | None = None,
+        samples: int = 0,
+        quantile_levels: Sequence[float] | None = None,
+        seed: int = 0,
+        chunk: int = 512,
+        freq: str | None = None,
+        calendar: str = "auto",
+        timezone: str | None = None,
+        holidays: str | os.PathLike[str] | None = None,
+        timestamp_unit: str = "s",
+    ) -> Any:
+        """Rolling-origin forecasts of every series of a long table, as ``totoc backtest`` makes them, in Nixtla's
+        ``cross_validation`` layout.
+
+        Each series gets ``n_windows`` windows of ``h`` steps whose cutoffs are ``step_size`` grid steps apart
+        (default ``h``: windows that do not overlap), the last ending at the series' last point; each window is
+        forecast from the points at or before its cutoff only (its most recent ``context`` of them, default the
+        engine's ``max_context``). Same reading of the table (columns, types, calendars, errors) as
+        :meth:`predict_df`; windows are packed ``chunk`` per engine call as ``totoc backtest --chunk`` does.
+
+        Args:
+            df: a pandas or polars DataFrame or any Arrow table, one row per series and time step.
+            h: steps per window. n_windows: windows per series. step_size: grid steps between cutoffs.
+            model: the name of the forecast column (Nixtla names it after the model).
+            samples, quantile_levels, seed: as ``totoc backtest``: quantiles default to ``[0.1, 0.5, 0.9]`` when
+                sampling (Toto 1.0) or on a Toto 2.0 engine, none on Toto 1.0's mean path.
+
+        Returns:
+            The kind of table ``df`` is, one row per series, window and step: ``unique_id``, ``ds`` (the
+            timestamp column's name and type), ``cutoff`` (the window's last observed timestamp), ``y`` (the
+            actual value), ``<model>`` (the point forecast: Toto 1.0's mean, Toto 2.0's median), then
+            ``<model>-lo-<L>`` / ``<model>-hi-<L>`` for the levels of a central ``L`` % interval (0.1 and 0.9:
+            ``-lo-80``, ``-hi-80``), ``<model>-median`` for 0.5 and ``<model>-q<level>`` for a level outside any
+            whole-percent interval; the columns of ``totoc backtest --output`` for one engine labelled
+            ``model`` (without its ``naive`` / ``seasonal_naive`` baselines).
+
+        Example::
+
+            cv = eng.cross_validation(df, h=24, n_windows=3, samples=64)
+            list(cv.columns)   # ['unique_id', 'ds', 'cutoff', 'y', 'totoc', 'totoc-lo-80', 'totoc-median', 'totoc-hi-80']
+        """
+        from . import _table
+
+        return _table.cross_validation(
+            self._native,
+            df,
+            h,
+            n_windows,
+            step_size,
+            id_column=id_column,
+            timestamp_column=timestamp_column,
+            target=target,
+            model=model,
+            context=context,
+            samples=samples,
+            quantile_levels=quantile_levels,
+            seed=seed,
+            chunk=chunk,
+            freq=freq,
+            calendar=calendar,
+            timezone=timezone,
+            holidays=holidays,
+            timestamp_unit=timestamp_unit,
         )

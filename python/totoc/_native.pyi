@@ -35,6 +35,66 @@ class Engine:
 
 def runtime() -> dict[str, str] | None: ...
 
+# --- tables (src/table.rs, src/cv.rs, src/arrow.rs); used by totoc._table ------------------------------------
+
+class ArrowTable:
+    """A table made by the engine, readable once by any Arrow library through the Arrow PyCapsule interface."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def column_names(self) -> list[str]: ...
+
+class TableResult:
+    @property
+    def table(self) -> ArrowTable: ...
+    @property
+    def calendar(self) -> str | None: ...
+    @property
+    def notes(self) -> list[str]: ...
+
+def predict_table(
+    engine: Engine,
+    df: object,
+    horizon: int,
+    *,
+    quantiles: Sequence[float] | None = None,
+    samples: int | None = None,
+    seed: int | None = None,
+    id_column: str | None = None,
+    timestamp_column: str | None = None,
+    target: Sequence[str] | None = None,
+    timestamp_unit: str = "s",
+    freq: str | None = None,
+    calendar: str = "auto",
+    timezone: str | None = None,
+    holidays: str | None = None,
+    strict_context: bool = False,
+    write_samples: bool = False,
+) -> TableResult: ...
+def cross_validation(
+    engine: Engine,
+    df: object,
+    h: int,
+    n_windows: int,
+    *,
+    step_size: int | None = None,
+    context: int | None = None,
+    samples: int = 0,
+    quantiles: Sequence[float] | None = None,
+    seed: int = 0,
+    chunk: int = 512,
+    model: str = "totoc",
+    id_column: str | None = None,
+    timestamp_column: str | None = None,
+    target: Sequence[str] | None = None,
+    timestamp_unit: str = "s",
+    freq: str | None = None,
+    calendar: str = "auto",
+    timezone: str | None = None,
+    holidays: str | None = None,
+) -> ArrowTable: ...
 def export(
     checkpoint: str,
     config: str,

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from . import _native
 
-__all__ = ["predict_df", "table_kind", "as_kind"]
+__all__ = ["predict_df", "cross_validation", "table_kind", "as_kind"]
 
 log = logging.getLogger("totoc")
 
@@ -109,3 +109,102 @@ def predict_df(
     )
     _show(result)
     return as_kind(result.table, kind)
+
+
+def _time_columns_as_input(out: Any, df: Any, kind: str, time_column: str | None, names: Sequence[str]) -> Any:
+    """``out``'s timestamp columns (``names``, ISO 8601 text or epoch numbers as ``totoc backtest`` writes them)
+    converted back to the type of ``df``'s timestamp column, each library parsing its own."""
+    if time_column is None:
+        return out
+    try:
+        if kind == "pandas":
+            import pandas as pd
+
+            dtype = df[time_column].dtype
+            for c in names:
+                if dtype.kind == "M":
+                    tz = getattr(dtype, "tz", None)
+                    parsed = pd.to_datetime(out[c], format="ISO8601", utc=tz is not None)
+                    out[c] = parsed.dt.tz_convert(tz) if tz is not None else parsed.astype(dtype)
+                elif dtype.kind in "iu":
+                    out[c] = out[c].astype(dtype)
+            return out
+        if kind == "polars":
+            import polars as pl
+
+            dtype = df.collect_schema()[time_column] if hasattr(df, "collect_schema") else df.schema[time_column]
+            if isinstance(dtype, pl.Datetime):
+                exprs = [pl.col(c).str.to_datetime(time_unit=dtype.time_unit, time_zone=dtype.time_zone) for c in names]
+            elif dtype == pl.Date:
+                exprs = [pl.col(c).str.to_date() for c in names]
+            elif dtype.is_integer():
+                exprs = [pl.col(c).cast(dtype) for c in names]
+            else:
+                return out
+            return out.with_columns(exprs)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not isinstance(out, pa.Table) or not isinstance(df, pa.Table):
+            return out
+        typ = df.schema.field(time_column).type
+        if pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ):
+            for c in names:
+                i = out.column_names.index(c)
+                out = out.set_column(i, c, pc.cast(out[c], typ))
+        return out
+    except Exception:  # noqa: BLE001 - the text columns are still right; the conversion is a convenience
+        log.warning("totoc: the %s columns are left as text (could not convert them to the input's type)", names)
+        return out
+
+
+def cross_validation(
+    native: Any,
+    df: Any,
+    h: int,
+    n_windows: int,
+    step_size: int | None = None,
+    *,
+    id_column: str | None = "unique_id",
+    timestamp_column: str | None = "ds",
+    target: str = "y",
+    model: str = "totoc",
+    context: int | None = None,
+    samples: int = 0,
+    quantile_levels: Sequence[float] | None = None,
+    seed: int = 0,
+    chunk: int = 512,
+    freq: str | None = None,
+    calendar: str = "auto",
+    timezone: str | None = None,
+    holidays: str | os.PathLike[str] | None = None,
+    timestamp_unit: str = "s",
+) -> Any:
+    """See ``Engine.cross_validation``."""
+    kind = table_kind(df)
+    source = arrow_source(df)
+    table = _native.cross_validation(
+        native,
+        source,
+        h,
+        n_windows,
+        step_size=step_size,
+        context=context,
+        samples=samples,
+        quantiles=None if quantile_levels is None else list(quantile_levels),
+        seed=seed,
+        chunk=chunk,
+        model=model,
+        id_column=id_column,
+        timestamp_column=timestamp_column,
+        target=_targets(target),
+        timestamp_unit=timestamp_unit,
+        freq=freq,
+        calendar=calendar,
+        timezone=timezone,
+        holidays=None if holidays is None else os.fspath(holidays),
+    )
+    names = table.column_names
+    out = as_kind(table, kind)
+    time_name = names[1]
+    return _time_columns_as_input(out, source, kind, timestamp_column, [time_name, "cutoff"])

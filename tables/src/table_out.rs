@@ -108,8 +108,9 @@ fn json(table: &Table, array: bool, name: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn parquet(table: &Table, name: &str) -> Result<Vec<u8>> {
-    let fail = |e: String| DataError::at(name, format!("cannot write Parquet: {e}"));
+/// The table as one Arrow record batch: Utf8 and Float64 columns (nullable), as in its Parquet file.
+pub fn record_batch(table: &Table, name: &str) -> Result<RecordBatch> {
+    let fail = |e: String| DataError::at(name, format!("cannot make the table: {e}"));
     let columns: Vec<ArrayRef> = table
         .columns
         .iter()
@@ -132,8 +133,13 @@ fn parquet(table: &Table, name: &str) -> Result<Vec<u8>> {
             Field::new(n, t, true)
         })
         .collect();
-    let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| fail(e.to_string()))
+}
+
+fn parquet(table: &Table, name: &str) -> Result<Vec<u8>> {
+    let fail = |e: String| DataError::at(name, format!("cannot write Parquet: {e}"));
+    let batch = record_batch(table, name)?;
+    let schema = batch.schema();
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::SNAPPY)
         .build();

@@ -16,17 +16,16 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use backtest::metrics::MetricRow;
-use backtest::run::{plan_all, RunOutput, RunSpec, SeriesInput, WindowForecast};
+use backtest::run::{plan_all, RunOutput, RunSpec, WindowForecast};
 use backtest::score;
 use backtest::windows::{Window, WindowSpec};
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{Overrides, DEFAULT_QUANTILES};
+use engines::request::Overrides;
 
 use crate::cli::BacktestArgs;
 use crate::cmd::bench_support::parse_engines;
 use crate::cmd::forecast::{calendar_options, epoch_unit, format};
 use crate::progress::Progress;
-use tables::axis::TimeAxis;
 use tables::timestamps::parse_freq;
 use tables::{self as data, Format, Place, ReadOptions};
 
@@ -40,35 +39,7 @@ pub(super) struct EngineRun {
     pub seconds: f64,
 }
 
-/// The series as the backtest sees them, and their windows.
-pub(super) struct Backtest {
-    pub series: Vec<SeriesInput>,
-    pub values: Vec<Vec<f64>>,
-    pub axes: Vec<Option<TimeAxis>>,
-    pub plans: Vec<Vec<Window>>,
-    pub season: usize,
-    /// The input's timestamp column name (`ds` without one).
-    pub time_name: String,
-}
-
-impl Backtest {
-    pub fn ids(&self) -> Vec<String> {
-        self.series.iter().map(|s| s.unique_id.clone()).collect()
-    }
-
-    /// The text of grid position `k` (0-based) of series `s`: its timestamp, else the position itself.
-    pub fn stamp(&self, s: usize, k: usize) -> String {
-        let len = self.series[s].values.len() as i64;
-        self.axes[s]
-            .as_ref()
-            .and_then(|a| a.at(k as i64 - (len - 1)))
-            .map_or_else(|| k.to_string(), |t| t.to_text())
-    }
-
-    pub fn windows(&self) -> usize {
-        self.plans.iter().map(Vec::len).sum()
-    }
-}
+pub(super) use backtest::frame::Backtest;
 
 pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let engines_arg = parse_engines(&a.engines)?;
@@ -207,42 +178,12 @@ fn read(a: &BacktestArgs, input: &Place, in_format: Format, first: &Engine) -> a
     if let Some(line) = dataset.calendar_line() {
         eprintln!("{line}");
     }
-    let time_name = dataset.columns.time.as_ref().map_or_else(|| "ds".to_string(), |(n, _)| n.clone());
-    let mut series = Vec::with_capacity(dataset.series.len());
-    let mut axes = Vec::with_capacity(dataset.series.len());
-    for (i, s) in dataset.series.into_iter().enumerate() {
-        if s.request.target.len() != 1 {
-            bail!(
-                "{}: {} target columns ({}); a backtest scores one target per series: pass --target-columns COL",
-                s.at,
-                s.request.target.len(),
-                s.target_names.join(", ")
-            );
-        }
-        let unique_id = s.request.id.as_ref().map_or_else(|| format!("series_{i}"), ToString::to_string);
-        let values = s.request.target.into_iter().next().unwrap_or_default();
-        series.push(SeriesInput { unique_id, values });
-        axes.push(s.time);
-    }
-    let season = match a.season {
+    let mut bt = Backtest::from_dataset(dataset, WindowSpec::new(a.windows, a.step, a.horizon))?;
+    bt.season = match a.season {
         Some(s) => s,
-        None => season::of_series(&series, &axes)?,
+        None => season::of_series(&bt.series, &bt.axes)?,
     };
-    let spec = WindowSpec::new(a.windows, a.step, a.horizon);
-    let probe = RunSpec {
-        windows: spec,
-        context: 1,
-        samples: 0,
-        quantiles: Vec::new(),
-        seed: 0,
-        keep_samples: false,
-        chunk: 1,
-    };
-    let plans = plan_all(&series, &probe, &|s, k| {
-        axes[s].as_ref().and_then(|ax: &TimeAxis| ax.at(k)).map(|t| t.to_text())
-    })?;
-    let values = series.iter().map(score::values_f64).collect();
-    Ok(Backtest { series, values, axes, plans, season, time_name })
+    Ok(bt)
 }
 
 /// Points each window's request holds: `--context`, else the smallest maximum context of the engines, so every
@@ -266,19 +207,15 @@ fn context(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyhow::R
 
 /// How `engine` forecasts each window: quantiles where the engine makes them.
 fn spec(a: &BacktestArgs, engine: &Engine, context: usize) -> RunSpec {
-    let caps = engine.info().model.capabilities();
-    let quantiles = match &a.quantiles {
-        Some(q) => q.clone(),
-        None if a.samples > 0 || !caps.samples => DEFAULT_QUANTILES.to_vec(),
-        None => Vec::new(),
-    };
-    RunSpec {
-        windows: WindowSpec::new(a.windows, a.step, a.horizon),
+    let windows = WindowSpec::new(a.windows, a.step, a.horizon);
+    let model_samples = engine.info().model.capabilities().samples;
+    backtest::frame::run_spec(
+        windows,
         context,
-        samples: a.samples,
-        quantiles,
-        seed: a.seed,
-        keep_samples: a.samples > 0,
-        chunk: a.chunk,
-    }
+        a.samples,
+        a.quantiles.clone(),
+        a.seed,
+        a.chunk,
+        model_samples,
+    )
 }

@@ -1,0 +1,199 @@
+//! `Engine.cross_validation`: rolling-origin windows over a table's series, forecast by `totoc backtest`'s code
+//! (the `backtest` crate: [`Backtest::from_dataset`] plans the windows, [`backtest::run::run`] forecasts them in
+//! packed engine calls, [`backtest::frame::forecast_table`] makes the table), read as `predict_df` reads tables
+//! ([`crate::table`]). One engine, no baselines, metrics or reference: the table is Nixtla's
+//! `cross_validation` output (`unique_id`, `ds`, `cutoff`, `y`, the model's point column and its
+//! `{model}-lo-{L}` / `{model}-hi-{L}` columns).
+
+use backtest::frame::{forecast_table, run_spec, Backtest, FrameError, Model};
+use backtest::run::{plan_all, RunError};
+use backtest::windows::WindowSpec;
+use engines::request::Overrides;
+use pyo3::prelude::*;
+
+use crate::arrow::ArrowTable;
+use crate::errors::{invalid, Kind};
+use crate::input;
+use crate::table::{data_err, pythonic, TableArgs, SOURCE};
+use crate::NativeEngine;
+use std::path::PathBuf;
+
+/// What a `cross_validation` call asks for.
+pub struct Windows {
+    pub horizon: usize,
+    pub n_windows: usize,
+    pub step_size: Option<usize>,
+    pub context: Option<usize>,
+    pub samples: usize,
+    pub quantiles: Option<Vec<f64>>,
+    pub seed: u64,
+    pub chunk: usize,
+    pub model: String,
+}
+
+fn run_err(e: RunError) -> (Kind, String) {
+    let kind = match &e {
+        RunError::Request { refused: Some(r), .. } => Kind::of(r),
+        RunError::Request { refused: None, .. } => Kind::Other,
+        RunError::TooLarge { .. } => Kind::Limit,
+        _ => Kind::Invalid,
+    };
+    (kind, cv_words(&e.to_string()))
+}
+
+/// The flags of `totoc backtest` in a message, as `cross_validation`'s arguments.
+fn cv_words(message: &str) -> String {
+    const FLAGS: [(&str, &str); 6] = [
+        ("--horizon", "h"),
+        ("--windows", "n_windows"),
+        ("--step", "step_size"),
+        ("--context", "context"),
+        ("--samples", "samples"),
+        ("--quantiles", "quantile_levels"),
+    ];
+    pythonic(&FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg)))
+}
+
+fn frame_err(e: FrameError) -> (Kind, String) {
+    match e {
+        FrameError::Run(e) => run_err(e),
+        FrameError::Input(m) => (Kind::Invalid, cv_words(&m).replace("target= COL", "target=\"COL\"")),
+    }
+}
+
+/// Reads `df`, forecasts every window of every series, and makes the table (the GIL released throughout).
+pub fn cross_validation(
+    py: Python<'_>,
+    engine: &NativeEngine,
+    df: &Bound<'_, PyAny>,
+    args: &TableArgs,
+    w: &Windows,
+) -> PyResult<ArrowTable> {
+    let engine = engine.engine()?;
+    if w.horizon == 0 {
+        return Err(invalid("h is 0; give the steps each window forecasts (at least 1)"));
+    }
+    if w.n_windows == 0 {
+        return Err(invalid("n_windows is 0; give the windows per series (at least 1)"));
+    }
+    if w.step_size == Some(0) {
+        return Err(invalid(
+            "step_size is 0; give at least 1 (or None: the horizon, windows that do not overlap)",
+        ));
+    }
+    if w.chunk == 0 {
+        return Err(invalid("chunk is 0; give at least 1 (windows per engine call)"));
+    }
+    let max = engine.info().limits.max_context;
+    let context = match w.context {
+        Some(0) => return Err(invalid("context is 0; give at least 1")),
+        Some(c) if c > max => {
+            return Err(Kind::Limit.err(format!(
+                "context={c} is more than the engine holds ({max} points); give context={max} or less"
+            )))
+        }
+        Some(c) => c,
+        None => max,
+    };
+    let opts = args.read_options()?;
+    let (schema, batches) = crate::arrow::import(df, SOURCE)?;
+    let result = py.detach(|| -> Result<_, (Kind, String)> {
+        let limits = engine.info().request_limits();
+        // The horizon is the windows'; the reader only checks it is given.
+        let overrides = Overrides { horizon: Some(w.horizon), ..Overrides::default() };
+        let dataset =
+            tables::from_arrow(&schema, &batches, SOURCE, &opts, &overrides, &limits).map_err(data_err)?;
+        let calendar = dataset.calendar_line();
+        let windows = WindowSpec::new(w.n_windows, w.step_size, w.horizon);
+        let bt = Backtest::from_dataset(dataset, windows).map_err(frame_err)?;
+        let model_samples = engine.info().model.capabilities().samples;
+        let spec = run_spec(windows, context, w.samples, w.quantiles.clone(), w.seed, w.chunk, model_samples);
+        // The size check of what the run keeps (its quantiles and samples), before any runs.
+        plan_all(&bt.series, &spec, &|_, _| None).map_err(run_err)?;
+        let mut failed: Option<Kind> = None;
+        let out = backtest::run::run(
+            &bt.series,
+            &bt.plans,
+            &spec,
+            &limits,
+            &mut |reqs| {
+                let results = engine.forecast(reqs);
+                // the kind of the engine's first error: the run keeps only its text
+                if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                    failed.get_or_insert(Kind::of(e));
+                }
+                results
+            },
+            &mut |_| {},
+        )
+        .map_err(|e| match (e, failed) {
+            (e @ RunError::Request { refused: None, .. }, Some(kind)) => (kind, run_err(e).1),
+            (e, _) => run_err(e),
+        })?;
+        let model = Model {
+            label: &w.model,
+            forecasts: out.forecasts.iter().map(Some).collect(),
+            levels: &spec.quantiles,
+        };
+        let table = forecast_table(&bt, &[model]);
+        let batch = tables::table_out::record_batch(&table, SOURCE).map_err(data_err)?;
+        Ok((batch, calendar))
+    });
+    drop(batches);
+    let (batch, _calendar) = result.map_err(|(kind, message)| kind.err(message))?;
+    Ok(ArrowTable::new(batch))
+}
+
+/// `Engine.cross_validation`'s native half: `totoc backtest`'s windows over `df` ([`cv`]).
+#[pyfunction]
+#[pyo3(signature = (engine, df, h, n_windows, *, step_size=None, context=None, samples=0, quantiles=None, seed=0,
+    chunk=backtest::run::DEFAULT_CHUNK, model="totoc".to_string(), id_column=None, timestamp_column=None,
+    target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(), timezone=None,
+    holidays=None))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(name = "cross_validation")]
+pub fn cross_validation_py(
+    py: Python<'_>,
+    engine: &NativeEngine,
+    df: &Bound<'_, PyAny>,
+    h: usize,
+    n_windows: usize,
+    step_size: Option<usize>,
+    context: Option<usize>,
+    samples: usize,
+    quantiles: Option<&Bound<'_, PyAny>>,
+    seed: u64,
+    chunk: usize,
+    model: String,
+    id_column: Option<String>,
+    timestamp_column: Option<String>,
+    target: Option<Vec<String>>,
+    timestamp_unit: String,
+    freq: Option<String>,
+    calendar: String,
+    timezone: Option<String>,
+    holidays: Option<PathBuf>,
+) -> PyResult<ArrowTable> {
+    let w = Windows {
+        horizon: h,
+        n_windows,
+        step_size,
+        context,
+        samples,
+        quantiles: input::levels(quantiles)?,
+        seed,
+        chunk,
+        model,
+    };
+    let args = TableArgs {
+        id_column,
+        timestamp_column,
+        target: target.unwrap_or_else(|| vec!["y".to_string()]),
+        timestamp_unit,
+        freq,
+        calendar,
+        timezone,
+        holidays,
+    };
+    cross_validation(py, engine, df, &args, &w)
+}
