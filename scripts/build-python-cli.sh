@@ -58,8 +58,9 @@ export "CARGO_TARGET_${upper}_LINKER=$wrappers/cc" "CC_${lower}=$wrappers/cc" "C
 cargo build --manifest-path "$here/Cargo.toml" -p totoc --bin totoc --profile "$profile" --target "$triple" >&2
 built="$target_dir/$triple/$([ "$profile" = dev ] && echo debug || echo "$profile")/totoc"
 # the manylinux_2_28 promise: no versioned glibc symbol newer than 2.28
-if command -v objdump >/dev/null; then
-  newest=$(objdump -T "$built" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+# (readelf reads any architecture's dynamic symbols, so the aarch64 build is checked too)
+if command -v readelf >/dev/null; then
+  newest=$(readelf --dyn-syms -W "$built" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
   if [ -n "$newest" ] && [ "$(printf '%s\n2.28\n' "$newest" | sort -V | tail -n 1)" != 2.28 ]; then
     echo "$built needs glibc $newest > 2.28: not linked by zig for manylinux_2_28" >&2
     exit 1

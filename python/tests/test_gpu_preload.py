@@ -119,3 +119,18 @@ def test_the_extras(totoc_module):
     reqs = importlib.metadata.requires("totoc") or []
     assert "onnxruntime>=1.31 ; extra == 'cpu'" in reqs, reqs
     assert "onnxruntime-gpu[cuda,cudnn]>=1.31 ; extra == 'gpu'" in reqs, reqs
+
+
+def test_the_command_gets_the_cuda_folders(tmp_path, monkeypatch):
+    """The `totoc` console script cannot preload (it execs the binary): the wheels' folders go on
+    LD_LIBRARY_PATH, before what was there, with the package's library as TOTOC_ORT_LIB."""
+    from totoc import _cli, _runtime
+
+    lib = fake_gpu_site(tmp_path, "12.8", CU12)
+    monkeypatch.setattr(_runtime, "package_library", lambda: lib)
+    env = _cli.environment(["serve"], {"LD_LIBRARY_PATH": "/opt/mine"})
+    assert env["TOTOC_ORT_LIB"] == str(lib)
+    assert env["LD_LIBRARY_PATH"].split(":") == [
+        str(tmp_path / "nvidia/cublas/lib"), str(tmp_path / "nvidia/curand/lib"),
+        str(tmp_path / "nvidia/cuda_runtime/lib"), str(tmp_path / "nvidia/cudnn/lib"), "/opt/mine",
+    ]
