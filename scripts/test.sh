@@ -73,6 +73,15 @@ trap 'rm -f "$log"; rm -rf "$python_work"' EXIT
 # The extension module builds into the workspace's target directory (under target/x86_64-unknown-linux-gnu/: the
 # explicit target triple zig links for, so its dependencies are compiled once more). The venv's bin goes first on
 # PATH: maturin runs zig as `python3 -m ziglang`.
+# The `totoc` command of the wheel (package data in python/totoc/bin/; the console script execs it): the debug
+# binary built above, reused. Release wheels link it by zig against glibc 2.28 (`--profile release`, the artifacts
+# workflow); compiling its dependencies once more for zig's target here would add minutes to CI for a wheel that
+# only this machine installs.
+scripts/build-python-cli.sh --reuse "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/totoc" \
+  2>"$python_work/build-cli.log" >/dev/null || {
+  tail -n 40 "$python_work/build-cli.log" >&2
+  exit 1
+}
 PATH="$(dirname "$maturin"):$PATH" "$maturin" build --manifest-path python/Cargo.toml --profile dev --zig \
   --compatibility manylinux_2_28 --out "$python_work/wheels" 2>"$python_work/build.log" || {
   tail -n 40 "$python_work/build.log" >&2

@@ -45,6 +45,7 @@
 pub mod admission;
 pub mod backend;
 pub mod budget;
+pub mod build_job;
 pub mod bundle;
 pub mod compare;
 pub mod cpu;

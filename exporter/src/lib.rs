@@ -19,6 +19,7 @@ pub mod export;
 pub mod fsutil;
 pub mod graph;
 pub mod integrity;
+pub mod job;
 pub mod manifest;
 pub mod pb;
 pub mod profile;

@@ -12,6 +12,7 @@
 //! `onnxruntime` package, the `Forecast` result and the docs.
 
 mod arrow;
+mod build;
 mod cv;
 mod errors;
 mod input;
@@ -333,6 +334,8 @@ fn runtime(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
     m.add_function(wrap_pyfunction!(runtime, m)?)?;
+    m.add_function(wrap_pyfunction!(build::export, m)?)?;
+    m.add_function(wrap_pyfunction!(build::build_engine, m)?)?;
     // tables: Engine.predict_df / cross_validation (src/table.rs, src/cv.rs)
     table::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -24,6 +24,7 @@ ONNX Runtime comes from the ``onnxruntime`` package (``pip install 'totoc[cpu]'`
 """
 
 from . import _native
+from ._build import Progress, build_engine, export
 from ._engine import Engine, Forecast
 from ._runtime import ORT_VERSION, runtime
 from .errors import BundleIntegrity, EngineLimit, InvalidInput, RuntimeMissing, TotocError
@@ -33,6 +34,9 @@ __version__: str = _native.__version__
 __all__ = [
     "Engine",
     "Forecast",
+    "export",
+    "build_engine",
+    "Progress",
     "TotocError",
     "InvalidInput",
     "EngineLimit",

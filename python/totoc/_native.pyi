@@ -1,6 +1,6 @@
 """Type stubs of ``totoc._native``, the extension module (Rust, PyO3). Use :class:`totoc.Engine`, which wraps it."""
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -95,3 +95,31 @@ def cross_validation(
     timezone: str | None = None,
     holidays: str | None = None,
 ) -> ArrowTable: ...
+def export(
+    checkpoint: str,
+    config: str,
+    out: str,
+    *,
+    profiles: Sequence[str] = ...,
+    precisions: Sequence[str] = ...,
+    opset: int = 24,
+    force: bool = False,
+    golden: str | None = None,
+    progress: Callable[[str, str, int, int], None] | None = None,
+) -> str: ...
+def build_engine(
+    artifacts: str,
+    out: str,
+    *,
+    target: str = "cpu",
+    device: int = 0,
+    cuda_graph: bool = False,
+    precision: str | None = None,
+    graphs: str | None = None,
+    threads: int | None = None,
+    profiles: Sequence[str] = ...,
+    memory_budget: int | str | None = None,
+    force: bool = False,
+    ort_lib: str | None = None,
+    progress: Callable[[str, str, int, int], None] | None = None,
+) -> str: ...

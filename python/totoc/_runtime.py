@@ -7,7 +7,8 @@ looks, in order:
 2. ``$TOTOC_ORT_LIB``, then ``$ORT_DYLIB_PATH`` (explicit settings win, as ``--ort-lib`` and these variables do
    for the ``totoc`` command);
 3. the ``onnxruntime`` or ``onnxruntime-gpu`` package installed in this Python environment
-   (``onnxruntime/capi/libonnxruntime.so.*``; ``pip install 'totoc[cpu]'`` or ``'totoc[gpu]'`` installs it);
+   (``onnxruntime/capi/libonnxruntime.so.*``; ``pip install 'totoc[cpu]'`` or ``'totoc[gpu]'`` installs it); for
+   ``onnxruntime-gpu``, the CUDA and cuDNN libraries of its NVIDIA wheels are loaded first (``totoc._gpu``);
 4. the ``totoc`` command's own search: next to the Python executable, ``$TOTOC_ORT_DIR``,
    ``~/.cache/totoc/onnxruntime/<version>/``.
 
@@ -23,7 +24,7 @@ import re
 import warnings
 from pathlib import Path
 
-from . import _native
+from . import _gpu, _native
 from .errors import RuntimeMissing
 
 #: The ONNX Runtime version totoc is built against; older libraries cannot run its engines.
@@ -97,6 +98,24 @@ def package_library() -> Path | None:
 #: The library found in the installed package and passed to the engine (to name its source in `runtime()`).
 _from_package: Path | None = None
 
+#: The CUDA / cuDNN libraries preloaded for the installed onnxruntime-gpu (once per process).
+_preloaded: list[Path] | None = None
+
+
+def gpu_libraries(lib: Path) -> list[_gpu.Library]:
+    """The CUDA and cuDNN libraries that the ONNX Runtime package holding ``lib`` (``.../onnxruntime/capi/``)
+    needs preloaded: none for the CPU build."""
+    package = lib.parent.parent
+    return _gpu.plan(package.parent, _gpu.cuda_version(package))
+
+
+def preload_gpu(lib: Path) -> list[Path]:
+    """Loads the CUDA and cuDNN libraries of an onnxruntime-gpu package (once); returns those loaded."""
+    global _preloaded
+    if _preloaded is None:
+        _preloaded = _gpu.preload(gpu_libraries(lib))
+    return _preloaded
+
 
 def resolve(ort_lib: str | os.PathLike[str] | None) -> Path | None:
     """The library to pass to the engine, or ``None`` to let the engine search (environment variables, cache)."""
@@ -108,6 +127,8 @@ def resolve(ort_lib: str | os.PathLike[str] | None) -> Path | None:
     lib = package_library()
     if lib is not None and _from_package is None:
         _from_package = lib
+    if lib is not None:
+        preload_gpu(lib)
     return lib
 
 
