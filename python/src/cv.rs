@@ -196,3 +196,8 @@ pub fn cross_validation_py(
     };
     cross_validation(py, engine, df, &args, &w)
 }
+
+/// `cross_validation`'s function in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cross_validation_py, m)?)
+}

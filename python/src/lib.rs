@@ -338,6 +338,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build::build_engine, m)?)?;
     // tables: Engine.predict_df / cross_validation (src/table.rs, src/cv.rs)
     table::register(m)?;
+    cv::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The ONNX Runtime version totoc is built against (the `ort` API it needs is this version's).
     m.add("ORT_VERSION", engines::runtime::ORT_VERSION)?;

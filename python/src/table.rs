@@ -255,10 +255,9 @@ fn predict_table(
     predict(py, engine, df, &args, &asked)
 }
 
-/// The table functions and classes of the module.
+/// `predict_df`'s function and the table classes of the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict_table, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::cv::cross_validation_py, m)?)?;
     m.add_class::<ArrowTable>()?;
     m.add_class::<TableResult>()?;
     Ok(())
