@@ -25,6 +25,8 @@ use exporter::graph::{Fp16Plan, Fp32Region};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
+use exporter::toto2::export::write_graph_set_with;
+use exporter::toto2::graph::{Int8Plan, PrecisionPlans};
 use exporter::toto2::{synth, Toto2Config};
 use exporter::variant::OpsetVariant;
 use support::root;
@@ -228,5 +230,128 @@ fn toto2_fp16_region_ablation() {
             .collect();
         let regions = plan.regions().iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ");
         println!("| {label} ({regions}) | {} |", cells.join(" | "));
+    }
+}
+
+/// Runs `case` through graphs of `precision` built with `plans` (graph level: written with
+/// `write_graph_set_with`, loaded on ONNX Runtime CPU, run by the 2.0 driver) and returns the worst
+/// `|Δ|/goal` over its median and nine quantiles. The int8 role ablation uses it (int8 graphs need no emulation).
+fn graph_level_ratio(
+    ck: &exporter::toto2::Toto2Checkpoint,
+    case: &Toto2Case,
+    dir: &Path,
+    precision: Precision,
+    plans: &PrecisionPlans,
+) -> f64 {
+    use engines::backend::{session_config, Stage};
+    use engines::compare::{compare, context_sigma, Scale};
+    use engines::graph::{GraphRunner, SharedWeights};
+    use engines::toto2::rope::RopeTables;
+    use engines::toto2::{forecast_chunk, ChunkConfig, Toto2Runners, Toto2Timings, Trace};
+    let cfg = &ck.config;
+    let p = cfg.patch_size;
+    let dims = exporter::toto2::Toto2Dims::new(
+        cfg,
+        case.request.variates(),
+        case.request.context_len().div_ceil(p) * p,
+        case.request.horizon.div_ceil(p) * p,
+        case.decode_block,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let wfile = exporter::export::weights_file(precision);
+    let mut weights = exporter::graph::WeightStore::create(&dir.join(&wfile), &wfile).unwrap();
+    let files =
+        write_graph_set_with(ck, &mut weights, dir, "g", &dims, OpsetVariant::Opset24, precision, plans)
+            .unwrap();
+    weights.finish().unwrap();
+    let rt = engines::runtime::init(None).unwrap();
+    let target = Target::cpu(None);
+    let scfg = session_config(&target, &Stage::Load { bundle_dir: dir.to_path_buf() }, precision);
+    let shared = SharedWeights::new(rt);
+    let mut graphs: Vec<GraphRunner> = files
+        .iter()
+        .map(|f| GraphRunner::load(rt, &dir.join(&f.file), &f.file, &target, &scfg, Some(&shared)).unwrap())
+        .collect();
+    let rope = RopeTables::new(cfg.rotary_dim(), cfg.use_xpos);
+    let ccfg = ChunkConfig {
+        dims: &dims,
+        rope: &rope,
+        profile: "ablation",
+        engine: "cpu",
+        cap_k: None,
+        trace: Trace::Knots,
+        cancel: None,
+    };
+    let runners = match graphs.as_mut_slice() {
+        [pass] => Toto2Runners::Pass(pass),
+        [prefill, decode] => Toto2Runners::Block { prefill, decode },
+        _ => unreachable!(),
+    };
+    let f = forecast_chunk(runners, &ccfg, &[&case.request], &mut Toto2Timings::default()).unwrap().remove(0);
+    let goal = Toto2Tolerance::for_precision(Precision::Int8);
+    let sigmas: Vec<f64> = case
+        .request
+        .target
+        .iter()
+        .zip(&case.scaler_scale)
+        .map(|(x, s)| context_sigma(x).max(f64::from(*s)))
+        .collect();
+    let v = case.request.variates();
+    let mut worst: f64 = 0.0;
+    let median = f.response.median.clone().unwrap();
+    let outs = f.knots.iter().zip(&case.quantiles).chain(std::iter::once((&median, &case.median)));
+    for (got, want) in outs {
+        let r =
+            compare("q", 0, &got.concat(), &want.concat(), v, Scale::PerVariate(&sigmas), &goal.tol).unwrap();
+        if let Some(w) = r.worst {
+            worst = worst.max(w.error / w.tol);
+        }
+    }
+    worst
+}
+
+/// The int8 role ablation of docs/precision.md: per model, the worst `|Δ|/goal` with every transformer matmul
+/// int8, and with each role (and pairs of roles) kept fp32.
+#[test]
+#[ignore = "diagnostic (≈3 min release): the Toto 2.0 int8 role ablation of docs/precision.md"]
+fn toto2_int8_role_ablation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut models = vec![trained()];
+    for c in ["4m", "22m", "small"] {
+        models.push(fixture(c, tmp.path()));
+    }
+    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL, Int8Plan::DEFAULT];
+    for (i, a) in Int8Plan::ROLES.iter().enumerate() {
+        plans.push(Int8Plan::ALL.with(a, false));
+        for b in &Int8Plan::ROLES[i + 1..] {
+            plans.push(Int8Plan::ALL.with(a, false).with(b, false));
+        }
+    }
+    plans.dedup();
+    let header: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    println!("| int8 roles (the rest fp32) | {} |", header.join(" | "));
+    println!("|---|{}", "---|".repeat(models.len()));
+    for (k, plan) in plans.iter().enumerate() {
+        let plans = PrecisionPlans { int8: *plan, ..PrecisionPlans::default() };
+        let cells: Vec<String> = models
+            .iter()
+            .map(|m| {
+                let ck = exporter::toto2::Toto2Checkpoint::load(&m.checkpoint).unwrap();
+                let worst = m
+                    .cases
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let case = Toto2Case::read(p).unwrap();
+                        let dir = tmp.path().join(format!("abl{k}-{}-{i}", m.name.replace(' ', "_")));
+                        graph_level_ratio(&ck, &case, &dir, Precision::Int8, &plans)
+                    })
+                    .fold(0.0, f64::max);
+                format!("{worst:.3}")
+            })
+            .collect();
+        let mark = if *plan == Int8Plan::DEFAULT { " (default)" } else { "" };
+        println!("| {}{mark} | {} |", plan.roles().join(", "), cells.join(" | "));
     }
 }

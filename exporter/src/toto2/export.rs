@@ -7,7 +7,7 @@ use std::path::Path;
 
 use prost::Message;
 
-use super::graph::toto2_graph_with;
+use super::graph::{toto2_graph_with, PrecisionPlans};
 pub use super::manifest::Toto2GraphFile;
 use super::manifest::{Toto2ProfileEntry, Toto2SetEntry};
 use crate::error::{Error, Result};
@@ -15,7 +15,7 @@ use crate::export::{
     check_cache, commit_bundle, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions,
 };
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::graph::{Fp16Plan, GraphBuilder, WeightStore};
+use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, WeightsEntry};
 use crate::registry::family::{AnyConfig, FamilyGraphs};
 use crate::signature::Precision;
@@ -28,7 +28,7 @@ use crate::variant::OpsetVariant;
 /// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
 /// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
 /// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
-/// fp16 graphs keep [`Fp16Plan::DEFAULT`]'s fp32 regions.
+/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `Int8Plan::DEFAULT`'s int8 roles.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -38,10 +38,11 @@ pub fn write_graph_set(
     variant: OpsetVariant,
     precision: Precision,
 ) -> Result<Vec<Toto2GraphFile>> {
-    write_graph_set_with(ckpt, weights, dir, set, dims, variant, precision, &Fp16Plan::DEFAULT)
+    write_graph_set_with(ckpt, weights, dir, set, dims, variant, precision, &PrecisionPlans::default())
 }
 
-/// [`write_graph_set`] with an fp16 graph's fp32 regions given (`plan`; the region ablation measures others).
+/// [`write_graph_set`] with the fp32 regions of fp16 graphs and the int8 roles of int8 graphs given (`plans`;
+/// the ablations measure others).
 #[allow(clippy::too_many_arguments)]
 pub fn write_graph_set_with(
     ckpt: &Toto2Checkpoint,
@@ -51,7 +52,7 @@ pub fn write_graph_set_with(
     dims: &Toto2Dims,
     variant: OpsetVariant,
     precision: Precision,
-    plan: &Fp16Plan,
+    plans: &PrecisionPlans,
 ) -> Result<Vec<Toto2GraphFile>> {
     let mut out = Vec::new();
     for kind in dims.graphs() {
@@ -61,7 +62,7 @@ pub fn write_graph_set_with(
             p => format!("toto2_{set}_{}_{p}", kind.as_str()),
         };
         let mut g = GraphBuilder::new(&graph_name, weights, variant);
-        toto2_graph_with(&mut g, ckpt, kind, dims, variant.cache_update(), precision, plan)
+        toto2_graph_with(&mut g, ckpt, kind, dims, variant.cache_update(), precision, plans)
             .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
         let doc = format!(
             "Toto 2.0 {} graph of {set:?} (totoc {}): static shapes, u-μP folded into the weights",
@@ -139,7 +140,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                     &dims,
                     opts.variant,
                     precision,
-                    &opts.fp16_plan,
+                    &PrecisionPlans { fp16: opts.fp16_plan, ..PrecisionPlans::default() },
                 )?;
                 for g in &written {
                     index += 1;

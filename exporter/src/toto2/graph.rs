@@ -39,6 +39,74 @@ pub fn silu_scale() -> f64 {
     (0.8 * upper.ln() + 0.2 * 2f64.ln()).exp()
 }
 
+/// The transformer's matmul roles an int8 graph runs through `MatMulInteger` (per-column int8 weights, per-row
+/// int8 activations); the others, and the patch projection and output head always, stay fp32. Defined by role,
+/// so the same set applies to every model size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int8Plan {
+    /// `attn.in_proj` (queries, keys, values).
+    pub qkv: bool,
+    /// `attn.out_proj`.
+    pub out_proj: bool,
+    /// `ffn.fc1` (the gated unit's two halves).
+    pub fc1: bool,
+    /// `ffn.fc2`.
+    pub fc2: bool,
+}
+
+impl Int8Plan {
+    /// Every transformer matmul in int8.
+    pub const ALL: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: true, fc2: true };
+    /// The set totoc's int8 2.0 graphs use, chosen by the ablation on the trained 4m (docs/precision.md,
+    /// `engines/tests/toto2_precision.rs` `toto2_int8_role_ablation`): every matmul in int8 misses the goal
+    /// (1.03×); keeping `out_proj` in fp32 — the smallest role, 1/12 of a layer's matmul weights — meets it
+    /// (0.55×), better than keeping `qkv` (0.61×, 3× the weights).
+    pub const DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true };
+    pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
+
+    /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
+    pub fn has(&self, name: &str) -> bool {
+        match name {
+            "qkv" => self.qkv,
+            "out_proj" => self.out_proj,
+            "fc1" => self.fc1,
+            "fc2" => self.fc2,
+            _ => false,
+        }
+    }
+
+    /// This plan with role `name` set to `on` (unknown names change nothing).
+    pub fn with(mut self, name: &str, on: bool) -> Self {
+        match name {
+            "qkv" => self.qkv = on,
+            "out_proj" => self.out_proj = on,
+            "fc1" => self.fc1 = on,
+            "fc2" => self.fc2 = on,
+            _ => {}
+        }
+        self
+    }
+
+    /// The int8 roles, in [`Int8Plan::ROLES`] order.
+    pub fn roles(&self) -> Vec<&'static str> {
+        Self::ROLES.into_iter().filter(|r| self.has(r)).collect()
+    }
+}
+
+/// How a graph of each precision is built beyond its precision: the fp32 regions of fp16 graphs, the int8 roles
+/// of int8 graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrecisionPlans {
+    pub fp16: Fp16Plan,
+    pub int8: Int8Plan,
+}
+
+impl Default for PrecisionPlans {
+    fn default() -> Self {
+        PrecisionPlans { fp16: Fp16Plan::DEFAULT, int8: Int8Plan::DEFAULT }
+    }
+}
+
 /// Per-call values shared by all layers.
 struct Ctx {
     kind: Toto2GraphKind,
@@ -55,8 +123,8 @@ struct Ctx {
     cache_update: CacheUpdate,
     /// Float type of each part of the model (see the module docs).
     ft: FloatTypes,
-    /// The transformer's matmuls read int8 weights.
-    int8: bool,
+    /// The transformer's matmul roles that read int8 weights (all off outside int8 graphs).
+    int8: Int8Plan,
 }
 
 /// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
@@ -69,10 +137,11 @@ pub fn toto2_graph(
     cache_update: CacheUpdate,
     precision: Precision,
 ) -> Result<()> {
-    toto2_graph_with(g, ckpt, kind, d, cache_update, precision, &Fp16Plan::DEFAULT)
+    toto2_graph_with(g, ckpt, kind, d, cache_update, precision, &PrecisionPlans::default())
 }
 
-/// [`toto2_graph`] with the fp32 regions of an fp16 graph given (`plan`; ignored for fp32 and int8).
+/// [`toto2_graph`] with the fp32 regions of an fp16 graph and the int8 roles of an int8 graph given (`plans`;
+/// each applies to its precision only).
 pub fn toto2_graph_with(
     g: &mut GraphBuilder,
     ckpt: &Toto2Checkpoint,
@@ -80,7 +149,7 @@ pub fn toto2_graph_with(
     d: &Toto2Dims,
     cache_update: CacheUpdate,
     precision: Precision,
-    plan: &Fp16Plan,
+    plans: &PrecisionPlans,
 ) -> Result<()> {
     if !d.graphs().contains(&kind) {
         return Err(Error::Graph {
@@ -91,7 +160,7 @@ pub fn toto2_graph_with(
     for t in d.inputs(kind) {
         g.input(&t);
     }
-    let ft = FloatTypes::new(precision, plan);
+    let ft = FloatTypes::new(precision, &plans.fp16);
     let l = d.tokens(kind);
     let rope = rope_tables(g, d, l, ft.rope);
     let time_mask = match kind {
@@ -101,7 +170,11 @@ pub fn toto2_graph_with(
     let time_mask = g.cast(&time_mask, ft.softmax);
     let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
     let variate_mask = g.cast(&variate_mask, ft.softmax);
-    let int8 = precision == Precision::Int8;
+    let int8 = if precision == Precision::Int8 {
+        plans.int8
+    } else {
+        Int8Plan { qkv: false, out_proj: false, fc1: false, fc2: false }
+    };
     let ctx = Ctx {
         kind,
         d: *d,
@@ -316,7 +389,7 @@ fn qkv(
             1.0
         }
     })?
-    .quantized(ctx.int8)
+    .quantized(ctx.int8.qkv)
     .typed(ctx.ft.act);
     let y = g.scoped("in_proj", |g| lin.wire(g, ckpt, x))?;
     Ok(g.split(&y, -1, &[hq, hk, hv]))
@@ -497,7 +570,7 @@ fn out_proj(
 ) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
     let lin = FoldedLinear::uniform(ckpt, &format!("{prefix}.attn.out_proj"), false, f64::from(branch))?
-        .quantized(ctx.int8)
+        .quantized(ctx.int8.out_proj)
         .typed(ctx.ft.act);
     g.scoped("out_proj", |g| lin.wire(g, ckpt, o))
 }
@@ -507,10 +580,10 @@ fn out_proj(
 fn ffn(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
     let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?
-        .quantized(ctx.int8)
+        .quantized(ctx.int8.fc1)
         .typed(ctx.ft.act);
     let fc2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc2"), false, f64::from(branch))?
-        .quantized(ctx.int8)
+        .quantized(ctx.int8.fc2)
         .typed(ctx.ft.act);
     let y = g.scoped("fc1", |g| fc1.wire(g, ckpt, x))?;
     let halves = g.split(&y, -1, &[ctx.cfg.d_ff, ctx.cfg.d_ff]);
