@@ -174,6 +174,17 @@ fn fp16_emulation_of_the_trained_4m_meets_the_goal() {
     }
 }
 
+/// int8 on the trained 4m (`Int8Plan::DEFAULT`'s roles): the int8 engine meets the goal on every case, and
+/// its error is int8's (far above fp32's).
+#[test]
+fn int8_engine_of_the_trained_4m_meets_the_goal() {
+    for (case, ratio, fp32, vs32) in measure(&trained(), Precision::Int8, Fp16Plan::DEFAULT) {
+        eprintln!("{case}: int8 {ratio:.3} of the goal (fp32 {fp32:.4}; max |Δ| vs fp32 {vs32:.2e})");
+        assert!(ratio <= 1.0, "{case}: int8 at {ratio:.2}× the goal");
+        assert!(ratio > 10.0 * fp32, "{case}: the int8 engine is indistinguishable from fp32");
+    }
+}
+
 /// The ratio table of docs/precision.md: fp16 (default regions) and int8 on the trained 4m and every random
 /// fixture.
 #[test]
