@@ -1,7 +1,8 @@
 //! `totoc export` of a Toto 2.0 checkpoint ([`export_bundle`]): every profile's shape buckets
-//! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]), all over one shared external-data weight file
-//! ([`WeightStore`]), in the same bundle layout and manifest format as Toto 1.0 (`crate::export`), the manifest's
-//! `model` saying `toto-2.0` and its profiles under `toto2_profiles`.
+//! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]) of each selected precision (fp32, fp16, int8),
+//! each precision over its own shared external-data weight file ([`WeightStore`]), in the same bundle layout and
+//! manifest format as Toto 1.0 (`crate::export`), the manifest's `model` saying `toto-2.0` and its profiles under
+//! `toto2_profiles`.
 
 use std::path::Path;
 
