@@ -19,15 +19,19 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Exports the trained 4m with fp32, fp16 (`plan`) and int8 graphs; returns the bundle and its manifest.
-fn export_all(dir: &Path, plan: Fp16Plan) -> (PathBuf, exporter::manifest::Manifest) {
+/// Exports the trained 4m with graphs of `precisions` (fp16: `plan`'s regions); returns the bundle and manifest.
+fn export_all(
+    dir: &Path,
+    plan: Fp16Plan,
+    precisions: &[Precision],
+) -> (PathBuf, exporter::manifest::Manifest) {
     let profiles = ProfileSet::from_file(&root().join("configs/trained-toto2-4m.yaml")).unwrap().profiles;
     let out = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures/trained/toto2-4m"),
         profiles,
         out: out.clone(),
-        precisions: vec![Precision::Int8, Precision::Fp16, Precision::Fp32],
+        precisions: precisions.to_vec(),
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
         force: false,
@@ -68,10 +72,12 @@ fn value_types(m: &ModelProto) -> HashMap<String, ElemType> {
     ty
 }
 
+/// (and the int8 graphs of the same export: `int8_graph_quantizes_exactly_the_plans_roles`)
 #[test]
 fn fp16_2_0_graphs_are_strongly_typed_with_fp32_in_the_default_regions_and_fp32_io() {
     let tmp = tempfile::tempdir().unwrap();
-    let (out, m) = export_all(tmp.path(), Fp16Plan::DEFAULT);
+    let (out, m) =
+        export_all(tmp.path(), Fp16Plan::DEFAULT, &[Precision::Int8, Precision::Fp16, Precision::Fp32]);
     assert_eq!(m.precisions, [Precision::Fp32, Precision::Fp16, Precision::Int8]);
     assert_eq!(m.fp32_regions, ["rms_norm", "softmax", "head", "residual"]);
     let set = &m.family.toto2_profiles[0].sets[0];
@@ -120,13 +126,14 @@ fn fp16_2_0_graphs_are_strongly_typed_with_fp32_in_the_default_regions_and_fp32_
     for op in ["ReduceMean", "Softmax", "MatMul", "Add"] {
         assert!(seen.get(op).copied().unwrap_or(0) > 0, "no {op} checked");
     }
+    int8_graph_quantizes_exactly_the_plans_roles(&out, &m);
 }
 
 #[test]
 fn fp16_2_0_regions_move_computation() {
     let tmp = tempfile::tempdir().unwrap();
     let plan = Fp16Plan::NONE.with(Fp32Region::Rope, true);
-    let (out, m) = export_all(tmp.path(), plan);
+    let (out, m) = export_all(tmp.path(), plan, &[Precision::Fp16]);
     let set = &m.family.toto2_profiles[0].sets[0];
     let g16 = set.graphs.iter().find(|g| g.precision == Precision::Fp16).unwrap();
     let model = read(&out.join(&g16.file));
@@ -147,10 +154,8 @@ fn fp16_2_0_regions_move_computation() {
     assert!(rope.iter().all(|n| ty[&n.output[0]] == ElemType::F32));
 }
 
-#[test]
-fn int8_2_0_graphs_quantize_exactly_the_plans_roles() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (out, m) = export_all(tmp.path(), Fp16Plan::DEFAULT);
+/// Only the roles of `Int8Plan::DEFAULT` run through `MatMulInteger`; `out_proj` is an fp32 MatMul.
+fn int8_graph_quantizes_exactly_the_plans_roles(out: &Path, m: &exporter::manifest::Manifest) {
     let set = &m.family.toto2_profiles[0].sets[0];
     let g8 = set.graphs.iter().find(|g| g.precision == Precision::Int8).unwrap();
     let model = read(&out.join(&g8.file));

@@ -405,7 +405,8 @@ fn fp16_and_int8_engines_of_the_trained_4m_pass_verify_and_random_weights_report
     ]);
     for (flag, label) in [(["--fp16", ""], "fp16-emulation"), (["--precision", "int8"], "int8")] {
         let engine = tmp.path().join(label);
-        let mut args = vec!["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", engine.to_str().unwrap()];
+        let mut args =
+            vec!["build-engine", "--artifacts", bundle.to_str().unwrap(), "--out", engine.to_str().unwrap()];
         args.extend(flag.iter().filter(|a| !a.is_empty()));
         totoc_ok(&args);
         let out = totoc(&["verify", "--engine", engine.to_str().unwrap()]);
