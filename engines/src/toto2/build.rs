@@ -190,9 +190,8 @@ pub fn build_engine(
         session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
     let weights = SharedWeights::for_target(rt, target);
-    let mut index = 0;
-    for g in kept.iter_mut().flat_map(|p| &mut p.sets).flat_map(|s| &mut s.graphs) {
-        index += 1;
+    for (i, g) in kept.iter_mut().flat_map(|p| &mut p.sets).flat_map(|s| &mut s.graphs).enumerate() {
+        let index = i + 1;
         let t = Instant::now();
         // the emulation graph replaces the fp16 one (same f32 I/O: a 2.0 fp16 graph casts at its edges)
         if let Some(w) = &emulated {
