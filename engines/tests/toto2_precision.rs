@@ -200,7 +200,7 @@ fn fp16_emulation_and_int8_engines_of_the_trained_4m_meet_the_goal() {
 /// The ratio table of docs/precision.md: fp16 (default regions) and int8 on the trained 4m and every random
 /// fixture.
 #[test]
-#[ignore = "diagnostic (≈5 min release): the Toto 2.0 precision table of docs/precision.md"]
+#[ignore = "diagnostic (≈1 min release): the Toto 2.0 precision table of docs/precision.md"]
 fn toto2_precision_table() {
     let tmp = tempfile::tempdir().unwrap();
     let mut models = vec![trained()];
@@ -221,7 +221,7 @@ fn toto2_precision_table() {
 /// What each fp32 region buys on Toto 2.0: the worst ratio per model with no region, the default plan, the
 /// default minus each region and plus each other one.
 #[test]
-#[ignore = "diagnostic (≈10 min release): the Toto 2.0 fp32-region ablation of docs/precision.md"]
+#[ignore = "diagnostic (≈2 min release): the Toto 2.0 fp32-region ablation of docs/precision.md"]
 fn toto2_fp16_region_ablation() {
     let tmp = tempfile::tempdir().unwrap();
     let mut models = vec![trained()];
@@ -337,7 +337,7 @@ fn graph_level_ratio(
 /// The int8 role ablation of docs/precision.md: per model, the worst `|Δ|/goal` with every transformer matmul
 /// int8, and with each role (and pairs of roles) kept fp32.
 #[test]
-#[ignore = "diagnostic (≈3 min release): the Toto 2.0 int8 role ablation of docs/precision.md"]
+#[ignore = "diagnostic (≈30 s release): the Toto 2.0 int8 role ablation of docs/precision.md"]
 fn toto2_int8_role_ablation() {
     let tmp = tempfile::tempdir().unwrap();
     let mut models = vec![trained()];
