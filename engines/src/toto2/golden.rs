@@ -201,3 +201,34 @@ pub fn check_case_with(engine: &Engine, case: &Toto2Case, tol: &Toto2Tolerance) 
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reduced_precisions_get_the_reduced_rule_with_sigma_at_least_the_scale() {
+        let f32 = Toto2Tolerance::for_precision(Precision::Fp32);
+        assert_eq!((f32.tol.sigma_rel, f32.tol.ref_rel, f32.sigma_at_least_scale), (1e-4, 1e-6, false));
+        for p in [Precision::Fp16, Precision::Int8] {
+            let t = Toto2Tolerance::for_precision(p);
+            assert_eq!((t.tol.sigma_rel, t.tol.ref_rel, t.sigma_at_least_scale), (1e-2, 1e-3, true));
+            assert_eq!(t.describe(), "1e-2·max(σ, scaler scale) + 1e-3·|ref|");
+        }
+        assert_eq!(f32.describe(), "1e-4·σ + 1e-6·|ref|");
+    }
+
+    #[test]
+    fn a_case_reads_its_first_blocks_scaler_scale() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let q: Vec<Vec<Vec<f32>>> = (0..9).map(|_| vec![vec![1.0; 32]]).collect();
+        let (target, median) = (vec![vec![1.0f32; 64]], vec![vec![1.0f32; 32]]);
+        let case = serde_json::json!({
+            "request": {"target": target, "horizon": 32},
+            "reference": {"quantiles": q, "median": median, "blocks": [{"scale": [2.5]}, {"scale": [9.0]}]}
+        });
+        std::fs::write(&path, case.to_string()).unwrap();
+        assert_eq!(Toto2Case::read(&path).unwrap().scaler_scale, [2.5]);
+    }
+}
