@@ -89,7 +89,7 @@ pub fn export_profiles(g: &exporter::registry::FamilyGraphs) -> Vec<ProfileInfo>
     g.profiles
         .iter()
         .map(crate::toto1::info::export_profile)
-        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, "fp32")))
+        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, None)))
         .collect()
 }
 
@@ -98,6 +98,6 @@ pub fn engine_profiles(g: &engines::registry::EngineGraphs, precision: &str) -> 
     g.profiles
         .iter()
         .map(|p| crate::toto1::info::engine_profile(p, precision))
-        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, precision)))
+        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, Some(precision))))
         .collect()
 }

@@ -2,8 +2,10 @@
 
 use crate::profile_lines::{profile_info, BucketInfo, ProfileInfo};
 
-/// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches).
-pub fn profile(p: &exporter::toto2::manifest::Toto2ProfileEntry, precision: &str) -> ProfileInfo {
+/// A Toto 2.0 profile: one bucket line per graph of each of its sets (rows; slots = context + forecast patches),
+/// with the graph's own precision (an export bundle may hold several); `label` replaces it when given (an engine:
+/// `fp16-emulation`).
+pub fn profile(p: &exporter::toto2::manifest::Toto2ProfileEntry, label: Option<&str>) -> ProfileInfo {
     let buckets = p
         .sets
         .iter()
@@ -12,7 +14,7 @@ pub fn profile(p: &exporter::toto2::manifest::Toto2ProfileEntry, precision: &str
                 kind: g.kind.as_str().into(),
                 rows: set.dims.rows,
                 slots: set.dims.context_slots + set.dims.horizon_slots,
-                precision: precision.into(),
+                precision: label.map_or_else(|| g.precision.as_str().to_string(), str::to_string),
                 file: g.file.clone(),
                 memory_bytes: set.memory_bytes,
             })

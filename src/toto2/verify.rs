@@ -6,14 +6,16 @@ use engines::engine::Engine;
 use engines::toto2::golden::{self as golden2, Toto2Case};
 
 /// Toto 2.0 golden cases (`tests/fixtures/toto2/<config>/cases`): the median and the nine quantiles of each case,
-/// on the engine's profiles with the case's `decode_block`, within `1e-4·σ + 1e-6·|ref|`.
+/// on the engine's profiles with the case's `decode_block`, within the tolerance of the engine's precision
+/// (`1e-4·σ + 1e-6·|ref|` for fp32; `1e-2·max(σ, scaler scale) + 1e-3·|ref|` for fp16 and int8).
 pub fn run(engine: &Engine, cases: &[std::path::PathBuf]) -> anyhow::Result<ExitCode> {
+    let tol = golden2::Toto2Tolerance::for_precision(engine.manifest().precision);
     println!("{:<28} {:<8} {:>10} {:>10} {:>9}  verdict", "case", "output", "max |Δ|", "median", "worst/tol");
     let (mut failed, mut checked) = (0, 0);
     for path in cases {
         let case = Toto2Case::read(path)?;
-        let reports =
-            golden2::check_case(engine, &case).with_context(|| format!("running {}", path.display()))?;
+        let reports = golden2::check_case_with(engine, &case, &tol)
+            .with_context(|| format!("running {}", path.display()))?;
         for r in reports {
             checked += 1;
             let ratio = r.worst.map_or(0.0, |w| if w.tol > 0.0 { w.error / w.tol } else { 0.0 });
@@ -31,10 +33,11 @@ pub fn run(engine: &Engine, cases: &[std::path::PathBuf]) -> anyhow::Result<Exit
         }
     }
     println!(
-        "{} of {checked} output checks passed ({} Toto 2.0 cases on {}, tolerance 1e-4·σ + 1e-6·|ref|)",
+        "{} of {checked} output checks passed ({} Toto 2.0 cases on {}, tolerance {})",
         checked - failed,
         cases.len(),
-        engine.info().label
+        engine.info().label,
+        tol.describe()
     );
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

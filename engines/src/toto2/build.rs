@@ -3,20 +3,25 @@
 //!
 //! Same layout and checks as Toto 1.0's per-bucket CPU/CUDA engines: the fp32 weight file once, each kept graph
 //! set's graphs copied, every graph loaded once here with the shared weights and its I/O required to be the
-//! manifest's, sets whose buffers cannot fit the memory budget beside the weights dropped with a note. Toto 2.0
-//! graphs are fp32 static graphs: TensorRT engines (refused by the registry from the family's capabilities) and
-//! the shared (shape-polymorphic) graph form (refused here) are not built for them yet.
+//! manifest's, sets whose buffers cannot fit the memory budget beside the weights dropped with a note. An engine
+//! holds one of the bundle's precisions; a CPU engine of fp16 graphs runs their fp16 *emulation*
+//! (`exporter::graph::emulate`, as for Toto 1.0: it checks fp16 accuracy, it is not faster), int8 engines are CPU
+//! engines (`backend::check_precision`). TensorRT engines (refused by the registry from the family's
+//! capabilities) and the shared (shape-polymorphic) graph form (refused here) are not built for 2.0 yet.
 
 use std::path::Path;
 use std::time::Instant;
 
 use exporter::fsutil::StagingDir;
+use exporter::graph::emulate;
 use exporter::manifest::{file_entries, Manifest};
 use exporter::signature::Precision;
-use exporter::toto2::manifest::Toto2ProfileEntry;
+use exporter::toto2::manifest::{Toto2GraphFile, Toto2ProfileEntry, Toto2SetEntry};
 
 use super::manifest::Toto2Dropped;
 use crate::backend::{self, session_config, Stage, Target, Version};
+use crate::bundle::build::{emulated_bytes, read_model, write_emulation};
+use crate::bundle::format::EMULATED_WEIGHTS;
 use crate::bundle::{
     bundle_files, check_io, pick_precision, provider_present, BuildEvent, BuildOptions, EngineManifest,
     GraphForm, SourceBundle, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
@@ -45,6 +50,8 @@ pub fn build_engine(
         ));
     }
     let precision = pick_precision(options.precision, &source.precisions, artifacts)?;
+    backend::check_precision(target, precision).map_err(refuse)?;
+    let emulation = matches!(target, Target::Cpu { .. }) && precision == Precision::Fp16;
     let rt = runtime::init(options.ort_lib.as_deref())?;
     backend::check_variant(target, source.variant, Version::parse(rt.version()), None).map_err(refuse)?;
     backend::apply_process_env(target, precision);
@@ -61,16 +68,29 @@ pub fn build_engine(
         )));
     }
     let budget = options.memory_budget.unwrap_or_else(crate::memory::default_budget);
-    let weights_file = source
-        .weights_file(Precision::Fp32)
+    let source_weights = source
+        .weights_file(precision)
         .map(str::to_string)
-        .ok_or_else(|| refuse("the export bundle lists no fp32 weight file; re-export it".into()))?;
-    let weights_bytes = source
-        .files
-        .iter()
-        .find(|f| f.path == weights_file)
-        .map(|f| f.bytes)
-        .ok_or_else(|| refuse(format!("the export bundle lists no {weights_file}; re-export it")))?;
+        .ok_or_else(|| refuse(format!("the export bundle lists no {precision} weight file; re-export it")))?;
+    // The emulation's f32 copy of the fp16 weights: every tensor the selected profiles' fp16 graphs read, widened.
+    let emulated_tensors = if emulation {
+        let mut all = Vec::new();
+        for g in selected_graphs(source, &options.profiles, precision) {
+            all.extend(emulate::externals(&read_model(&artifacts.join(&g.file))?)?);
+        }
+        Some(all)
+    } else {
+        None
+    };
+    let weights_bytes = match &emulated_tensors {
+        Some(t) => emulated_bytes(t),
+        None => source
+            .files
+            .iter()
+            .find(|f| f.path == source_weights)
+            .map(|f| f.bytes)
+            .ok_or_else(|| refuse(format!("the export bundle lists no {source_weights}; re-export it")))?,
+    };
     if weights_bytes >= budget {
         return Err(refuse(format!(
             "the weights alone ({}) exceed the memory budget ({}); give a larger --memory-budget",
@@ -105,6 +125,16 @@ pub fn build_engine(
     {
         let mut sets = Vec::new();
         for set in &p.sets {
+            let set = Toto2SetEntry {
+                graphs: set.graphs.iter().filter(|g| g.precision == precision).cloned().collect(),
+                ..set.clone()
+            };
+            if set.graphs.is_empty() {
+                return Err(refuse(format!(
+                    "graph set {} has no {precision} graphs (the bundle lists {precision}); re-export it",
+                    set.name
+                )));
+            }
             if weights_bytes + set.memory_bytes > budget {
                 for g in &set.graphs {
                     progress(BuildEvent::Dropped {
@@ -125,7 +155,7 @@ pub fn build_engine(
                     ),
                 });
             } else {
-                sets.push(set.clone());
+                sets.push(set);
             }
         }
         if sets.is_empty() {
@@ -138,21 +168,40 @@ pub fn build_engine(
         kept.push(Toto2ProfileEntry { profile: p.profile.clone(), sets });
     }
     let total: usize = kept.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum();
-    progress(BuildEvent::Start { graphs: total, precision, emulation: false });
+    progress(BuildEvent::Start { graphs: total, precision, emulation });
 
     let stage = StagingDir::new(out, options.force || cache.replaces())?;
-    let (from, to) = (artifacts.join(&weights_file), stage.path().join(&weights_file));
-    std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+    let (weights_file, emulated) = match &emulated_tensors {
+        Some(tensors) => {
+            let to = stage.path().join(EMULATED_WEIGHTS);
+            (
+                EMULATED_WEIGHTS.to_string(),
+                Some(emulate::write_emulated_weights(artifacts, tensors, &to, EMULATED_WEIGHTS)?),
+            )
+        }
+        None => {
+            let (from, to) = (artifacts.join(&source_weights), stage.path().join(&source_weights));
+            std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+            (source_weights.clone(), None)
+        }
+    };
     let check = provider_present(rt, target);
     let mut check_cfg =
         session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
     let weights = SharedWeights::for_target(rt, target);
-    for (i, g) in kept.iter().flat_map(|p| &p.sets).flat_map(|s| &s.graphs).enumerate() {
+    for (i, g) in kept.iter_mut().flat_map(|p| &mut p.sets).flat_map(|s| &mut s.graphs).enumerate() {
         let index = i + 1;
         let t = Instant::now();
+        // the emulation graph replaces the fp16 one (same f32 I/O: a 2.0 fp16 graph casts at its edges)
+        if let Some(w) = &emulated {
+            let stem = g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string();
+            g.file = write_emulation(&artifacts.join(&g.file), w, stage.path(), &stem)?;
+        } else {
+            let to = stage.path().join(&g.file);
+            std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
+        }
         let to = stage.path().join(&g.file);
-        std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
         if check {
             let c = weights
                 .trim_while(|| GraphRunner::check(rt, &to, &g.file, target, &check_cfg, Some(&weights)))?;
@@ -174,7 +223,7 @@ pub fn build_engine(
         ort_version: rt.version().to_string(),
         target: target.clone(),
         precision,
-        fp16_emulation: false,
+        fp16_emulation: emulation,
         graphs: GraphForm::PerBucket,
         source: SourceBundle::of(source, source_sha),
         model: source.model.clone(),
@@ -187,4 +236,20 @@ pub fn build_engine(
         inputs,
     };
     crate::bundle::commit_engine(stage, manifest)
+}
+
+/// The `precision` graphs of the profiles `names` (all profiles when empty) of `source`.
+fn selected_graphs<'a>(
+    source: &'a Manifest,
+    names: &'a [String],
+    precision: Precision,
+) -> impl Iterator<Item = &'a Toto2GraphFile> + 'a {
+    source
+        .family
+        .toto2_profiles
+        .iter()
+        .filter(move |p| names.is_empty() || names.contains(&p.profile.name))
+        .flat_map(|p| &p.sets)
+        .flat_map(|s| &s.graphs)
+        .filter(move |g| g.precision == precision)
 }

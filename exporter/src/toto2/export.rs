@@ -1,13 +1,14 @@
 //! `totoc export` of a Toto 2.0 checkpoint ([`export_bundle`]): every profile's shape buckets
-//! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]), all over one shared external-data weight file
-//! ([`WeightStore`]), in the same bundle layout and manifest format as Toto 1.0 (`crate::export`), the manifest's
-//! `model` saying `toto-2.0` and its profiles under `toto2_profiles`.
+//! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]) of each selected precision (fp32, fp16, int8),
+//! each precision over its own shared external-data weight file ([`WeightStore`]), in the same bundle layout and
+//! manifest format as Toto 1.0 (`crate::export`), the manifest's `model` saying `toto-2.0` and its profiles under
+//! `toto2_profiles`.
 
 use std::path::Path;
 
 use prost::Message;
 
-use super::graph::toto2_graph;
+use super::graph::{toto2_graph_with, PrecisionPlans};
 pub use super::manifest::Toto2GraphFile;
 use super::manifest::{Toto2ProfileEntry, Toto2SetEntry};
 use crate::error::{Error, Result};
@@ -28,6 +29,7 @@ use crate::variant::OpsetVariant;
 /// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
 /// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
 /// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
+/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `Int8Plan::DEFAULT`'s int8 roles.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -37,6 +39,22 @@ pub fn write_graph_set(
     variant: OpsetVariant,
     precision: Precision,
 ) -> Result<Vec<Toto2GraphFile>> {
+    write_graph_set_with(ckpt, weights, dir, set, dims, variant, precision, &PrecisionPlans::default())
+}
+
+/// [`write_graph_set`] with the fp32 regions of fp16 graphs and the int8 roles of int8 graphs given (`plans`;
+/// the ablations measure others).
+#[allow(clippy::too_many_arguments)]
+pub fn write_graph_set_with(
+    ckpt: &Toto2Checkpoint,
+    weights: &mut WeightStore,
+    dir: &Path,
+    set: &str,
+    dims: &Toto2Dims,
+    variant: OpsetVariant,
+    precision: Precision,
+    plans: &PrecisionPlans,
+) -> Result<Vec<Toto2GraphFile>> {
     let mut out = Vec::new();
     for kind in dims.graphs() {
         let file = crate::export::graph_file(&format!("{set}.{}", kind.as_str()), precision);
@@ -45,7 +63,7 @@ pub fn write_graph_set(
             p => format!("toto2_{set}_{}_{p}", kind.as_str()),
         };
         let mut g = GraphBuilder::new(&graph_name, weights, variant);
-        toto2_graph(&mut g, ckpt, kind, dims, variant.cache_update(), precision)
+        toto2_graph_with(&mut g, ckpt, kind, dims, variant.cache_update(), precision, plans)
             .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
         let doc = format!(
             "Toto 2.0 {} graph of {set:?} (totoc {}): static shapes, u-μP folded into the weights",
@@ -64,6 +82,7 @@ pub fn write_graph_set(
         write_atomic(&dir.join(&file), &model.encode_to_vec())?;
         out.push(Toto2GraphFile {
             kind,
+            precision,
             file,
             inputs: dims.inputs(kind),
             outputs: dims.outputs_sigs(kind),
@@ -73,59 +92,63 @@ pub fn write_graph_set(
     Ok(out)
 }
 
-/// Exports a Toto 2.0 checkpoint (see the module docs); on any error nothing is left at `opts.out`. Toto 2.0
-/// graphs are fp32 only.
+/// Exports a Toto 2.0 checkpoint (see the module docs); on any error nothing is left at `opts.out`. Each
+/// precision's graphs read their own weight file (fp16: [`ExportOptions::fp16_plan`]'s fp32 regions; int8: the
+/// transformer's matmuls through `MatMulInteger`, docs/precision.md).
 pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
     let ckpt = Toto2Checkpoint::load(&opts.checkpoint)?;
     if opts.profiles.is_empty() {
         return Err(Error::Profile { message: "no profile selected".into() });
     }
-    if let Some(p) = opts.precisions.iter().find(|&&p| p != Precision::Fp32) {
-        let why = match p {
-            Precision::Int8 => {
-                "int8 2.0 graphs miss the int8 accuracy goal on the 2.0 fixtures (docs/int8.md)"
-            }
-            _ => "fp16 2.0 graphs are not built",
-        };
+    let mut precisions = opts.precisions.clone();
+    precisions.sort();
+    precisions.dedup();
+    if precisions.is_empty() {
         return Err(Error::Config {
-            message: format!(
-                "Toto 2.0 graphs are exported in fp32 only ({why}): drop `--precision {}`",
-                p.as_str()
-            ),
+            message: "no precision selected (--precision fp32, fp16 and/or int8)".into(),
         });
     }
     let ladders =
         opts.profiles.iter().map(|p| ladder::ladder(p, &ckpt.config)).collect::<Result<Vec<_>>>()?;
-    let inputs = export_inputs(opts, ckpt.info(), &[Precision::Fp32])?;
+    let inputs = export_inputs(opts, ckpt.info(), &precisions)?;
     let cache = match check_cache(opts, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),
         Err(cache) => cache,
     };
-    let total: usize = ladders.iter().flatten().map(|d| d.graphs().len()).sum();
+    let total: usize = ladders.iter().flatten().map(|d| d.graphs().len()).sum::<usize>() * precisions.len();
     progress(ExportEvent::Start { graphs: total });
     let stage = StagingDir::new(&opts.out, opts.force || cache.replaces())?;
-    let wfile = weights_file(Precision::Fp32);
-    let mut store = WeightStore::create(&stage.path().join(&wfile), &wfile)?;
-    let mut files = vec![wfile.clone()];
+    let mut stores = Vec::new();
+    let mut files = Vec::new();
+    for &p in &precisions {
+        let wfile = weights_file(p);
+        stores.push(WeightStore::create(&stage.path().join(&wfile), &wfile)?);
+        files.push(wfile);
+    }
     let mut profiles = Vec::new();
     let mut index = 0;
     for (profile, ladder) in opts.profiles.iter().zip(ladders) {
         let mut sets = Vec::new();
         for dims in ladder {
             let name = ladder::set_name(&profile.name, &dims);
-            let graphs = write_graph_set(
-                &ckpt,
-                &mut store,
-                stage.path(),
-                &name,
-                &dims,
-                opts.variant,
-                Precision::Fp32,
-            )?;
-            for g in &graphs {
-                index += 1;
-                progress(ExportEvent::Graph { file: g.file.clone(), nodes: g.nodes, index, total });
-                files.push(g.file.clone());
+            let mut graphs = Vec::new();
+            for (&precision, store) in precisions.iter().zip(stores.iter_mut()) {
+                let written = write_graph_set_with(
+                    &ckpt,
+                    store,
+                    stage.path(),
+                    &name,
+                    &dims,
+                    opts.variant,
+                    precision,
+                    &PrecisionPlans { fp16: opts.fp16_plan, ..PrecisionPlans::default() },
+                )?;
+                for g in &written {
+                    index += 1;
+                    progress(ExportEvent::Graph { file: g.file.clone(), nodes: g.nodes, index, total });
+                    files.push(g.file.clone());
+                }
+                graphs.extend(written);
             }
             sets.push(Toto2SetEntry {
                 name,
@@ -136,13 +159,20 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         }
         profiles.push(Toto2ProfileEntry { profile: profile.clone(), sets });
     }
-    store.finish()?;
+    for store in stores {
+        store.finish()?;
+    }
     if let Some(dir) = &opts.golden {
         files.extend(copy_golden(dir, stage.path())?);
     }
     let manifest = Manifest {
-        precisions: vec![Precision::Fp32],
-        weights: vec![WeightsEntry { precision: Precision::Fp32, file: wfile }],
+        fp32_regions: if precisions.contains(&Precision::Fp16) {
+            opts.fp16_plan.regions().iter().map(|r| r.as_str().to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        weights: precisions.iter().map(|&p| WeightsEntry { precision: p, file: weights_file(p) }).collect(),
+        precisions,
         family: FamilyGraphs { toto2_profiles: profiles, ..FamilyGraphs::default() },
         files: file_entries(stage.path(), &files)?,
         inputs,

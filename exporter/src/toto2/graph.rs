@@ -12,9 +12,21 @@
 //! `softplus(p)/ln 2` to the queries, uses the attention scale 1/Dh, and combines each residual branch as
 //! `(τ·f(x) + x)/√(1+τ²)`. All of it is folded into the stored weights ([`FoldedLinear`]), leaving one `Mul` per
 //! residual skip; an exported graph is plain linear algebra.
+//!
+//! **Precisions.** Every block is written once for fp32, fp16 and int8: it computes in the float type
+//! [`FloatTypes`] gives its role (fp32 everywhere in fp32 and int8 graphs; fp16 with the fp32 regions of an
+//! [`Fp16Plan`] in fp16 graphs, entered and left through explicit casts, as for Toto 1.0). The 2.0 roles of the
+//! regions: `rms_norm` every weightless RMSNorm (`norm1`, `norm2`, `out_norm`); `softmax` the scores after
+//! `Q·Kᵀ`, the additive mask and the softmax; `residual` the residual stream (`x·skip + branch`) from the patch
+//! projection to the last layer; `rope` the rotary/xPos application with the host's f32 tables; `head` the
+//! output head (`output_head.param_projection`, a residual MLP, with its input); `unembed` has no 2.0 block of
+//! its own (the head is its unembedding). An fp16 2.0 graph keeps the graph I/O of the fp32 one (f32 inputs,
+//! outputs and KV caches; the driver binds f32 buffers): its caches hold fp16 values widened, and the casts at
+//! the graph's edges are its only extra work.
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
+use crate::graph::precision::{FloatTypes, Fp16Plan};
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
@@ -25,6 +37,74 @@ use crate::variant::CacheUpdate;
 pub fn silu_scale() -> f64 {
     let upper = (2.0 / (1.0 - 1.0 / std::f64::consts::PI)).sqrt();
     (0.8 * upper.ln() + 0.2 * 2f64.ln()).exp()
+}
+
+/// The transformer's matmul roles an int8 graph runs through `MatMulInteger` (per-column int8 weights, per-row
+/// int8 activations); the others, and the patch projection and output head always, stay fp32. Defined by role,
+/// so the same set applies to every model size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int8Plan {
+    /// `attn.in_proj` (queries, keys, values).
+    pub qkv: bool,
+    /// `attn.out_proj`.
+    pub out_proj: bool,
+    /// `ffn.fc1` (the gated unit's two halves).
+    pub fc1: bool,
+    /// `ffn.fc2`.
+    pub fc2: bool,
+}
+
+impl Int8Plan {
+    /// Every transformer matmul in int8.
+    pub const ALL: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: true, fc2: true };
+    /// The set totoc's int8 2.0 graphs use, chosen by the ablation on the trained 4m (docs/precision.md,
+    /// `engines/tests/toto2_precision.rs` `toto2_int8_role_ablation`): every matmul in int8 misses the goal
+    /// (1.03×); keeping `out_proj` in fp32 — the smallest role, 1/12 of a layer's matmul weights — meets it
+    /// (0.55×), better than keeping `qkv` (0.61×, 3× the weights).
+    pub const DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true };
+    pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
+
+    /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
+    pub fn has(&self, name: &str) -> bool {
+        match name {
+            "qkv" => self.qkv,
+            "out_proj" => self.out_proj,
+            "fc1" => self.fc1,
+            "fc2" => self.fc2,
+            _ => false,
+        }
+    }
+
+    /// This plan with role `name` set to `on` (unknown names change nothing).
+    pub fn with(mut self, name: &str, on: bool) -> Self {
+        match name {
+            "qkv" => self.qkv = on,
+            "out_proj" => self.out_proj = on,
+            "fc1" => self.fc1 = on,
+            "fc2" => self.fc2 = on,
+            _ => {}
+        }
+        self
+    }
+
+    /// The int8 roles, in [`Int8Plan::ROLES`] order.
+    pub fn roles(&self) -> Vec<&'static str> {
+        Self::ROLES.into_iter().filter(|r| self.has(r)).collect()
+    }
+}
+
+/// How a graph of each precision is built beyond its precision: the fp32 regions of fp16 graphs, the int8 roles
+/// of int8 graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrecisionPlans {
+    pub fp16: Fp16Plan,
+    pub int8: Int8Plan,
+}
+
+impl Default for PrecisionPlans {
+    fn default() -> Self {
+        PrecisionPlans { fp16: Fp16Plan::DEFAULT, int8: Int8Plan::DEFAULT }
+    }
 }
 
 /// Per-call values shared by all layers.
@@ -41,8 +121,10 @@ struct Ctx {
     /// Additive variate mask `[L, 1, R, R]`.
     variate_mask: String,
     cache_update: CacheUpdate,
-    /// The transformer's matmuls read int8 weights.
-    int8: bool,
+    /// Float type of each part of the model (see the module docs).
+    ft: FloatTypes,
+    /// The transformer's matmul roles that read int8 weights (all off outside int8 graphs).
+    int8: Int8Plan,
 }
 
 /// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
@@ -55,12 +137,20 @@ pub fn toto2_graph(
     cache_update: CacheUpdate,
     precision: Precision,
 ) -> Result<()> {
-    if precision == Precision::Fp16 {
-        return Err(Error::Graph {
-            graph: kind.as_str().into(),
-            message: "Toto 2.0 graphs are fp32 or int8 (fp16 is not implemented for 2.0)".into(),
-        });
-    }
+    toto2_graph_with(g, ckpt, kind, d, cache_update, precision, &PrecisionPlans::default())
+}
+
+/// [`toto2_graph`] with the fp32 regions of an fp16 graph and the int8 roles of an int8 graph given (`plans`;
+/// each applies to its precision only).
+pub fn toto2_graph_with(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    kind: Toto2GraphKind,
+    d: &Toto2Dims,
+    cache_update: CacheUpdate,
+    precision: Precision,
+    plans: &PrecisionPlans,
+) -> Result<()> {
     if !d.graphs().contains(&kind) {
         return Err(Error::Graph {
             graph: kind.as_str().into(),
@@ -70,19 +160,38 @@ pub fn toto2_graph(
     for t in d.inputs(kind) {
         g.input(&t);
     }
+    let ft = FloatTypes::new(precision, &plans.fp16);
     let l = d.tokens(kind);
-    let rope = rope_tables(g, d, l);
+    let rope = rope_tables(g, d, l, ft.rope);
     let time_mask = match kind {
         Toto2GraphKind::Decode => g.scoped("time_mask", |g| decode_time_mask(g, d)),
         _ => g.scoped("time_mask", |g| time_mask(g, d, l)),
     };
+    let time_mask = g.cast(&time_mask, ft.softmax);
     let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
-    let int8 = precision == Precision::Int8;
-    let ctx =
-        Ctx { kind, d: *d, cfg: ckpt.config.clone(), l, rope, time_mask, variate_mask, cache_update, int8 };
+    let variate_mask = g.cast(&variate_mask, ft.softmax);
+    let int8 = if precision == Precision::Int8 {
+        plans.int8
+    } else {
+        Int8Plan { qkv: false, out_proj: false, fc1: false, fc2: false }
+    };
+    let ctx = Ctx {
+        kind,
+        d: *d,
+        cfg: ckpt.config.clone(),
+        l,
+        rope,
+        time_mask,
+        variate_mask,
+        cache_update,
+        ft,
+        int8,
+    };
 
     let x = g.scoped("patch_input", |g| patch_input(g, &ctx));
-    let mut x = g.scoped("patch_proj", |g| residual_mlp(g, ckpt, "patch_proj", &x, false))?;
+    let x = g.cast(&x, ft.act);
+    let x = g.scoped("patch_proj", |g| residual_mlp(g, ckpt, "patch_proj", &x, false, ft.act))?;
+    let mut x = g.cast(&x, ft.residual);
     let mut time_index = 0;
     for (i, layer_kind) in ctx.cfg.layer_kinds().into_iter().enumerate() {
         x = g.scoped(format!("transformer.layers.{i}"), |g| {
@@ -90,10 +199,12 @@ pub fn toto2_graph(
         })?;
         time_index += usize::from(layer_kind == Toto2LayerKind::Time);
     }
-    let x = g.scoped("transformer.out_norm", |g| rms_norm(g, &x, ctx.cfg.norm_eps));
+    let x = g.scoped("transformer.out_norm", |g| rms_norm(g, &x, ctx.cfg.norm_eps, &ctx));
     let x = g.scoped("select_outputs", |g| select_outputs(g, &x, &ctx));
     let head = "output_head.param_projection.proj";
-    let q = g.scoped(head, |g| residual_mlp(g, ckpt, head, &x, true))?;
+    let x = g.cast(&x, ft.head);
+    let q = g.scoped(head, |g| residual_mlp(g, ckpt, head, &x, true, ft.head))?;
+    let q = g.cast(&q, DType::F32);
     let outs = d.outputs_sigs(kind);
     let q = g.reshape(&q, &outs[0].shape);
     g.output(&q, &outs[0]);
@@ -106,11 +217,12 @@ pub fn toto2_graph(
 
 /// Host rotary tables `[R, L, Dr]` → `[R, 1, L, Dr]` (broadcast over heads), plus the key scale `ζ^−power`
 /// (toto-2 raises the xPos scale to the power −1 for keys, which torch computes as a reciprocal).
-fn rope_tables(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> [String; 4] {
+/// In `rt`, the rope region's type: the key scale is computed in f32 before any cast.
+fn rope_tables(g: &mut GraphBuilder, d: &Toto2Dims, l: usize, rt: DType) -> [String; 4] {
     let shape = [d.rows, 1, l, d.rotary_dim];
     let [c, s, x] = [sig::ROPE_COS, sig::ROPE_SIN, sig::XPOS_SCALE].map(|n| g.reshape(n, &shape));
     let k_scale = g.op("Reciprocal", &[&x], vec![]);
-    [c, s, x, k_scale]
+    [c, s, x, k_scale].map(|t| g.cast(&t, rt))
 }
 
 /// Pass/prefill time mask (`_sdpa_kwargs` with `has_missing_values=True`): causal, and only keys whose group id
@@ -187,13 +299,15 @@ fn residual_mlp(
     prefix: &str,
     x: &str,
     readout: bool,
+    dtype: DType,
 ) -> Result<String> {
     let half = std::f64::consts::FRAC_1_SQRT_2;
-    let l1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.linear1"), false, 1.0)?;
+    let l1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.linear1"), false, 1.0)?.typed(dtype);
     // `U.silu`'s scale multiplies linear2's input, so it goes into its weight only
     let l2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.linear2"), readout, half)?
-        .with_input_scale(silu_scale());
-    let skip = FoldedLinear::uniform(ckpt, &format!("{prefix}.skip_proj"), readout, half)?;
+        .with_input_scale(silu_scale())
+        .typed(dtype);
+    let skip = FoldedLinear::uniform(ckpt, &format!("{prefix}.skip_proj"), readout, half)?.typed(dtype);
     let h = g.scoped("linear1", |g| l1.wire(g, ckpt, x))?;
     let sig = g.op("Sigmoid", &[&h], vec![]);
     let h = g.binary("Mul", &h, &sig);
@@ -216,17 +330,20 @@ fn layer(
     let prefix = g.path();
     let (_, attn_skip) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
     let (_, mlp_skip) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
-    let h = g.scoped("norm1", |g| rms_norm(g, x, ctx.cfg.norm_eps));
+    let res = ctx.ft.residual;
+    let h = g.scoped("norm1", |g| rms_norm(g, x, ctx.cfg.norm_eps, ctx));
     let a = g.scoped("attn", |g| match kind {
         Toto2LayerKind::Time => attention_time(g, ckpt, &prefix, &h, time_index, ctx),
         Toto2LayerKind::Variate => attention_variate(g, ckpt, &prefix, &h, ctx),
     })?;
-    let skip = g.scalar(attn_skip);
+    let a = g.cast(&a, res);
+    let skip = g.scalar_of(res, attn_skip);
     let x = g.binary("Mul", x, &skip);
     let x = g.binary("Add", &a, &x);
-    let h = g.scoped("norm2", |g| rms_norm(g, &x, ctx.cfg.norm_eps));
+    let h = g.scoped("norm2", |g| rms_norm(g, &x, ctx.cfg.norm_eps, ctx));
     let m = g.scoped("ffn", |g| ffn(g, ckpt, &prefix, &h, ctx))?;
-    let skip = g.scalar(mlp_skip);
+    let m = g.cast(&m, res);
+    let skip = g.scalar_of(res, mlp_skip);
     let x = g.binary("Mul", &x, &skip);
     Ok(g.binary("Add", &m, &x))
 }
@@ -238,15 +355,19 @@ fn tau_factors(ckpt: &Toto2Checkpoint, name: &str) -> Result<(f32, f32)> {
     Ok((tau / denom, 1.0 / denom))
 }
 
-/// Weightless `uu.RMSNorm`: `x / sqrt(mean(x², −1) + eps)` (unit_scaling `rms`, eps inside the root).
-fn rms_norm(g: &mut GraphBuilder, x: &str, eps: f64) -> String {
-    let sq = g.binary("Mul", x, x);
+/// Weightless `uu.RMSNorm`: `x / sqrt(mean(x², −1) + eps)` (unit_scaling `rms`, eps inside the root), computed
+/// in the norm region's type and returned in the activations' type.
+fn rms_norm(g: &mut GraphBuilder, x: &str, eps: f64, ctx: &Ctx) -> String {
+    let nt = ctx.ft.norm;
+    let x = g.cast(x, nt);
+    let sq = g.binary("Mul", &x, &x);
     let axes = g.const_i64(&[1], &[-1]);
     let mean = g.op("ReduceMean", &[&sq, &axes], vec![("keepdims", Attr::Int(1))]);
-    let eps = g.scalar(eps as f32);
+    let eps = g.scalar_of(nt, eps as f32);
     let var = g.binary("Add", &mean, &eps);
     let rms = g.op("Sqrt", &[&var], vec![]);
-    g.binary("Div", x, &rms)
+    let y = g.binary("Div", &x, &rms);
+    g.cast(&y, ctx.ft.act)
 }
 
 /// `in_proj` split into queries `[…, H·Dh]`, keys `[…, G·Dh]`, values `[…, G·Dv]` (head-major), with the query
@@ -268,7 +389,8 @@ fn qkv(
             1.0
         }
     })?
-    .quantized(ctx.int8);
+    .quantized(ctx.int8.qkv)
+    .typed(ctx.ft.act);
     let y = g.scoped("in_proj", |g| lin.wire(g, ckpt, x))?;
     Ok(g.split(&y, -1, &[hq, hk, hv]))
 }
@@ -300,10 +422,11 @@ fn split_heads(g: &mut GraphBuilder, y: &str, a: usize, l: usize, heads: usize, 
 
 /// RoPE on the first Dr channels of each head, then the xPos scale (`QueryKeyProjection` with
 /// `partial_factor=(0, 0.5)`, `ExtrapolatableRotaryProjection`): `(cos·x + sin·rotate(x))·scale`, where
-/// `rotate` maps each interleaved pair `(a, b)` to `(−b, a)`. `t`: `[R, heads, L, Dh]`.
+/// `rotate` maps each interleaved pair `(a, b)` to `(−b, a)`. `t`: `[R, heads, L, Dh]`, in the rope region's type.
 fn apply_rope(g: &mut GraphBuilder, t: &str, heads: usize, scale: &str, ctx: &Ctx) -> String {
     let (r, l, dh, dr) = (ctx.d.rows, ctx.l, ctx.d.qk_dim, ctx.d.rotary_dim);
-    let parts = g.split(t, -1, &[dr, dh - dr]);
+    let t = g.cast(t, ctx.ft.rope);
+    let parts = g.split(&t, -1, &[dr, dh - dr]);
     let pairs = g.reshape(&parts[0], &[r, heads, l, dr / 2, 2]);
     let halves = g.split(&pairs, -1, &[1, 1]);
     let neg = g.op("Neg", &[&halves[1]], vec![]);
@@ -313,7 +436,8 @@ fn apply_rope(g: &mut GraphBuilder, t: &str, heads: usize, scale: &str, ctx: &Ct
     let b = g.binary("Mul", &rot, &ctx.rope[1].clone());
     let y = g.binary("Add", &a, &b);
     let y = g.binary("Mul", &y, scale);
-    g.op("Concat", &[&y, &parts[1]], vec![("axis", Attr::Int(-1))])
+    let y = g.op("Concat", &[&y, &parts[1]], vec![("axis", Attr::Int(-1))]);
+    g.cast(&y, ctx.ft.act)
 }
 
 /// Grouped-query attention: key/value head j serves query heads `j·rep … j·rep+rep−1` (SDPA `enable_gqa`).
@@ -328,12 +452,15 @@ fn expand_kv(g: &mut GraphBuilder, t: &str, a: usize, s: usize, dh: usize, ctx: 
     g.reshape(&e, &[a, heads, s, dh])
 }
 
-/// Softmax attention with an additive mask; the 1/Dh scale is already in the queries.
-fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str) -> String {
+/// Softmax attention with an additive mask; the 1/Dh scale is already in the queries. The two matmuls run in
+/// the activations' type, mask + softmax in the softmax region's (the mask is already in it).
+fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str, ctx: &Ctx) -> String {
     let k_t = g.transpose(k, &[0, 1, 3, 2]);
     let scores = g.binary("MatMul", q, &k_t);
+    let scores = g.cast(&scores, ctx.ft.softmax);
     let scores = g.binary("Add", &scores, mask);
     let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+    let p = g.cast(&p, ctx.ft.act);
     g.binary("MatMul", &p, v)
 }
 
@@ -360,21 +487,24 @@ fn attention_time(
     let (k_all, v_all, s) = match ctx.kind {
         Toto2GraphKind::Pass => (k, v, l),
         Toto2GraphKind::Prefill => {
+            // the caches are f32 graph outputs in every precision (module docs)
             let pads = g.const_i64(&[8], &[0, 0, 0, 0, 0, 0, (t - l) as i64, 0]);
-            g.op_to("Pad", &[&k, &pads], &k_out, vec![]);
-            g.op_to("Pad", &[&v, &pads], &v_out, vec![]);
+            let (k32, v32) = (g.cast(&k, DType::F32), g.cast(&v, DType::F32));
+            g.op_to("Pad", &[&k32, &pads], &k_out, vec![]);
+            g.op_to("Pad", &[&v32, &pads], &v_out, vec![]);
             (k, v, l)
         }
         Toto2GraphKind::Decode => {
             let (k_in, v_in) = (k_cache(time_index, false), v_cache(time_index, false));
-            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k, &k_out, ctx));
-            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &v, &v_out, ctx));
-            (ka, va, t)
+            let (k32, v32) = (g.cast(&k, DType::F32), g.cast(&v, DType::F32));
+            let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k32, &k_out, ctx));
+            let va = g.scoped("v_update", |g| cache_write(g, &v_in, &v32, &v_out, ctx));
+            (g.cast(&ka, ctx.ft.act), g.cast(&va, ctx.ft.act), t)
         }
     };
     let k_all = expand_kv(g, &k_all, r, s, c.qk_dim, ctx);
     let v_all = expand_kv(g, &v_all, r, s, c.v_dim, ctx);
-    let o = sdpa(g, &q, &k_all, &v_all, &ctx.time_mask.clone());
+    let o = sdpa(g, &q, &k_all, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
     let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
     out_proj(g, ckpt, prefix, &o, ctx)
@@ -424,7 +554,7 @@ fn attention_variate(
     let v = split_heads(g, &parts[2], l, r, c.num_groups, c.v_dim);
     let k = expand_kv(g, &k, l, r, c.qk_dim, ctx);
     let v = expand_kv(g, &v, l, r, c.v_dim, ctx);
-    let o = sdpa(g, &q, &k, &v, &ctx.variate_mask.clone());
+    let o = sdpa(g, &q, &k, &v, &ctx.variate_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
     let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
     out_proj(g, ckpt, prefix, &o, ctx)
@@ -440,7 +570,8 @@ fn out_proj(
 ) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.attn_tau"))?;
     let lin = FoldedLinear::uniform(ckpt, &format!("{prefix}.attn.out_proj"), false, f64::from(branch))?
-        .quantized(ctx.int8);
+        .quantized(ctx.int8.out_proj)
+        .typed(ctx.ft.act);
     g.scoped("out_proj", |g| lin.wire(g, ckpt, o))
 }
 
@@ -448,9 +579,12 @@ fn out_proj(
 /// (with τ/√(1+τ²) folded in). `[…, D]` → `[…, D]`.
 fn ffn(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
     let (branch, _) = tau_factors(ckpt, &format!("{prefix}.mlp_tau"))?;
-    let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?.quantized(ctx.int8);
+    let fc1 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc1"), false, 1.0)?
+        .quantized(ctx.int8.fc1)
+        .typed(ctx.ft.act);
     let fc2 = FoldedLinear::uniform(ckpt, &format!("{prefix}.ffn.fc2"), false, f64::from(branch))?
-        .quantized(ctx.int8);
+        .quantized(ctx.int8.fc2)
+        .typed(ctx.ft.act);
     let y = g.scoped("fc1", |g| fc1.wire(g, ckpt, x))?;
     let halves = g.split(&y, -1, &[ctx.cfg.d_ff, ctx.cfg.d_ff]);
     let sig = g.op("Sigmoid", &[&halves[1]], vec![]);
@@ -490,6 +624,8 @@ pub struct FoldedLinear {
     input_scale: f64,
     /// Stored int8 per output channel and run by `MatMulInteger` ([`GraphBuilder::matmul_int8`]).
     int8: bool,
+    /// The type its weight and bias are stored and computed in (f32 unless an fp16 graph runs it in fp16).
+    dtype: DType,
     has_bias: bool,
 }
 
@@ -516,6 +652,7 @@ impl FoldedLinear {
             factor: (0..out).map(|o| s * row_factor(o)).collect(),
             input_scale: 1.0,
             int8: false,
+            dtype: DType::F32,
             has_bias: ckpt.has(&format!("{prefix}.bias")),
         })
     }
@@ -523,6 +660,12 @@ impl FoldedLinear {
     /// Stores the folded weight int8 block-quantized when `on` (the bias stays f32).
     pub fn quantized(mut self, on: bool) -> Self {
         self.int8 = on;
+        self
+    }
+
+    /// Stores the weight and bias as `dtype` (the type of the block that runs the layer).
+    pub fn typed(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
         self
     }
 
@@ -555,7 +698,7 @@ impl FoldedLinear {
     }
 
     fn store_weight(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint) -> Result<String> {
-        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], DType::F32, || {
+        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], self.dtype, || {
             self.weight(ckpt)
         })
     }
@@ -566,7 +709,7 @@ impl FoldedLinear {
         if !self.has_bias {
             return Ok(y);
         }
-        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], DType::F32, || {
+        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], self.dtype, || {
             Ok(self.bias(ckpt)?.iter().map(|&v| v as f32).collect())
         })?;
         Ok(g.binary("Add", &y, &b))
@@ -592,7 +735,7 @@ impl FoldedLinear {
     ) -> Result<String> {
         let y = self.wire_no_bias(g, ckpt, x)?;
         let name = format!("{}.bias.folded+{}.bias", self.prefix, other.prefix);
-        let b = g.weight(&name, &[self.out], DType::F32, || {
+        let b = g.weight(&name, &[self.out], self.dtype, || {
             let (a, b) = (self.bias(ckpt)?, other.bias(ckpt)?);
             Ok(a.iter().zip(&b).map(|(x, y)| (x + y) as f32).collect())
         })?;

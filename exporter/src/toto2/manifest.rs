@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::signature::{Toto2Dims, Toto2GraphKind};
 use crate::profile::Profile;
-use crate::signature::TensorSig;
+use crate::signature::{Precision, TensorSig};
 
 /// One exported Toto 2.0 profile: its bounds and its graph sets (see [`super::ladder`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,7 +13,8 @@ pub struct Toto2ProfileEntry {
     pub sets: Vec<Toto2SetEntry>,
 }
 
-/// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]`), fp32.
+/// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]` of each exported
+/// precision; an engine's sets hold those of its one precision).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Toto2SetEntry {
     /// `<profile>.n<R>.s<S>`: the prefix of its graph files.
@@ -24,11 +25,19 @@ pub struct Toto2SetEntry {
     pub graphs: Vec<Toto2GraphFile>,
 }
 
+fn fp32() -> Precision {
+    Precision::Fp32
+}
+
 /// One written graph file and its I/O.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Toto2GraphFile {
     pub kind: Toto2GraphKind,
-    /// File name inside the bundle directory: `<set>.<kind>.onnx`.
+    /// Its precision (manifests written before fp16/int8 2.0 graphs have none: fp32). Every precision's graphs
+    /// have the same (f32) I/O: an fp16 2.0 graph casts at its edges.
+    #[serde(default = "fp32")]
+    pub precision: Precision,
+    /// File name inside the bundle directory: `<set>.<kind>.onnx` (fp32), `<set>.<kind>.<precision>.onnx`.
     pub file: String,
     pub inputs: Vec<TensorSig>,
     pub outputs: Vec<TensorSig>,
