@@ -116,8 +116,21 @@ fn run_steps(workflow: &Value) -> Vec<String> {
     out
 }
 
-fn parse(args: &[String], at: &str) -> Cli {
-    Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{at}: `{}` does not parse:\n{e}", args.join(" ")))
+/// Parses one `totoc` call as the binary would; `totoc --version` and `totoc --help` are valid calls (clap reports
+/// them as "errors" of their own kinds, which print and exit 0), so they parse to `None`.
+fn parse(args: &[String], at: &str) -> Option<Cli> {
+    match Cli::try_parse_from(args) {
+        Ok(cli) => Some(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayVersion | clap::error::ErrorKind::DisplayHelp
+            ) =>
+        {
+            None
+        }
+        Err(e) => panic!("{at}: `{}` does not parse:\n{e}", args.join(" ")),
+    }
 }
 
 /// Checks the scripts `text` names exist and that every `totoc` call in them (recursively) parses; returns how
@@ -206,7 +219,8 @@ fn port_of(addr: &str) -> u16 {
 
 /// `totoc serve` arguments parsed by the real CLI: (http port, grpc port, engine path).
 fn serve_ports(args: &[String], at: &str) -> (u16, u16, PathBuf) {
-    match parse(args, at).command {
+    let cli = parse(args, at).unwrap_or_else(|| panic!("{at}: prints help or version, not `totoc serve`"));
+    match cli.command {
         Command::Serve(s) => {
             assert_eq!(s.addr.ip().to_string(), "0.0.0.0", "{at}: serve must listen on all interfaces");
             (s.addr.port(), port_of(&s.grpc_addr), s.engine)
