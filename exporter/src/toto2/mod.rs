@@ -11,6 +11,7 @@ pub mod export;
 pub mod graph;
 pub mod ladder;
 pub mod manifest;
+pub mod shared;
 pub mod signature;
 pub mod synth;
 
