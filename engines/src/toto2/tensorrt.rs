@@ -101,13 +101,19 @@ mod tests {
         let b = buckets(2048, Some(64));
         let o = toto2_profile_options(&b, Toto2GraphKind::Prefill, ProfileLayout::Spanning).unwrap();
         let max = get(&o, "trt_profile_max_shapes");
-        assert!(max.starts_with("patches:32x66x32,missing:32x66x32,group_ids:32x66,out_index:32x2,"), "{max}");
+        assert!(
+            max.starts_with("patches:32x66x32,missing:32x66x32,group_ids:32x66,out_index:32x2,"),
+            "{max}"
+        );
         assert!(get(&o, "trt_profile_min_shapes").starts_with("patches:1x18x32,"));
         let o = toto2_profile_options(&b, Toto2GraphKind::Decode, ProfileLayout::Spanning).unwrap();
         let (min, max) = (get(&o, "trt_profile_min_shapes"), get(&o, "trt_profile_max_shapes"));
         // 4m: num_groups 4 KV heads of 64 channels (qk and v), one entry per cache of each time layer
         let t_min = 16 + 11 + 2;
-        assert!(min.starts_with(&format!("patches:1x2x32,group_ids:1x4,write_pos:1,key_valid:1x{t_min},")), "{min}");
+        assert!(
+            min.starts_with(&format!("patches:1x2x32,group_ids:1x4,write_pos:1,key_valid:1x{t_min},")),
+            "{min}"
+        );
         assert!(min.contains(&format!("k_cache.0:1x4x{t_min}x64,v_cache.0:1x4x{t_min}x64")), "{min}");
         assert!(max.contains(&format!("k_cache.0:32x4x{}x64", 64 + 11 + 2)), "{max}");
         assert_eq!(max.matches("_cache.").count(), 2 * b[0].time_layers);

@@ -31,8 +31,15 @@ fn symbolic_axis(kind: Toto2GraphKind, name: &str, axis: usize) -> Option<&'stat
         (2, _) if is_cache => Some(CACHE_SLOTS),
         (1, Toto2GraphKind::Decode) if name == sig::KEY_VALID => Some(CACHE_SLOTS),
         (1, Toto2GraphKind::Pass | Toto2GraphKind::Prefill)
-            if [sig::PATCHES, sig::MISSING, sig::GROUP_IDS, sig::ROPE_COS, sig::ROPE_SIN, sig::XPOS_SCALE]
-                .contains(&name) =>
+            if [
+                sig::PATCHES,
+                sig::MISSING,
+                sig::GROUP_IDS,
+                sig::ROPE_COS,
+                sig::ROPE_SIN,
+                sig::XPOS_SCALE,
+            ]
+            .contains(&name) =>
         {
             Some(SLOTS)
         }
@@ -112,8 +119,13 @@ mod tests {
             for kind in l[0].graphs() {
                 let shared = dynamic_inputs(&l[0], kind);
                 for d in &l {
-                    assert_eq!(dynamic_inputs(d, kind), shared, "{kind:?}: fixed axes differ between buckets");
-                    let at: Vec<TensorSig> = shared.iter().map(|s| s.at(d.rows, bound_slots(d, kind))).collect();
+                    assert_eq!(
+                        dynamic_inputs(d, kind),
+                        shared,
+                        "{kind:?}: fixed axes differ between buckets"
+                    );
+                    let at: Vec<TensorSig> =
+                        shared.iter().map(|s| s.at(d.rows, bound_slots(d, kind))).collect();
                     assert_eq!(at, d.inputs(kind), "{kind:?} at {d:?}");
                     // the outputs' symbolic axes are named, their fixed ones equal the bucket's
                     for (s, o) in dynamic_outputs(d, kind).iter().zip(d.outputs_sigs(kind)) {
