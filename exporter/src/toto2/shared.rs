@@ -14,8 +14,15 @@
 //! axes. Each graph's inputs have at most one symbolic axis besides the rows (L for pass/prefill, T for decode),
 //! which is what [`DynSig::at`] instantiates — the property the TensorRT profile layout relies on.
 //!
-//! Not done yet: the shape-polymorphic graphs themselves (the 2.0 forward pass of [`crate::toto2::graph`] is
-//! written with static reshape shapes); this module is their contract, checked against the static signatures.
+//! Not done yet: the shape-polymorphic graphs themselves; this module is their contract, checked against the
+//! static signatures. The 2.0 forward pass of [`crate::toto2::graph`] bakes R, L and T in at these sites, each of
+//! which the shared form must compute from its inputs' shapes (`Shape`/`Gather`/`Concat`, `Range`, `Trilu`) or
+//! express with `Reshape`'s 0/−1: the rotary tables' and masks' reshapes (`rope_tables`, `time_mask`,
+//! `decode_time_mask`, `variate_mask` `[L, 1, R, R]`), the `[L, L]` causal constant and the decode mask's `[T]`
+//! slot constant, the decode mask tokens' `Expand` to `[R, B, 2P]` (`patch_input`), the head splits and merges
+//! (`split_heads`, `apply_rope`, `expand_kv`, the attention outputs), the `ScatterND` cache update's
+//! `[R, G, 2B, 1]` index constants (the `TensorScatter` form needs none), and `select_outputs`' `[R, K]` row
+//! offsets and `[R·L, D]` flattening. The prefill's cache `Pad` by `T − L = N` slots is already fixed per profile.
 
 use crate::signature::{Dim, DynSig, TensorSig, ROWS, SLOTS};
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
