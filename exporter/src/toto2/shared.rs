@@ -24,6 +24,7 @@
 //! `[R, G, 2B, 1]` index constants (the `TensorScatter` form needs none), and `select_outputs`' `[R, K]` row
 //! offsets and `[R·L, D]` flattening. The prefill's cache `Pad` by `T − L = N` slots is already fixed per profile.
 
+use crate::graph::builder::{Attr, GraphBuilder};
 use crate::signature::{Dim, DynSig, TensorSig, ROWS, SLOTS};
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
 
@@ -90,6 +91,40 @@ pub fn bound_slots(d: &Toto2Dims, kind: Toto2GraphKind) -> usize {
         Toto2GraphKind::Decode => d.cache_slots(),
         _ => d.tokens(kind),
     }
+}
+
+/// `Reshape` to `dims`, where 0 copies the input's dimension and −1 is inferred (ONNX semantics): how the graph
+/// keeps R, L and T symbolic in the shared form and static in the per-bucket one, with one code path.
+pub fn reshape(g: &mut GraphBuilder, x: &str, dims: &[i64]) -> String {
+    let shape = g.const_i64(&[dims.len()], dims);
+    g.op("Reshape", &[x, &shape], vec![])
+}
+
+/// Dimension `axis` of `x`, as an i64 scalar.
+fn dim(g: &mut GraphBuilder, x: &str, axis: i64) -> String {
+    let shape = g.op("Shape", &[x], vec![]);
+    let at = g.const_i64(&[], &[axis]);
+    g.op("Gather", &[&shape, &at], vec![("axis", Attr::Int(0))])
+}
+
+/// `0, 1, …, n − 1` (i64) for n = dimension `axis` of `x`: the slot positions a static graph stores as a
+/// constant.
+pub fn positions(g: &mut GraphBuilder, x: &str, axis: i64) -> String {
+    let n = dim(g, x, axis);
+    let (zero, one) = (g.const_i64(&[], &[0]), g.const_i64(&[], &[1]));
+    g.op("Range", &[&zero, &n, &one], vec![])
+}
+
+/// `x [R, L, D]` at each row's `index [R, K]` → `[R, K, D]`, through the same flat `Gather` as the static graph
+/// (row r's slot i is flat row `r·L + i`), with R and L read from `x`.
+pub fn select_rows(g: &mut GraphBuilder, x: &str, index: &str, d: usize) -> String {
+    let flat = reshape(g, x, &[-1, d as i64]);
+    let rows = positions(g, x, 0);
+    let l = dim(g, x, 1);
+    let base = g.binary("Mul", &rows, &l);
+    let base = g.unsqueeze(&base, &[1]);
+    let idx = g.binary("Add", &base, index);
+    g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
 }
 
 #[cfg(test)]
