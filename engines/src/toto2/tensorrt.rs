@@ -6,7 +6,8 @@
 //! profile (same fixed axes), which the spanning layout's per-axis min/max assumes.
 //!
 //! Not done yet: `build-engine --target tensorrt` for 2.0 (the registry refuses it from the family's
-//! capabilities) — it needs the shared 2.0 graphs, whose contract [`exporter::toto2::shared`] states.
+//! capabilities): the shared 2.0 graphs exist (`exporter::toto2::graph::toto2_shared_graph`) but are not yet
+//! written into export bundles, and no 2.0 TensorRT build reads them and these options.
 
 use exporter::toto2::shared::{bound_slots, dynamic_inputs};
 use exporter::toto2::{Toto2Dims, Toto2GraphKind};

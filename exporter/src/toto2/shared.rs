@@ -14,15 +14,13 @@
 //! axes. Each graph's inputs have at most one symbolic axis besides the rows (L for pass/prefill, T for decode),
 //! which is what [`DynSig::at`] instantiates — the property the TensorRT profile layout relies on.
 //!
-//! Not done yet: the shape-polymorphic graphs themselves; this module is their contract, checked against the
-//! static signatures. The 2.0 forward pass of [`crate::toto2::graph`] bakes R, L and T in at these sites, each of
-//! which the shared form must compute from its inputs' shapes (`Shape`/`Gather`/`Concat`, `Range`, `Trilu`) or
-//! express with `Reshape`'s 0/−1: the rotary tables' and masks' reshapes (`rope_tables`, `time_mask`,
-//! `decode_time_mask`, `variate_mask` `[L, 1, R, R]`), the `[L, L]` causal constant and the decode mask's `[T]`
-//! slot constant, the decode mask tokens' `Expand` to `[R, B, 2P]` (`patch_input`), the head splits and merges
-//! (`split_heads`, `apply_rope`, `expand_kv`, the attention outputs), the `ScatterND` cache update's
-//! `[R, G, 2B, 1]` index constants (the `TensorScatter` form needs none), and `select_outputs`' `[R, K]` row
-//! offsets and `[R·L, D]` flattening. The prefill's cache `Pad` by `T − L = N` slots is already fixed per profile.
+//! The graphs are [`crate::toto2::graph::toto2_shared_graph`]: the same forward pass as the static graphs, with
+//! the reshapes written with `Reshape`'s 0/−1 (or `Unsqueeze`) in both forms, and the few values a static graph
+//! stores by shape — the `[L, L]` causal mask, the decode mask's `[T]` slot numbers, the decode mask tokens'
+//! `[R, B, ·]` expansion and `select_outputs`' row offsets — computed from the inputs' shapes ([`positions`],
+//! [`select_rows`]). The KV caches are written with `TensorScatter` (the `ScatterND` form's index constants are
+//! shaped by R). `engines/tests/toto2_shared_graph.rs` checks them against the static graphs on ONNX Runtime CPU.
+//! Not done yet: writing them into export bundles and the TensorRT build that would read them.
 
 use crate::graph::builder::{Attr, GraphBuilder};
 use crate::signature::{Dim, DynSig, TensorSig, ROWS, SLOTS};
