@@ -8,6 +8,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod export;
+pub mod folded;
 pub mod graph;
 pub mod ladder;
 pub mod manifest;
