@@ -22,7 +22,11 @@
 #  4. builds, for each target and precision, an engine with CUDA graphs off and one with them on (TensorRT: one
 #     shared engine per graph kind without CUDA graphs, one engine per bucket with them), verifies the tiny ones
 #     against toto-ts (`totoc verify`) and benchmarks the base ones (`totoc bench`);
-#  5. prints one table: latency per forecast and per decode step, CUDA graph replay on/off, fp16 error vs fp32.
+#  5. Toto 2.0: exports the 4m trained here (tests/fixtures/trained/toto2-4m, configs/trained-toto2-4m.yaml's
+#     profile with bench's horizon, with its golden toto-2 cases), builds each target and precision (CUDA graphs off), verifies and benchmarks it; a
+#     target the 2.0 family does not build yet (TensorRT: no shared 2.0 graphs) is recorded as skipped with the
+#     reason `build-engine` gives, so the step starts checking it as soon as the family builds it;
+#  6. prints one table: latency per forecast and per decode step, CUDA graph replay on/off, fp16 error vs fp32.
 #
 # --dry-run exercises the argument handling and every CPU step (export, the CPU fp32 and fp16-emulation engines,
 # verify, bench, the fp16-vs-fp32 comparison and the table) without installing anything; scripts/test.sh runs it.
@@ -209,43 +213,105 @@ for t in "${target_list[@]}"; do
   done
 done
 
-# ---------------------------------------------------------------------------------------------- 5. table
-"$python" - "$work" "$results" "$request" "$dry_run" <<'PY'
+# ------------------------------------------------------------------------------------------------ 5. Toto 2.0
+t2_bundle="$work/toto2-bundle"
+say "exporting the trained Toto 2.0 4m (${precisions}) with its golden toto-2 cases"
+# configs/trained-toto2-4m.yaml's profile, with `totoc bench`'s horizon (336) so that every workload runs
+t2_config="$work/toto2-profiles.yaml"
+printf 'profiles:\n  - {name: smoke, batch: 16, variates: 1, context: 512, horizon: 336}\n' >"$t2_config"
+# the throughput workload's series: toto-2's leaderboard count on a GPU, a handful for the dry run
+t2_series=1000
+[ "$dry_run" = 1 ] && t2_series=16
+"$totoc" export --checkpoint tests/fixtures/trained/toto2-4m --config "$t2_config" \
+  --golden tests/fixtures/trained/toto2-4m-cases --out "$t2_bundle" --force "${precision_flags[@]}" >&2
+t2_request="$work/toto2-request.json"
+"$python" - "$t2_request" <<'PY'
+import json, math, sys
+# within configs/trained-toto2-4m.yaml's profile: one variate, 512 points, horizon 128
+series = [[1000 + 50 * math.sin(2 * math.pi * t / 48) + 7 * math.sin(t * 1.7) for t in range(512)]]
+json.dump({"target": series, "horizon": 128}, open(sys.argv[1], "w"))
+PY
+# build_toto2 TARGET PRECISION: verify against toto-2, bench, forecast; a target the family refuses is "skipped"
+build_toto2() {
+  local target=$1 precision=$2
+  local label="toto2-$target-$precision-graph-off" engine="$work/engines/toto2-$target-$precision"
+  say "engine $label"
+  if ! "$totoc" build-engine --artifacts "$t2_bundle" --out "$engine" --target "$target" --precision "$precision" \
+    --force 2>"$work/build-$label.txt"; then
+    if grep -q "not built for Toto 2.0" "$work/build-$label.txt"; then
+      say "$label skipped: $(head -n 1 "$work/build-$label.txt")"
+      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "skipped", "model": "toto-2.0"}\n' \
+        "$label" "$target" "$precision" >>"$results"
+      return
+    fi
+    cat "$work/build-$label.txt" >&2
+    exit 1
+  fi
+  local verify_ok=pass
+  "$totoc" verify --engine "$engine" >"$work/verify-$label.txt" || verify_ok=FAIL
+  "$totoc" bench --engine "$label=$engine" --runs "$runs" --context 512 --no-rss --throughput-series "$t2_series" \
+    --json "$work/bench-$label.json" >"$work/bench-$label.txt"
+  "$totoc" forecast --engine "$engine" --input "$t2_request" --output "$work/forecast-$label.json"
+  printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "%s", "model": "toto-2.0"}\n' \
+    "$label" "$target" "$precision" "$verify_ok" >>"$results"
+}
+for t in "${target_list[@]}"; do
+  for p in "${precision_list[@]}"; do build_toto2 "$t" "$p"; done
+done
+
+# ---------------------------------------------------------------------------------------------- 6. table
+"$python" - "$work" "$results" "$request" "$dry_run" "$t2_request" <<'PY'
 import json, os, statistics, sys
 work, results, request, dry = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 rows = [json.loads(l) for l in open(results) if l.strip()]
-req = json.load(open(request))
-sigma = [statistics.pstdev([x for x in s if x is not None]) for s in req["target"]]
+def sigmas(path):
+    return [statistics.pstdev([x for x in s if x is not None]) for s in json.load(open(path))["target"]]
+sigma_of = {"toto-1.0": sigmas(request), "toto-2.0": sigmas(sys.argv[5])}
 
 def forecast(label):
-    return json.load(open(os.path.join(work, f"forecast-{label}.json")))["mean"]
+    # Toto 1.0 forecasts a mean, Toto 2.0 a median
+    doc = json.load(open(os.path.join(work, f"forecast-{label}.json")))
+    return doc["mean"] if "mean" in doc else doc["median"]
 
 def bench(label):
     doc = json.load(open(os.path.join(work, f"bench-{label}.json")))
     eng = doc["engines"][0]
-    per_call = {name: w["median_ms"].get(label) for name, w in doc["workloads"].items()}
+    if "workloads" in doc:
+        per_call = {name: w["median_ms"].get(label) for name, w in doc["workloads"].items()}
+    else:
+        # Toto 2.0's bench: one series at the bench horizon (ms) and a throughput workload (series/s)
+        per_call = {k[:-3]: v for k, v in eng.items() if k.endswith("_ms") and v is not None}
+        if eng.get("throughput_series_per_s"):
+            per_call["throughput series/s"] = eng["throughput_series_per_s"]
     return eng, per_call
 
-print("| target | precision | CUDA graph | verify vs toto-ts | forecast latency (ms, median) | decode step (ms) |"
-      " prefill (ms) | fp16 vs fp32: max \\|Δ\\|/σ |")
-print("|---|---|---|---|---|---|---|---|")
+print("| model | target | precision | CUDA graph | verify vs reference | forecast latency (ms, median) |"
+      " decode step (ms) | prefill (ms) | fp16 vs fp32: max \\|Δ\\|/σ |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
+    model = r.get("model", "toto-1.0")
+    sigma = sigma_of[model]
+    if r["verify"] == "skipped":
+        print(f"| {model} | {r['target']} | {r['precision']} | {r['graph']} | not built for this family yet |"
+              " | | | |")
+        continue
     eng, calls = bench(r["label"])
     shown = ", ".join(f"{k} {v:.1f}" for k, v in calls.items() if v is not None) or "n/a"
     err = ""
     if r["precision"] == "fp16":
         ref = next((x for x in rows if x["target"] == r["target"] and x["precision"] == "fp32"
-                    and x["graph"] == r["graph"]), None)
+                    and x["graph"] == r["graph"] and x.get("model", "toto-1.0") == model
+                    and x["verify"] != "skipped"), None)
         if ref:
             a, b = forecast(r["label"]), forecast(ref["label"])
             err = "%.1e" % max(abs(x - y) / max(sigma[v], 1e-12)
                                for v in range(len(a)) for x, y in zip(a[v], b[v]))
     fmt = lambda v: "n/a" if v is None else f"{v:.2f}"
-    print(f"| {r['target']} | {r['precision']} | {r['graph']} | {r['verify']} | {shown} |"
+    print(f"| {model} | {r['target']} | {r['precision']} | {r['graph']} | {r['verify']} | {shown} |"
           f" {fmt(eng.get('decode_step_ms'))} | {fmt(eng.get('prefill_ms'))} | {err} |")
 if dry:
     print("\n(dry run: the CPU stands in for the GPU targets, fp16 as its emulation; the GPU paths did not run)")
-if any(r["verify"] != "pass" for r in rows):
+if any(r["verify"] not in ("pass", "skipped") for r in rows):
     sys.exit("gpu-smoke: an engine failed `totoc verify` (see verify-*.txt in " + work + ")")
 PY
 say "done: results in $work"

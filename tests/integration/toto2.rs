@@ -164,6 +164,31 @@ fn a_tensorrt_build_of_a_toto2_bundle_is_refused_with_the_targets_it_builds() {
     assert!(!out.exists(), "a refused build left {}", out.display());
 }
 
+/// `--target cuda` (which 2.0 builds from its static graphs) on a machine that cannot run it fails with
+/// `totoc doctor`'s findings — the package to install — and writes nothing, as for Toto 1.0.
+#[test]
+fn a_cuda_build_of_a_toto2_bundle_without_a_gpu_gives_the_doctors_findings() {
+    let doctor: Value = serde_json::from_str(&totoc_ok(&["doctor", "--json"])).unwrap();
+    if doctor["verdicts"][1]["ready"] == true {
+        eprintln!("skipping: this machine can run the CUDA target");
+        return;
+    }
+    let bundle = engine().parent().unwrap().join("bundle");
+    let out = tempfile::tempdir().unwrap().path().join("cuda");
+    let err = totoc_err(&[
+        "build-engine",
+        "--artifacts",
+        bundle.to_str().unwrap(),
+        "--target",
+        "cuda",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("not available") && err.contains("`totoc doctor`"), "{err}");
+    assert!(err.contains("onnxruntime-gpu 1.31.1"), "{err}");
+    assert!(!out.exists(), "a failed build left {}", out.display());
+}
+
 #[test]
 fn verify_fails_on_a_perturbed_reference() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,7 @@ pub mod golden;
 pub mod manifest;
 pub mod quantiles;
 pub mod rope;
+pub mod tensorrt;
 
 pub use driver::{
     check_request, fits, forecast_chunk, BlockRecord, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings,

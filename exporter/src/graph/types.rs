@@ -82,6 +82,9 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
         // codes of the zero point's type
         "QuantizeLinear" => inputs.get(2).copied(),
         "MatMulInteger" => Some(ElemType::I32),
+        // shape arithmetic of shape-polymorphic graphs
+        "Shape" => Some(ElemType::I64),
+        "Range" => inputs.first().copied(),
         _ => None,
     }
 }

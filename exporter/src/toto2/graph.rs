@@ -30,6 +30,8 @@ use crate::graph::precision::{FloatTypes, Fp16Plan};
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
+pub use crate::toto2::folded::FoldedLinear;
+use crate::toto2::shared;
 use crate::toto2::signature::{self as sig, Toto2Dims, Toto2GraphKind};
 use crate::variant::CacheUpdate;
 
@@ -125,6 +127,8 @@ struct Ctx {
     ft: FloatTypes,
     /// The transformer's matmul roles that read int8 weights (all off outside int8 graphs).
     int8: Int8Plan,
+    /// The shared (shape-polymorphic) form: R, L and T read from the inputs' shapes ([`crate::toto2::shared`]).
+    symbolic: bool,
 }
 
 /// Builds one Toto 2.0 graph of the set `d` describes; `cache_update` picks how the decode graph writes its
@@ -151,24 +155,59 @@ pub fn toto2_graph_with(
     precision: Precision,
     plans: &PrecisionPlans,
 ) -> Result<()> {
+    build(g, ckpt, kind, d, cache_update, precision, plans, false)
+}
+
+/// The shared (shape-polymorphic) graph of `kind` for the profile whose bucket `d` is (any bucket of it gives
+/// the same graph): R, L and T symbolic as [`crate::toto2::shared`] states, the KV caches written with
+/// `TensorScatter` (the per-row write TensorRT lowers to its KV-cache update layer; `ScatterND`'s index
+/// constants are shaped by R).
+pub fn toto2_shared_graph(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    kind: Toto2GraphKind,
+    d: &Toto2Dims,
+    precision: Precision,
+    plans: &PrecisionPlans,
+) -> Result<()> {
+    build(g, ckpt, kind, d, CacheUpdate::TensorScatter, precision, plans, true)
+}
+
+#[allow(clippy::too_many_arguments)] // the two public entry points above are the interface
+fn build(
+    g: &mut GraphBuilder,
+    ckpt: &Toto2Checkpoint,
+    kind: Toto2GraphKind,
+    d: &Toto2Dims,
+    cache_update: CacheUpdate,
+    precision: Precision,
+    plans: &PrecisionPlans,
+    symbolic: bool,
+) -> Result<()> {
     if !d.graphs().contains(&kind) {
         return Err(Error::Graph {
             graph: kind.as_str().into(),
             message: format!("dims {d:?} have no {} graph", kind.as_str()),
         });
     }
-    for t in d.inputs(kind) {
-        g.input(&t);
+    if symbolic {
+        for t in shared::dynamic_inputs(d, kind) {
+            g.input_dyn(&t);
+        }
+    } else {
+        for t in d.inputs(kind) {
+            g.input(&t);
+        }
     }
     let ft = FloatTypes::new(precision, &plans.fp16);
     let l = d.tokens(kind);
-    let rope = rope_tables(g, d, l, ft.rope);
+    let rope = rope_tables(g, ft.rope);
     let time_mask = match kind {
-        Toto2GraphKind::Decode => g.scoped("time_mask", |g| decode_time_mask(g, d)),
-        _ => g.scoped("time_mask", |g| time_mask(g, d, l)),
+        Toto2GraphKind::Decode => g.scoped("time_mask", |g| decode_time_mask(g, d, symbolic)),
+        _ => g.scoped("time_mask", |g| time_mask(g, l, symbolic)),
     };
     let time_mask = g.cast(&time_mask, ft.softmax);
-    let variate_mask = g.scoped("variate_mask", |g| variate_mask(g, d, l));
+    let variate_mask = g.scoped("variate_mask", variate_mask);
     let variate_mask = g.cast(&variate_mask, ft.softmax);
     let int8 = if precision == Precision::Int8 {
         plans.int8
@@ -186,6 +225,7 @@ pub fn toto2_graph_with(
         cache_update,
         ft,
         int8,
+        symbolic,
     };
 
     let x = g.scoped("patch_input", |g| patch_input(g, &ctx));
@@ -206,11 +246,15 @@ pub fn toto2_graph_with(
     let q = g.scoped(head, |g| residual_mlp(g, ckpt, head, &x, true, ft.head))?;
     let q = g.cast(&q, DType::F32);
     let outs = d.outputs_sigs(kind);
-    let q = g.reshape(&q, &outs[0].shape);
+    // `[R, K, P·9]` → `[R, K, P, 9]`, R copied (0) so that the shared form keeps it symbolic
+    let q = shared::reshape(g, &q, &[0, outs[0].shape[1] as i64, d.patch as i64, d.quantiles as i64]);
     g.output(&q, &outs[0]);
     for out in &outs[1..] {
         // produced under their output names by `attention_time`
         g.output(&out.name, out);
+    }
+    if symbolic {
+        g.set_dynamic_outputs(&shared::dynamic_outputs(d, kind));
     }
     Ok(())
 }
@@ -218,31 +262,44 @@ pub fn toto2_graph_with(
 /// Host rotary tables `[R, L, Dr]` → `[R, 1, L, Dr]` (broadcast over heads), plus the key scale `ζ^−power`
 /// (toto-2 raises the xPos scale to the power −1 for keys, which torch computes as a reciprocal).
 /// In `rt`, the rope region's type: the key scale is computed in f32 before any cast.
-fn rope_tables(g: &mut GraphBuilder, d: &Toto2Dims, l: usize, rt: DType) -> [String; 4] {
-    let shape = [d.rows, 1, l, d.rotary_dim];
-    let [c, s, x] = [sig::ROPE_COS, sig::ROPE_SIN, sig::XPOS_SCALE].map(|n| g.reshape(n, &shape));
+fn rope_tables(g: &mut GraphBuilder, rt: DType) -> [String; 4] {
+    let [c, s, x] = [sig::ROPE_COS, sig::ROPE_SIN, sig::XPOS_SCALE].map(|n| g.unsqueeze(n, &[1]));
     let k_scale = g.op("Reciprocal", &[&x], vec![]);
     [c, s, x, k_scale].map(|t| g.cast(&t, rt))
 }
 
 /// Pass/prefill time mask (`_sdpa_kwargs` with `has_missing_values=True`): causal, and only keys whose group id
 /// equals the query's (fully unobserved context patches form their own group). `[R, 1, L, L]`.
-fn time_mask(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> String {
+fn time_mask(g: &mut GraphBuilder, l: usize, symbolic: bool) -> String {
     let q = g.unsqueeze(sig::GROUP_IDS, &[2]);
     let k = g.unsqueeze(sig::GROUP_IDS, &[1]);
     let same = g.binary("Equal", &q, &k);
     let m = additive(g, &same);
-    let causal: Vec<f32> = (0..l * l).map(|i| if i % l <= i / l { 0.0 } else { f32::NEG_INFINITY }).collect();
-    let causal = g.const_f32(&[l, l], &causal);
+    let causal = if symbolic {
+        // key slot ≤ query slot over the call's L tokens
+        let pos = shared::positions(g, sig::GROUP_IDS, 1);
+        let key = g.unsqueeze(&pos, &[0]);
+        let query = g.unsqueeze(&pos, &[1]);
+        let keep = g.binary("LessOrEqual", &key, &query);
+        additive(g, &keep)
+    } else {
+        let causal: Vec<f32> =
+            (0..l * l).map(|i| if i % l <= i / l { 0.0 } else { f32::NEG_INFINITY }).collect();
+        g.const_f32(&[l, l], &causal)
+    };
     let m = g.binary("Add", &m, &causal);
-    g.reshape(&m, &[d.rows, 1, l, l])
+    g.unsqueeze(&m, &[1])
 }
 
 /// Decode time mask (`VariateTimeTransformerDecoder.forward`, decode branch): query i of the call (slot
 /// `write_pos + i`) sees cache slots `≤ write_pos + i` that are valid (`_cache_valid`). `[R, 1, 2B, T]`.
-fn decode_time_mask(g: &mut GraphBuilder, d: &Toto2Dims) -> String {
+fn decode_time_mask(g: &mut GraphBuilder, d: &Toto2Dims, symbolic: bool) -> String {
     let (t, n) = (d.cache_slots(), d.tokens(Toto2GraphKind::Decode));
-    let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
+    let slots = if symbolic {
+        shared::positions(g, sig::KEY_VALID, 1)
+    } else {
+        g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>())
+    };
     let offsets = g.const_i64(&[n], &(0..n as i64).collect::<Vec<_>>());
     let pos = g.unsqueeze(sig::WRITE_POS, &[1]);
     let qpos = g.binary("Add", &pos, &offsets);
@@ -253,17 +310,17 @@ fn decode_time_mask(g: &mut GraphBuilder, d: &Toto2Dims) -> String {
     let valid = g.unsqueeze(&valid, &[1]);
     let keep = g.binary("And", &visible, &valid);
     let m = additive(g, &keep);
-    g.reshape(&m, &[d.rows, 1, n, t])
+    g.unsqueeze(&m, &[1])
 }
 
 /// Variate mask: at each slot, rows attend to rows with the same group id. `[L, 1, R, R]`.
-fn variate_mask(g: &mut GraphBuilder, d: &Toto2Dims, l: usize) -> String {
+fn variate_mask(g: &mut GraphBuilder) -> String {
     let ids = g.transpose(sig::GROUP_IDS, &[1, 0]);
     let a = g.unsqueeze(&ids, &[2]);
     let b = g.unsqueeze(&ids, &[1]);
     let same = g.binary("Equal", &a, &b);
     let m = additive(g, &same);
-    g.reshape(&m, &[l, 1, d.rows, d.rows])
+    g.unsqueeze(&m, &[1])
 }
 
 /// `where(keep, 0, −inf)`.
@@ -282,11 +339,21 @@ fn patch_input(g: &mut GraphBuilder, ctx: &Ctx) -> String {
     }
     let b = ctx.d.outputs(ctx.kind);
     let zeros = g.const_f32(&[1, 1, p], &vec![0.0; p]);
-    let zeros = g.expand(&zeros, &[r, b, p]);
-    let fed = g.op("Concat", &[sig::PATCHES, &zeros], vec![("axis", Attr::Int(-1))]);
     let token: Vec<f32> = (0..2 * p).map(|i| if i < p { 0.0 } else { 1.0 }).collect();
     let token = g.const_f32(&[1, 1, 2 * p], &token);
-    let tokens = g.expand(&token, &[r, b, 2 * p]);
+    let (zeros, tokens) = if ctx.symbolic {
+        // `patches [R, B, P]`: its shape is the zeros' target, and R × B × 1 broadcasts the token
+        let shape = g.op("Shape", &[sig::PATCHES], vec![]);
+        let zeros = g.op("Expand", &[&zeros, &shape], vec![]);
+        let ones = g.const_i64(&[3], &[1, 1, 0]);
+        let rb1 = g.binary("Mul", &shape, &ones);
+        let one = g.const_i64(&[3], &[0, 0, 1]);
+        let rb1 = g.binary("Add", &rb1, &one);
+        (zeros, g.op("Expand", &[&token, &rb1], vec![]))
+    } else {
+        (g.expand(&zeros, &[r, b, p]), g.expand(&token, &[r, b, 2 * p]))
+    };
+    let fed = g.op("Concat", &[sig::PATCHES, &zeros], vec![("axis", Attr::Int(-1))]);
     g.op("Concat", &[&fed, &tokens], vec![("axis", Attr::Int(1))])
 }
 
@@ -415,8 +482,8 @@ fn softplus(x: f64) -> f64 {
 }
 
 /// `[A, L, heads·dh]` → `[A, heads, L, dh]`.
-fn split_heads(g: &mut GraphBuilder, y: &str, a: usize, l: usize, heads: usize, dh: usize) -> String {
-    let y = g.reshape(y, &[a, l, heads, dh]);
+fn split_heads(g: &mut GraphBuilder, y: &str, heads: usize, dh: usize) -> String {
+    let y = shared::reshape(g, y, &[0, 0, heads as i64, dh as i64]);
     g.transpose(&y, &[0, 2, 1, 3])
 }
 
@@ -424,14 +491,14 @@ fn split_heads(g: &mut GraphBuilder, y: &str, a: usize, l: usize, heads: usize, 
 /// `partial_factor=(0, 0.5)`, `ExtrapolatableRotaryProjection`): `(cos·x + sin·rotate(x))·scale`, where
 /// `rotate` maps each interleaved pair `(a, b)` to `(−b, a)`. `t`: `[R, heads, L, Dh]`, in the rope region's type.
 fn apply_rope(g: &mut GraphBuilder, t: &str, heads: usize, scale: &str, ctx: &Ctx) -> String {
-    let (r, l, dh, dr) = (ctx.d.rows, ctx.l, ctx.d.qk_dim, ctx.d.rotary_dim);
+    let (dh, dr) = (ctx.d.qk_dim, ctx.d.rotary_dim);
     let t = g.cast(t, ctx.ft.rope);
     let parts = g.split(&t, -1, &[dr, dh - dr]);
-    let pairs = g.reshape(&parts[0], &[r, heads, l, dr / 2, 2]);
+    let pairs = shared::reshape(g, &parts[0], &[0, heads as i64, 0, dr as i64 / 2, 2]);
     let halves = g.split(&pairs, -1, &[1, 1]);
     let neg = g.op("Neg", &[&halves[1]], vec![]);
     let rot = g.op("Concat", &[&neg, &halves[0]], vec![("axis", Attr::Int(-1))]);
-    let rot = g.reshape(&rot, &[r, heads, l, dr]);
+    let rot = shared::reshape(g, &rot, &[0, heads as i64, 0, dr as i64]);
     let a = g.binary("Mul", &parts[0], &ctx.rope[0].clone());
     let b = g.binary("Mul", &rot, &ctx.rope[1].clone());
     let y = g.binary("Add", &a, &b);
@@ -442,14 +509,15 @@ fn apply_rope(g: &mut GraphBuilder, t: &str, heads: usize, scale: &str, ctx: &Ct
 
 /// Grouped-query attention: key/value head j serves query heads `j·rep … j·rep+rep−1` (SDPA `enable_gqa`).
 /// `[A, G, S, d]` → `[A, H, S, d]`.
-fn expand_kv(g: &mut GraphBuilder, t: &str, a: usize, s: usize, dh: usize, ctx: &Ctx) -> String {
+fn expand_kv(g: &mut GraphBuilder, t: &str, dh: usize, ctx: &Ctx) -> String {
     let (heads, groups) = (ctx.d.heads, ctx.d.kv_heads);
     if heads == groups {
         return t.to_string();
     }
+    // `[A, G, 1, S, d]` broadcast against `[1, 1, rep, 1, 1]`: A and S stay the input's
     let u = g.unsqueeze(t, &[2]);
-    let e = g.expand(&u, &[a, groups, heads / groups, s, dh]);
-    g.reshape(&e, &[a, heads, s, dh])
+    let e = g.expand(&u, &[1, 1, heads / groups, 1, 1]);
+    shared::reshape(g, &e, &[0, heads as i64, -1, dh as i64])
 }
 
 /// Softmax attention with an additive mask; the 1/Dh scale is already in the queries. The two matmuls run in
@@ -475,38 +543,38 @@ fn attention_time(
     time_index: usize,
     ctx: &Ctx,
 ) -> Result<String> {
-    let (r, l, c) = (ctx.d.rows, ctx.l, &ctx.cfg);
+    let (l, c) = (ctx.l, &ctx.cfg);
     let parts = qkv(g, ckpt, prefix, x, ctx)?;
-    let q = split_heads(g, &parts[0], r, l, c.num_heads, c.qk_dim);
-    let k = split_heads(g, &parts[1], r, l, c.num_groups, c.qk_dim);
-    let v = split_heads(g, &parts[2], r, l, c.num_groups, c.v_dim);
+    let q = split_heads(g, &parts[0], c.num_heads, c.qk_dim);
+    let k = split_heads(g, &parts[1], c.num_groups, c.qk_dim);
+    let v = split_heads(g, &parts[2], c.num_groups, c.v_dim);
     let q = g.scoped("rope_q", |g| apply_rope(g, &q, c.num_heads, &ctx.rope[2].clone(), ctx));
     let k = g.scoped("rope_k", |g| apply_rope(g, &k, c.num_groups, &ctx.rope[3].clone(), ctx));
     let (k_out, v_out) = (k_cache(time_index, true), v_cache(time_index, true));
     let t = ctx.d.cache_slots();
-    let (k_all, v_all, s) = match ctx.kind {
-        Toto2GraphKind::Pass => (k, v, l),
+    let (k_all, v_all) = match ctx.kind {
+        Toto2GraphKind::Pass => (k, v),
         Toto2GraphKind::Prefill => {
             // the caches are f32 graph outputs in every precision (module docs)
             let pads = g.const_i64(&[8], &[0, 0, 0, 0, 0, 0, (t - l) as i64, 0]);
             let (k32, v32) = (g.cast(&k, DType::F32), g.cast(&v, DType::F32));
             g.op_to("Pad", &[&k32, &pads], &k_out, vec![]);
             g.op_to("Pad", &[&v32, &pads], &v_out, vec![]);
-            (k, v, l)
+            (k, v)
         }
         Toto2GraphKind::Decode => {
             let (k_in, v_in) = (k_cache(time_index, false), v_cache(time_index, false));
             let (k32, v32) = (g.cast(&k, DType::F32), g.cast(&v, DType::F32));
             let ka = g.scoped("k_update", |g| cache_write(g, &k_in, &k32, &k_out, ctx));
             let va = g.scoped("v_update", |g| cache_write(g, &v_in, &v32, &v_out, ctx));
-            (g.cast(&ka, ctx.ft.act), g.cast(&va, ctx.ft.act), t)
+            (g.cast(&ka, ctx.ft.act), g.cast(&va, ctx.ft.act))
         }
     };
-    let k_all = expand_kv(g, &k_all, r, s, c.qk_dim, ctx);
-    let v_all = expand_kv(g, &v_all, r, s, c.v_dim, ctx);
+    let k_all = expand_kv(g, &k_all, c.qk_dim, ctx);
+    let v_all = expand_kv(g, &v_all, c.v_dim, ctx);
     let o = sdpa(g, &q, &k_all, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
-    let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
+    let o = shared::reshape(g, &o, &[0, 0, (c.num_heads * c.v_dim) as i64]);
     out_proj(g, ckpt, prefix, &o, ctx)
 }
 
@@ -546,17 +614,17 @@ fn attention_variate(
     x: &str,
     ctx: &Ctx,
 ) -> Result<String> {
-    let (r, l, c) = (ctx.d.rows, ctx.l, &ctx.cfg);
+    let c = &ctx.cfg;
     let xt = g.transpose(x, &[1, 0, 2]);
     let parts = qkv(g, ckpt, prefix, &xt, ctx)?;
-    let q = split_heads(g, &parts[0], l, r, c.num_heads, c.qk_dim);
-    let k = split_heads(g, &parts[1], l, r, c.num_groups, c.qk_dim);
-    let v = split_heads(g, &parts[2], l, r, c.num_groups, c.v_dim);
-    let k = expand_kv(g, &k, l, r, c.qk_dim, ctx);
-    let v = expand_kv(g, &v, l, r, c.v_dim, ctx);
+    let q = split_heads(g, &parts[0], c.num_heads, c.qk_dim);
+    let k = split_heads(g, &parts[1], c.num_groups, c.qk_dim);
+    let v = split_heads(g, &parts[2], c.num_groups, c.v_dim);
+    let k = expand_kv(g, &k, c.qk_dim, ctx);
+    let v = expand_kv(g, &v, c.v_dim, ctx);
     let o = sdpa(g, &q, &k, &v, &ctx.variate_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
-    let o = g.reshape(&o, &[r, l, c.num_heads * c.v_dim]);
+    let o = shared::reshape(g, &o, &[0, 0, (c.num_heads * c.v_dim) as i64]);
     out_proj(g, ckpt, prefix, &o, ctx)
 }
 
@@ -597,6 +665,9 @@ fn ffn(g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, prefix: &str, x: &str, ctx:
 /// `B−1 … 2B−2` (decode, `x[..., -(block+1):-1]`). `[R, L, D]` → `[R, K, D]`.
 fn select_outputs(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
     let (r, l, dm, k) = (ctx.d.rows, ctx.l, ctx.cfg.d_model, ctx.d.outputs(ctx.kind));
+    if ctx.symbolic && ctx.kind != Toto2GraphKind::Decode {
+        return shared::select_rows(g, x, sig::OUT_INDEX, dm);
+    }
     if ctx.kind == Toto2GraphKind::Decode {
         let starts = g.const_i64(&[1], &[k as i64 - 1]);
         let ends = g.const_i64(&[1], &[2 * k as i64 - 1]);
@@ -609,138 +680,6 @@ fn select_outputs(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
     let base = g.const_i64(&[r, k], &base);
     let idx = g.binary("Add", &base, sig::OUT_INDEX);
     g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
-}
-
-/// A `uu.Linear`/`uu.LinearReadout` with its forward scale and any per-output-row factor folded into the stored
-/// weight (transposed to `[in, out]` for MatMul) and bias: `y = x·(W·s·f·c)ᵀ + b·s·f`, s = 1/√fan_in (1/fan_in
-/// for a readout), f the row factor, c a scale of the input. Stored once per bundle as `{prefix}.weight.folded` / `{prefix}.bias.folded`.
-pub struct FoldedLinear {
-    prefix: String,
-    inp: usize,
-    out: usize,
-    /// Per output row: s·f.
-    factor: Vec<f64>,
-    /// A scale of the layer's input, folded into the weight only.
-    input_scale: f64,
-    /// Stored int8 per output channel and run by `MatMulInteger` ([`GraphBuilder::matmul_int8`]).
-    int8: bool,
-    /// The type its weight and bias are stored and computed in (f32 unless an fp16 graph runs it in fp16).
-    dtype: DType,
-    has_bias: bool,
-}
-
-impl FoldedLinear {
-    /// One factor for every row.
-    pub fn uniform(ckpt: &Toto2Checkpoint, prefix: &str, readout: bool, factor: f64) -> Result<Self> {
-        Self::new(ckpt, prefix, readout, |_| factor)
-    }
-
-    /// Row `o`'s factor is `row_factor(o)`.
-    pub fn new(
-        ckpt: &Toto2Checkpoint,
-        prefix: &str,
-        readout: bool,
-        row_factor: impl Fn(usize) -> f64,
-    ) -> Result<Self> {
-        let w = ckpt.tensor(&format!("{prefix}.weight"))?;
-        let (out, inp) = (w.shape[0], w.shape[1]);
-        let s = if readout { 1.0 / inp as f64 } else { 1.0 / (inp as f64).sqrt() };
-        Ok(FoldedLinear {
-            prefix: prefix.to_string(),
-            inp,
-            out,
-            factor: (0..out).map(|o| s * row_factor(o)).collect(),
-            input_scale: 1.0,
-            int8: false,
-            dtype: DType::F32,
-            has_bias: ckpt.has(&format!("{prefix}.bias")),
-        })
-    }
-
-    /// Stores the folded weight int8 block-quantized when `on` (the bias stays f32).
-    pub fn quantized(mut self, on: bool) -> Self {
-        self.int8 = on;
-        self
-    }
-
-    /// Stores the weight and bias as `dtype` (the type of the block that runs the layer).
-    pub fn typed(mut self, dtype: DType) -> Self {
-        self.dtype = dtype;
-        self
-    }
-
-    /// Folds a constant that multiplies the layer's input (`Linear(c·x)`) into the weight.
-    pub fn with_input_scale(mut self, c: f64) -> Self {
-        self.input_scale = c;
-        self
-    }
-
-    /// The folded `[in, out]` weight.
-    pub fn weight(&self, ckpt: &Toto2Checkpoint) -> Result<Vec<f32>> {
-        let w = ckpt.tensor(&format!("{}.weight", self.prefix))?.to_f32_vec();
-        let mut t = vec![0f32; w.len()];
-        for o in 0..self.out {
-            for i in 0..self.inp {
-                t[i * self.out + o] =
-                    (f64::from(w[o * self.inp + i]) * self.factor[o] * self.input_scale) as f32;
-            }
-        }
-        Ok(t)
-    }
-
-    /// The folded bias in f64 (zeros without one).
-    pub fn bias(&self, ckpt: &Toto2Checkpoint) -> Result<Vec<f64>> {
-        if !self.has_bias {
-            return Ok(vec![0.0; self.out]);
-        }
-        let b = ckpt.tensor(&format!("{}.bias", self.prefix))?.to_f32_vec();
-        Ok(b.iter().zip(&self.factor).map(|(&b, f)| f64::from(b) * f).collect())
-    }
-
-    fn store_weight(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint) -> Result<String> {
-        g.weight(&format!("{}.weight.folded", self.prefix), &[self.inp, self.out], self.dtype, || {
-            self.weight(ckpt)
-        })
-    }
-
-    /// `x·Wᵀ + b`.
-    pub fn wire(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
-        let y = self.wire_no_bias(g, ckpt, x)?;
-        if !self.has_bias {
-            return Ok(y);
-        }
-        let b = g.weight(&format!("{}.bias.folded", self.prefix), &[self.out], self.dtype, || {
-            Ok(self.bias(ckpt)?.iter().map(|&v| v as f32).collect())
-        })?;
-        Ok(g.binary("Add", &y, &b))
-    }
-
-    /// `x·Wᵀ`.
-    pub fn wire_no_bias(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
-        if self.int8 {
-            let name = format!("{}.weight.folded", self.prefix);
-            return g.matmul_int8(x, &name, self.inp, self.out, || self.weight(ckpt));
-        }
-        let w = self.store_weight(g, ckpt)?;
-        Ok(g.binary("MatMul", x, &w))
-    }
-
-    /// `x·Wᵀ + b + other.b` (two branches that are summed share one bias).
-    fn wire_with_extra_bias(
-        &self,
-        g: &mut GraphBuilder,
-        ckpt: &Toto2Checkpoint,
-        x: &str,
-        other: &FoldedLinear,
-    ) -> Result<String> {
-        let y = self.wire_no_bias(g, ckpt, x)?;
-        let name = format!("{}.bias.folded+{}.bias", self.prefix, other.prefix);
-        let b = g.weight(&name, &[self.out], self.dtype, || {
-            let (a, b) = (self.bias(ckpt)?, other.bias(ckpt)?);
-            Ok(a.iter().zip(&b).map(|(x, y)| (x + y) as f32).collect())
-        })?;
-        Ok(g.binary("Add", &y, &b))
-    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,11 @@
 pub mod checkpoint;
 pub mod config;
 pub mod export;
+pub mod folded;
 pub mod graph;
 pub mod ladder;
 pub mod manifest;
+pub mod shared;
 pub mod signature;
 pub mod synth;
 
