@@ -209,11 +209,11 @@ class Toto2Model:
         group_ids = [[int(i) for i in np.unique(row, return_inverse=True)[1]] for row in ids]
 
         f = self.engine.forecast(series, horizon, quantiles=list(KNOTS), id_mask=group_ids)
-        truncated = np.asarray(f.context_truncated)
-        if truncated.any():
+        # (context_truncated also marks a context cut to a multiple of the patch, which toto-2 would refuse)
+        max_context = self.engine.info["max_context"]
+        if t > max_context:
             warnings.warn(
-                f"{int(truncated.sum())} of {len(truncated)} series are longer than the engine's context "
-                f"({self.engine.info['max_context']} points): their most recent points were used",
+                f"the context has {t} points, more than the engine's {max_context}: the most recent ones were used",
                 RuntimeWarning,
                 stacklevel=2,
             )
