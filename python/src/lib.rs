@@ -216,7 +216,11 @@ impl NativeEngine {
         }
         let engine = loaded.map_err(to_py)?;
         let info = Info::of(&engine);
-        Ok(NativeEngine { engine: Mutex::new(Some(Arc::new(engine))), info, last_engine_seconds: Mutex::new(0.0) })
+        Ok(NativeEngine {
+            engine: Mutex::new(Some(Arc::new(engine))),
+            info,
+            last_engine_seconds: Mutex::new(0.0),
+        })
     }
 
     /// What the engine holds (a new dict each time).
