@@ -72,7 +72,8 @@ def overhead(eng: totoc.Engine, name: str, horizon: int, reps: int, rows: list) 
     """Engine.forecast from Python against the engine calls inside it, per call."""
     from totoc.compat.toto_ts import MaskedTimeseries, TotoForecaster
 
-    y = series(np.random.default_rng(1), 1)[0]
+    # a context the engine holds whole (the tiny engine: 256 points), so no call is truncated
+    y = series(np.random.default_rng(1), 1, min(CONTEXT, eng.info["max_context"]))[0]
     drop, inputs = TotoForecaster(eng), toto_ts_inputs(y, MaskedTimeseries)
     for label, call in (
         ("Engine.forecast", lambda: eng.forecast(y, horizon)),

@@ -175,6 +175,8 @@ def _group_ids(id_mask: Any, b: int, v: int) -> list[list[int]] | None:
             "id_mask changes along time; the engine takes one group id per variate (give id_mask[..., :1], the "
             "ids of the whole series)"
         )
+    if not ids.any():
+        return None  # all in one group: the engine's default
     out = []
     for row in ids[..., 0]:
         _, inverse = np.unique(row, return_inverse=True)
