@@ -162,3 +162,20 @@ def test_refused_inputs_name_the_problem(drop_in, toto2_engines):
         TotoForecaster(toto2_engines[None])
     with pytest.raises(totoc.InvalidInput, match="totoc.Engine"):
         TotoForecaster("engine-dir")
+
+
+def test_the_ks_check_rejects_a_biased_sampler():
+    """The sampled comparison can fail: two halves of toto-ts's recorded paths (the fixture) pass; one half shifted
+    by a fifth of the paths' spread, or narrowed to half its spread, is rejected."""
+    from conftest import check_samples
+
+    ref = np.array(case(TINY_CASES, "sampled_256")["reference"]["samples"], dtype=np.float64)  # [S, V, H]
+    paths = np.moveaxis(ref, 0, -1)  # [V, H, S]
+    half = paths.shape[-1] // 2
+    a, b = paths[..., :half], paths[..., half:]
+    check_samples(a, b, "two halves of toto-ts's paths")
+    spread = paths.std(axis=-1, keepdims=True)
+    with pytest.raises(AssertionError):
+        check_samples(a + 0.2 * spread, b, "shifted")
+    with pytest.raises(AssertionError):
+        check_samples(a.mean(-1, keepdims=True) + 0.5 * (a - a.mean(-1, keepdims=True)), b, "narrowed")
