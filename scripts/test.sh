@@ -93,16 +93,29 @@ echo "built and installed $(basename "$python_work"/wheels/totoc-*.whl)"
 # package's own doctests. A failing test or no test at all (pytest's exit 5) fails the script.
 target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 tests_dir=$PWD/python/tests
+# The drop-in tests (python/tests/compat) need torch, toto-ts and toto-2: they run below, in the layered venv.
 (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra \
-  --doctest-modules --pyargs totoc "$tests_dir") 2>&1 | tee "$python_work/pytest.log"
-read -r py_passed py_failed py_skipped < <(tail -n 1 "$python_work/pytest.log" | awk '{
+  --doctest-modules --pyargs totoc "$tests_dir" --ignore="$tests_dir/compat") 2>&1 | tee "$python_work/pytest.log"
+# The drop-ins (totoc.compat) against toto-ts and toto-2 called as their users call them: the same wheel in a venv
+# layered over the reference venv (scripts/setup-python-venv.sh compat). Skipped with the live reference checks
+# (TOTOC_SKIP_LIVE_REFERENCE=1: no reference venv).
+if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
+  echo "python drop-in tests skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
+  : >"$python_work/pytest-compat.log"
+else
+  compat_python=$(scripts/setup-python-venv.sh compat | tail -n 1)
+  "$compat_python" -m pip install -q --force-reinstall --no-deps "$python_work"/wheels/totoc-*.whl
+  (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$compat_python" -m pytest -p no:cacheprovider -ra \
+    --rootdir "$tests_dir/compat" "$tests_dir/compat") 2>&1 | tee "$python_work/pytest-compat.log"
+fi
+read -r py_passed py_failed py_skipped < <(tail -q -n 1 "$python_work/pytest.log" "$python_work/pytest-compat.log" | awk '{
     for (i = 1; i < NF; i++) { w = $(i+1); sub(/[,;]$/, "", w)
       if (w == "passed") p += $i; if (w == "failed" || w == "errors" || w == "error") f += $i; if (w == "skipped") s += $i }
   } END { print p + 0, f + 0, s + 0 }')
 passed=$((passed + py_passed))
 failed=$((failed + py_failed))
 ignored=$((ignored + py_skipped))
-echo "python package: $py_passed passed, $py_failed failed, $py_skipped skipped; $((SECONDS - python_start)) s"
+echo "python package: $py_passed passed, $py_failed failed, $py_skipped skipped (with the drop-in tests); $((SECONDS - python_start)) s"
 
 echo "== gpu-smoke dry run (the CPU steps of scripts/gpu-smoke.sh; the GPU steps need a GPU)"
 smoke=$(mktemp -d)

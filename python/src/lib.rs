@@ -65,6 +65,8 @@ struct Profile {
     context: usize,
     horizon: usize,
     samples: usize,
+    /// Toto 2.0: the profile's block decoding (points), if it has one.
+    decode_block: Option<usize>,
 }
 
 impl Info {
@@ -98,6 +100,7 @@ impl Info {
                     context: p.context,
                     horizon: p.horizon,
                     samples: p.samples,
+                    decode_block: p.decode_block,
                 })
                 .collect(),
             memory_budget: engine.memory_budget(),
@@ -131,6 +134,7 @@ impl Info {
             p.set_item("context", profile.context)?;
             p.set_item("horizon", profile.horizon)?;
             p.set_item("samples", profile.samples)?;
+            p.set_item("decode_block", profile.decode_block)?;
             profiles.append(p)?;
         }
         d.set_item("profiles", profiles)?;
@@ -147,6 +151,9 @@ pub(crate) struct NativeEngine {
     /// `None` once closed. A call in flight holds its own `Arc`, so closing never pulls the engine from under it.
     engine: Mutex<Option<Arc<Engine>>>,
     info: Info,
+    /// Seconds the last `forecast` call spent in the engine's own calls (`Engine::forecast`, all groups), for
+    /// the overhead benchmark (`python/benchmarks/`): the rest of a Python call is the binding's.
+    last_engine_seconds: Mutex<f64>,
 }
 
 impl NativeEngine {
@@ -213,7 +220,11 @@ impl NativeEngine {
         }
         let engine = loaded.map_err(to_py)?;
         let info = Info::of(&engine);
-        Ok(NativeEngine { engine: Mutex::new(Some(Arc::new(engine))), info })
+        Ok(NativeEngine {
+            engine: Mutex::new(Some(Arc::new(engine))),
+            info,
+            last_engine_seconds: Mutex::new(0.0),
+        })
     }
 
     /// What the engine holds (a new dict each time).
@@ -225,6 +236,13 @@ impl NativeEngine {
     #[getter]
     fn closed(&self) -> bool {
         self.engine.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Seconds the most recent `forecast` call (of any thread) spent in the engine itself: not the reading of
+    /// the arrays, the validation or the copies into the result arrays. 0.0 before the first call.
+    #[getter]
+    fn last_engine_seconds(&self) -> f64 {
+        *self.last_engine_seconds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Releases the engine (its graphs and weights) once calls in flight end. Closing twice is allowed.
@@ -264,6 +282,7 @@ impl NativeEngine {
         let masks = input::id_masks(id_mask, targets.series.len())?;
         let single = targets.single;
         let point_name = self.info.point_forecast;
+        let engine_seconds = &self.last_engine_seconds;
         let result = py.detach(move || -> Result<output::Output, (errors::Kind, String)> {
             let limits = engine.info().request_limits();
             let mut given = Vec::with_capacity(targets.series.len());
@@ -289,14 +308,19 @@ impl NativeEngine {
             let mut responses = Vec::with_capacity(reqs.len());
             let mut ats = ats.into_iter();
             let mut reqs = reqs.into_iter().peekable();
+            let mut in_engine = std::time::Duration::ZERO;
             while reqs.peek().is_some() {
                 let group: Vec<ForecastRequest> = reqs.by_ref().take(GROUP).collect();
-                for result in engine.forecast(group) {
+                let started = std::time::Instant::now();
+                let results = engine.forecast(group);
+                in_engine += started.elapsed();
+                for result in results {
                     let at = ats.next().unwrap_or_default();
                     // as `totoc forecast` reports it: the series, then the engine's message
                     responses.push(result.map_err(|e| (errors::Kind::of(&e), format!("{at}: {e}")))?);
                 }
             }
+            *engine_seconds.lock().unwrap_or_else(|p| p.into_inner()) = in_engine.as_secs_f64();
             Ok(output::Output::new(&responses, &given, single, point_name, horizon))
         });
         result.map_err(|(kind, message)| kind.err(message))?.into_dict(py)

@@ -138,7 +138,7 @@ def test_info(engine, engine_dir):
     assert info["precision"] == "fp32" and info["target"] == "cpu"
     assert [p["name"] for p in info["profiles"]] == ["small", "sampled"]
     assert info["profiles"][1] == {"name": "sampled", "batch": 1, "variates": 2, "context": 128, "horizon": 64,
-                                   "samples": 256}
+                                   "samples": 256, "decode_block": None}
     assert info["path"] == str(engine_dir)
     info["family"] = "changed"  # a copy
     assert engine.info["family"] == "toto-1.0"

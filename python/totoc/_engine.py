@@ -149,7 +149,7 @@ class Engine:
              "engine": "cpu (onnxruntime 1.31.1)", "ort_version": "1.31.1",
              "max_variates": 4, "max_context": 256, "max_horizon": 160, "max_samples": 256,
              "profiles": [{"name": "small", "batch": 2, "variates": 4, "context": 256, "horizon": 160,
-                           "samples": 0}, ...],
+                           "samples": 0, "decode_block": None}, ...],
              "memory_budget": 19327352832, "path": "/tmp/engine", "has_golden": False}
 
         ``max_*`` are the engine's limits (a longer context keeps its most recent ``max_context`` points);
