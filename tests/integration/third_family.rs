@@ -145,12 +145,12 @@ const EDITS: &[Edit] = &[
     ),
     after(
         BIN_REGISTRY,
-        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, \"fp32\")))\n",
+        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, None)))\n",
         "        .chain(g.toy.iter().map(|t| crate::toy::profile(t, \"fp32\")))\n",
     ),
     after(
         BIN_REGISTRY,
-        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, precision)))\n",
+        "        .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, Some(precision))))\n",
         "        .chain(g.toy.iter().map(|t| crate::toy::profile(t, precision)))\n",
     ),
 ];
