@@ -19,6 +19,7 @@ from conftest import THREADS
 
 SERIES = 2000
 HORIZON = 8
+GROUP = 256  # engines::engine::FORECAST_GROUP
 MARKED = "s1234"
 
 
@@ -65,13 +66,15 @@ def test_map_batches_equals_one_predict_df_with_a_restarted_actor(cluster, engin
     want = engine.predict_df(long, HORIZON)
     log, marker = tmp_path / "loads.log", tmp_path / "crashed"
     rows = totoc.ray.pack(long)
-    # eight blocks, cut here (from_pandas's own override_num_blocks splits with numpy, which pandas 3 breaks)
-    ds = ray.data.from_pandas([rows.iloc[i : i + 250] for i in range(0, len(rows), 250)])
+    # Eight blocks, cut here (from_pandas's own override_num_blocks splits with numpy, which pandas 3 breaks), of
+    # GROUP series: predict_df forecasts a table in groups of GROUP series (the CLI's), so with batches of GROUP
+    # each batch is the same engine call as one of predict_df's groups and the numbers must be equal, bit for bit.
+    ds = ray.data.from_pandas([rows.iloc[i : i + GROUP] for i in range(0, len(rows), GROUP)])
     got = ds.map_batches(
         CountingForecaster,
         fn_constructor_args=(str(engine_dir), HORIZON),
         fn_constructor_kwargs={"threads": THREADS, "log": str(log), "marker": str(marker)},
-        batch_size=250,
+        batch_size=GROUP,
         batch_format="pandas",
         compute=ray.data.ActorPoolStrategy(size=2),
         num_cpus=1,
@@ -89,7 +92,7 @@ def test_map_batches_equals_one_predict_df_with_a_restarted_actor(cluster, engin
     assert list(got.columns) == list(want.columns)
     # Ray's to_pandas gives Arrow-backed columns: the same instants
     pd.testing.assert_series_equal(got["ds"].astype(want["ds"].dtype), want["ds"])
-    np.testing.assert_allclose(got["mean"], want["mean"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got["mean"].to_numpy(np.float32), want["mean"].to_numpy(np.float32))
     assert (got["context_truncated"] == want["context_truncated"]).all()
 
     # one engine load per actor process: the first two actors and the one that replaced the dead actor
