@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Python package's benchmarks in one invocation (python/benchmarks/bench_python.py; not a test): the binding's
 # per-call overhead against the engine's own calls (tiny and base-size engines), the toto-ts drop-in against
-# toto-ts eager (base-size random checkpoint), the toto-2 drop-in against toto-2 eager (22m random checkpoint).
+# toto-ts eager (base-size random checkpoint), the toto-2 drop-in against toto-2 eager (22m random checkpoint), then
+# `Engine.predict_df` against `totoc forecast` on 1,000 series × 512 points (scripts/bench-python.py, the trained
+# Toto 1.0 engine; in the test venv, whose numpy 2 / pandas 3 / pyarrow the table path needs).
 #
 #   scripts/bench-python.sh [--wheel WHEEL] [--work DIR] [-- bench_python.py options: --reps N --eager-reps N ...]
 #
@@ -56,6 +58,12 @@ python=$(scripts/setup-python-venv.sh compat | tail -n 1)
 "$python" -m pip install -q --force-reinstall --no-deps "$wheel" >&2
 work=$(realpath "$work")
 cd "$work"  # the installed wheel, not the source tree
-exec "$python" "$OLDPWD/python/benchmarks/bench_python.py" --tiny-engine "$work/tiny-engine" \
+"$python" "$OLDPWD/python/benchmarks/bench_python.py" --tiny-engine "$work/tiny-engine" \
   --base-engine "$work/base-engine" --base-checkpoint "$work/base-ckpt" --toto2-engine "$work/t2-22m-engine" \
   --toto2-checkpoint "$work/t2-22m" "$@"
+cd "$OLDPWD"
+engine trained-toto1 tests/fixtures/trained/toto1-small configs/trained-toto1-small.yaml
+tables_python=$(scripts/setup-python-venv.sh test | tail -n 1)
+"$tables_python" -m pip install -q --force-reinstall --no-deps "$wheel" >&2
+cd "$work"
+TOTOC_BIN=$bin "$tables_python" "$OLDPWD/scripts/bench-python.py" --engine "$work/trained-toto1-engine" --runs 5
