@@ -2,7 +2,8 @@
 //! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]) of each selected precision (fp32, fp16, int8),
 //! each precision over its own shared external-data weight file ([`WeightStore`]), in the same bundle layout and
 //! manifest format as Toto 1.0 (`crate::export`), the manifest's `model` saying `toto-2.0` and its profiles under
-//! `toto2_profiles`.
+//! `toto2_profiles`; at opset 24 also each profile's shape-polymorphic graphs ([`write_shared_graphs`]), as Toto
+//! 1.0 bundles hold their `dynamic_graphs`, for TensorRT.
 
 use std::path::Path;
 
