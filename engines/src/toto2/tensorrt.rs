@@ -324,7 +324,7 @@ mod tests {
         let bare = exported(&b, &[]);
         assert!(tensorrt_builds(
             &[bare],
-            &[kept.clone()],
+            std::slice::from_ref(&kept),
             Precision::Fp32,
             GraphForm::Shared,
             ProfileLayout::Spanning
