@@ -81,42 +81,39 @@ fn opset_24_bundles_carry_each_profiles_shared_graphs_in_fp32_and_fp16() {
     );
 }
 
-/// The shared graphs are written after every static graph and read the static graphs' weights: an fp32 bundle's
-/// static graphs and weight file are byte-identical to the static graphs written alone, in the export's order.
+/// The shared graphs are written after every static graph and read the static graphs' weights: a bundle's static
+/// graphs and weight files (fp32 and fp16) are byte-identical to the static graphs written alone, in the export's
+/// order.
 #[test]
 fn shared_graphs_leave_the_static_graphs_and_weights_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt_dir = small_checkpoint(dir.path());
     let out = dir.path().join("bundle");
-    let opts = options(&ckpt_dir, out.clone(), &[Precision::Fp32], OpsetVariant::Opset24);
+    let precisions = [Precision::Fp32, Precision::Fp16];
+    let opts = options(&ckpt_dir, out.clone(), &precisions, OpsetVariant::Opset24);
     let m = export(&opts, &mut |_| {}).unwrap();
     assert!(m.family.toto2_profiles.iter().all(|p| !p.shared.is_empty()));
 
     let alone = dir.path().join("alone");
     fs::create_dir_all(&alone).unwrap();
     let ck = Toto2Checkpoint::load(&ckpt_dir).unwrap();
-    let wfile = exporter::export::weights_file(Precision::Fp32);
-    let mut store = WeightStore::create(&alone.join(&wfile), &wfile).unwrap();
     let mut statics = Vec::new();
-    for profile in &opts.profiles {
-        for dims in ladder::ladder(profile, &ck.config).unwrap() {
-            let name = ladder::set_name(&profile.name, &dims);
-            let written = write_graph_set(
-                &ck,
-                &mut store,
-                &alone,
-                &name,
-                &dims,
-                OpsetVariant::Opset24,
-                Precision::Fp32,
-            )
-            .unwrap();
-            statics.extend(written.into_iter().map(|g| g.file));
+    for precision in precisions {
+        let wfile = exporter::export::weights_file(precision);
+        let mut store = WeightStore::create(&alone.join(&wfile), &wfile).unwrap();
+        for profile in &opts.profiles {
+            for dims in ladder::ladder(profile, &ck.config).unwrap() {
+                let name = ladder::set_name(&profile.name, &dims);
+                let v = OpsetVariant::Opset24;
+                let written = write_graph_set(&ck, &mut store, &alone, &name, &dims, v, precision).unwrap();
+                statics.extend(written.into_iter().map(|g| g.file));
+            }
         }
+        store.finish().unwrap();
+        statics.push(wfile);
     }
-    store.finish().unwrap();
-    assert!(!statics.is_empty());
-    for f in statics.iter().chain([&wfile]) {
+    assert!(statics.len() > 2);
+    for f in &statics {
         assert_eq!(fs::read(out.join(f)).unwrap(), fs::read(alone.join(f)).unwrap(), "{f} differs");
     }
 }
