@@ -24,8 +24,9 @@
 #     against toto-ts (`totoc verify`) and benchmarks the base ones (`totoc bench`);
 #  5. Toto 2.0: exports the 4m trained here (tests/fixtures/trained/toto2-4m, configs/trained-toto2-4m.yaml's
 #     profile with bench's horizon, with its golden toto-2 cases), builds each target and precision (CUDA graphs off), verifies and benchmarks it; a
-#     target the 2.0 family does not build yet (TensorRT: no shared 2.0 graphs) is recorded as skipped with the
-#     reason `build-engine` gives, so the step starts checking it as soon as the family builds it;
+#     target the 2.0 family does not build is recorded as skipped with the reason `build-engine` gives; a 2.0
+#     TensorRT build (from the bundle's shared graphs; never run on a GPU before) that fails is recorded as
+#     "build failed" and the run goes on to the table, then exits non-zero;
 #  6. prints one table: latency per forecast and per decode step, CUDA graph replay on/off, fp16 error vs fp32.
 #
 # --dry-run exercises the argument handling and every CPU step (export, the CPU fp32 and fp16-emulation engines,
@@ -245,6 +246,11 @@ build_toto2() {
       return
     fi
     cat "$work/build-$label.txt" >&2
+    if [[ $target == tensorrt ]]; then
+      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "build failed", "model": "toto-2.0"}\n' \
+        "$label" "$target" "$precision" >>"$results"
+      return
+    fi
     exit 1
   fi
   local verify_ok=pass
@@ -295,13 +301,17 @@ for r in rows:
         print(f"| {model} | {r['target']} | {r['precision']} | {r['graph']} | not built for this family yet |"
               " | | | |")
         continue
+    if r["verify"] == "build failed":
+        print(f"| {model} | {r['target']} | {r['precision']} | {r['graph']} | build failed: "
+              f"build-{r['label']}.txt | | | | |")
+        continue
     eng, calls = bench(r["label"])
     shown = ", ".join(f"{k} {v:.1f}" for k, v in calls.items() if v is not None) or "n/a"
     err = ""
     if r["precision"] == "fp16":
         ref = next((x for x in rows if x["target"] == r["target"] and x["precision"] == "fp32"
                     and x["graph"] == r["graph"] and x.get("model", "toto-1.0") == model
-                    and x["verify"] != "skipped"), None)
+                    and x["verify"] not in ("skipped", "build failed")), None)
         if ref:
             a, b = forecast(r["label"]), forecast(ref["label"])
             err = "%.1e" % max(abs(x - y) / max(sigma[v], 1e-12)
@@ -312,6 +322,7 @@ for r in rows:
 if dry:
     print("\n(dry run: the CPU stands in for the GPU targets, fp16 as its emulation; the GPU paths did not run)")
 if any(r["verify"] not in ("pass", "skipped") for r in rows):
-    sys.exit("gpu-smoke: an engine failed `totoc verify` (see verify-*.txt in " + work + ")")
+    sys.exit("gpu-smoke: an engine failed to build or failed `totoc verify` (see build-*.txt and verify-*.txt "
+             "in " + work + ")")
 PY
 say "done: results in $work"

@@ -144,24 +144,53 @@ fn bundle_verify_and_info_cover_toto2_engines_and_a_rebuild_is_skipped() {
     assert!(out.status.success() && err.contains("up to date"), "{err}");
 }
 
-/// A target the family does not build (its capabilities list `cpu` and `cuda`) is refused before any work, naming
-/// the targets it does build, and nothing is written.
+/// `--target tensorrt` builds 2.0 engines from the bundle's shared graphs (an opset-24 export writes them per
+/// profile): on a machine that cannot run TensorRT it fails with `totoc doctor`'s findings, as for Toto 1.0, in
+/// either graph form, and writes nothing. The shared form is TensorRT's only: a CPU build of it is refused.
 #[test]
-fn a_tensorrt_build_of_a_toto2_bundle_is_refused_with_the_targets_it_builds() {
+fn a_tensorrt_build_of_a_toto2_bundle_without_tensorrt_gives_the_doctors_findings() {
     let bundle = engine().parent().unwrap().join("bundle");
-    let out = tempfile::tempdir().unwrap().path().join("trt");
+    let manifest: Value = serde_json::from_slice(&fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    for p in manifest["toto2_profiles"].as_array().unwrap() {
+        let shared = p["shared"].as_array().unwrap_or_else(|| panic!("no shared graphs: {p}"));
+        assert!(shared.iter().all(|g| g["file"].as_str().unwrap().contains(".dynamic.")), "{p}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let doctor: Value = serde_json::from_str(&totoc_ok(&["doctor", "--json"])).unwrap();
+    if doctor["verdicts"][2]["ready"] == true {
+        eprintln!("skipping the no-TensorRT check: this machine can run the TensorRT target");
+    } else {
+        for form in ["shared", "per-bucket"] {
+            let out = tmp.path().join(form);
+            let err = totoc_err(&[
+                "build-engine",
+                "--artifacts",
+                bundle.to_str().unwrap(),
+                "--target",
+                "tensorrt",
+                "--graphs",
+                form,
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            assert!(!err.contains("not built for Toto 2.0"), "{err}");
+            assert!(err.contains("not available") && err.contains("`totoc doctor`"), "{form}: {err}");
+            assert!(err.contains("onnxruntime-gpu 1.31.1"), "{form}: {err}");
+            assert!(!out.exists(), "{form}: a failed build left {}", out.display());
+        }
+    }
+    let out = tmp.path().join("cpu-shared");
     let err = totoc_err(&[
         "build-engine",
         "--artifacts",
         bundle.to_str().unwrap(),
-        "--target",
-        "tensorrt",
+        "--graphs",
+        "shared",
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(err.contains("TensorRT engines are not built for Toto 2.0 bundles"), "{err}");
-    assert!(err.contains("`--target cpu` or `--target cuda`"), "{err}");
-    assert!(!out.exists(), "a refused build left {}", out.display());
+    assert!(err.contains("`--target tensorrt` only") && err.contains("--graphs per-bucket"), "{err}");
+    assert!(!out.exists());
 }
 
 /// `--target cuda` (which 2.0 builds from its static graphs) on a machine that cannot run it fails with

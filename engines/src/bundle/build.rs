@@ -162,6 +162,32 @@ pub(crate) fn provider_present(rt: &Runtime, target: &Target) -> bool {
     }
 }
 
+/// The session configuration [`build_tensorrt`] builds one graph's TensorRT engine with (both families): the
+/// target's build-stage provider options ([`session_config`]: fp16 on for fp16 graphs only, EPContext dump) with a
+/// shape-polymorphic graph's optimisation `profiles` appended (every bucket of its kind; see `crate::tensorrt`).
+pub(crate) fn tensorrt_build_config(
+    target: &Target,
+    precision: Precision,
+    profiles: &[(String, String)],
+    out: &Path,
+    stem: &str,
+) -> backend::SessionConfig {
+    let mut cfg = session_config(
+        target,
+        &Stage::Build { out_dir: out.to_path_buf(), stem: stem.to_string() },
+        precision,
+    );
+    if let Some(p) = cfg.providers.first_mut() {
+        p.options.extend(profiles.iter().cloned());
+    }
+    // Any node TensorRT does not take keeps its weights in a file next to the EPContext model.
+    cfg.config_entries.push((
+        "ep.context_model_external_initializers_file_name".into(),
+        format!("{stem}.trt_ctx.weights.bin"),
+    ));
+    cfg
+}
+
 /// Builds the TensorRT engine of one graph as an EPContext model in `out`; returns its file (relative to `out`)
 /// and the engine's stamp. Refuses an engine TensorRT did not take whole ([`crate::tensorrt`]).
 pub(crate) fn build_tensorrt(
@@ -173,21 +199,8 @@ pub(crate) fn build_tensorrt(
     out: &Path,
     stem: &str,
 ) -> Result<(String, crate::tensorrt::EngineStamp)> {
-    let mut cfg = session_config(
-        target,
-        &Stage::Build { out_dir: out.to_path_buf(), stem: stem.to_string() },
-        precision,
-    );
-    // A shape-polymorphic graph's optimisation profiles (every bucket of its kind; see `crate::tensorrt`).
-    if let Some(p) = cfg.providers.first_mut() {
-        p.options.extend(profiles.iter().cloned());
-    }
+    let cfg = tensorrt_build_config(target, precision, profiles, out, stem);
     let graph_err = |message: String| Error::Session { graph: stem.to_string(), message };
-    // Any node TensorRT does not take keeps its weights in a file next to the EPContext model.
-    cfg.config_entries.push((
-        "ep.context_model_external_initializers_file_name".into(),
-        format!("{stem}.trt_ctx.weights.bin"),
-    ));
     std::fs::create_dir_all(out.join("trt")).map_err(|e| Error::io(&out.join("trt"), e))?;
     let mut b = backend::session_builder(rt, target, &cfg)?;
     b.commit_from_file(model)

@@ -18,6 +18,9 @@ pub struct EngineGraphs {
     /// Toto 2.0 graph sets left out for the memory budget, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toto2_dropped: Vec<crate::toto2::manifest::Toto2Dropped>,
+    /// Toto 2.0 TensorRT engines and their stamps (TensorRT engine bundles only; absent in others).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toto2_tensorrt: Vec<crate::toto2::manifest::Toto2TensorRtGraph>,
 }
 
 impl EngineGraphs {
@@ -25,6 +28,7 @@ impl EngineGraphs {
     pub fn tensorrt_stamps(&self) -> Vec<(&str, &crate::tensorrt::EngineStamp)> {
         crate::toto1::manifest::graphs(&self.profiles)
             .filter_map(|(_, g)| g.tensorrt.as_ref().map(|s| (g.file.as_str(), s)))
+            .chain(self.toto2_tensorrt.iter().map(|g| (g.file.as_str(), &g.tensorrt)))
             .collect()
     }
 

@@ -6,8 +6,12 @@
 //! manifest's, sets whose buffers cannot fit the memory budget beside the weights dropped with a note. An engine
 //! holds one of the bundle's precisions; a CPU engine of fp16 graphs runs their fp16 *emulation*
 //! (`exporter::graph::emulate`, as for Toto 1.0: it checks fp16 accuracy, it is not faster), int8 engines are CPU
-//! engines (`backend::check_precision`). TensorRT engines (refused by the registry from the family's
-//! capabilities) and the shared (shape-polymorphic) graph form (refused here) are not built for 2.0 yet.
+//! engines (`backend::check_precision`).
+//!
+//! TensorRT engines ([`super::tensorrt`]) are EPContext models built where TensorRT runs: by default one per
+//! profile and graph kind from the profile's shared graph (the sets' graphs then name it), or one per static
+//! graph with `--graphs per-bucket`; each must be wholly on TensorRT (`crate::tensorrt::check_all_on_tensorrt`,
+//! in `build_tensorrt`). The shared form is built for TensorRT only. Built, never run on a GPU yet.
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,16 +22,17 @@ use exporter::manifest::{file_entries, Manifest};
 use exporter::signature::Precision;
 use exporter::toto2::manifest::{Toto2GraphFile, Toto2ProfileEntry, Toto2SetEntry};
 
-use super::manifest::Toto2Dropped;
+use super::manifest::{Toto2Dropped, Toto2TensorRtGraph};
+use super::tensorrt::tensorrt_builds;
 use crate::backend::{self, session_config, Stage, Target, Version};
-use crate::bundle::build::{emulated_bytes, read_model, write_emulation};
+use crate::bundle::build::{build_tensorrt, emulated_bytes, read_model, write_emulation};
 use crate::bundle::format::EMULATED_WEIGHTS;
 use crate::bundle::{
     bundle_files, check_io, pick_precision, provider_present, BuildEvent, BuildOptions, EngineManifest,
     GraphForm, SourceBundle, ENGINE_FORMAT, ENGINE_FORMAT_VERSION,
 };
 use crate::error::{Error, Result};
-use crate::graph::{GraphRunner, SharedWeights};
+use crate::graph::{GraphRunner, SharedSession, SharedWeights};
 use crate::memory::human;
 use crate::registry::graphs::EngineGraphs;
 use crate::runtime;
@@ -44,16 +49,23 @@ pub fn build_engine(
     progress: &mut dyn FnMut(BuildEvent),
 ) -> Result<EngineManifest> {
     let refuse = |message: String| Error::Engine { path: artifacts.to_path_buf(), message };
-    if options.graphs == Some(GraphForm::Shared) {
+    let is_tensorrt = matches!(target, Target::TensorRt { .. });
+    let form = options.graphs.unwrap_or_else(|| GraphForm::default_for(target));
+    if form == GraphForm::Shared && !is_tensorrt {
         return Err(refuse(
-            "Toto 2.0 bundles have no shape-polymorphic graphs: build with `--graphs per-bucket`".into(),
+            "Toto 2.0's shape-polymorphic graphs are built for `--target tensorrt` only: build with \
+             `--graphs per-bucket`"
+                .into(),
         ));
     }
     let precision = pick_precision(options.precision, &source.precisions, artifacts)?;
     backend::check_precision(target, precision).map_err(refuse)?;
     let emulation = matches!(target, Target::Cpu { .. }) && precision == Precision::Fp16;
     let rt = runtime::init(options.ort_lib.as_deref())?;
-    backend::check_variant(target, source.variant, Version::parse(rt.version()), None).map_err(refuse)?;
+    let tensorrt = is_tensorrt.then(crate::doctor::tensorrt_version).flatten();
+    backend::check_variant(target, source.variant, Version::parse(rt.version()), tensorrt).map_err(refuse)?;
+    // A GPU engine is built where its provider runs: registering the provider says what is missing (`totoc
+    // doctor`'s findings), before anything is written.
     backend::apply_process_env(target, precision);
     backend::session_builder(
         rt,
@@ -104,10 +116,10 @@ pub fn build_engine(
         rt.version(),
         target,
         precision,
-        GraphForm::PerBucket,
+        form,
         options,
         budget,
-        None,
+        tensorrt,
     );
     let cache = match crate::bundle::check_cache(out, options, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),
@@ -165,9 +177,15 @@ pub fn build_engine(
                 human(budget)
             )));
         }
-        kept.push(Toto2ProfileEntry { profile: p.profile.clone(), sets });
+        kept.push(Toto2ProfileEntry { profile: p.profile.clone(), sets, shared: Vec::new() });
     }
     let total: usize = kept.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum();
+    let trt_builds = if is_tensorrt {
+        let layout = crate::tensorrt::profile_layout(Version::parse(rt.version()));
+        tensorrt_builds(&source.family.toto2_profiles, &kept, precision, form, layout).map_err(refuse)?
+    } else {
+        Vec::new()
+    };
     progress(BuildEvent::Start { graphs: total, precision, emulation });
 
     let stage = StagingDir::new(out, options.force || cache.replaces())?;
@@ -180,8 +198,11 @@ pub fn build_engine(
             )
         }
         None => {
-            let (from, to) = (artifacts.join(&source_weights), stage.path().join(&source_weights));
-            std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+            // TensorRT engines carry their weights (as Toto 1.0's)
+            if !is_tensorrt {
+                let (from, to) = (artifacts.join(&source_weights), stage.path().join(&source_weights));
+                std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+            }
             (source_weights.clone(), None)
         }
     };
@@ -190,11 +211,59 @@ pub fn build_engine(
         session_config(target, &Stage::Load { bundle_dir: stage.path().to_path_buf() }, precision);
     check_cfg.config_entries.push(("session.disable_prepacking".into(), "1".into()));
     let weights = SharedWeights::for_target(rt, target);
+    // TensorRT: build each engine, then point the graphs it serves at its EPContext model; a shared engine is
+    // loaded once and every set it serves must fit it (a static one is checked with the others below).
+    let mut trt_graphs = Vec::new();
+    for b in &trt_builds {
+        let stem = b.source.strip_suffix(".onnx").unwrap_or(&b.source).to_string();
+        let (file, stamp) = build_tensorrt(
+            rt,
+            target,
+            precision,
+            &b.profiles,
+            &artifacts.join(&b.source),
+            stage.path(),
+            &stem,
+        )?;
+        let session =
+            if check && b.shared {
+                let path = stage.path().join(&file);
+                Some(weights.trim_while(|| {
+                    SharedSession::open(rt, &path, &file, target, &check_cfg, Some(&weights))
+                })?)
+            } else {
+                None
+            };
+        for g in kept
+            .iter_mut()
+            .filter(|p| p.profile.name == b.profile)
+            .flat_map(|p| &mut p.sets)
+            .flat_map(|s| &mut s.graphs)
+            .filter(|g| if b.shared { g.kind == b.kind } else { g.file == b.source })
+        {
+            g.file = file.clone();
+            if let Some(session) = &session {
+                session
+                    .check_bucket(&g.inputs, &g.outputs)
+                    .map_err(|message| Error::Engine { path: stage.path().join(&file), message })?;
+            }
+        }
+        trt_graphs.push(Toto2TensorRtGraph {
+            profile: b.profile.clone(),
+            kind: b.kind,
+            file,
+            source_file: b.source.clone(),
+            shared: b.shared,
+            tensorrt: stamp,
+        });
+    }
     for (i, g) in kept.iter_mut().flat_map(|p| &mut p.sets).flat_map(|s| &mut s.graphs).enumerate() {
         let index = i + 1;
         let t = Instant::now();
         // the emulation graph replaces the fp16 one (same f32 I/O: a 2.0 fp16 graph casts at its edges)
-        if let Some(w) = &emulated {
+        if is_tensorrt {
+            // built above: `g.file` is its engine's EPContext model
+        } else if let Some(w) = &emulated {
             let stem = g.file.strip_suffix(".onnx").unwrap_or(&g.file).to_string();
             g.file = write_emulation(&artifacts.join(&g.file), w, stage.path(), &stem)?;
         } else {
@@ -202,7 +271,7 @@ pub fn build_engine(
             std::fs::copy(artifacts.join(&g.file), &to).map_err(|e| Error::io(&to, e))?;
         }
         let to = stage.path().join(&g.file);
-        if check {
+        if check && !(is_tensorrt && form == GraphForm::Shared) {
             let c = weights
                 .trim_while(|| GraphRunner::check(rt, &to, &g.file, target, &check_cfg, Some(&weights)))?;
             check_io(&c.inputs, &c.outputs, &g.inputs, &g.outputs, &to)?;
@@ -224,14 +293,19 @@ pub fn build_engine(
         target: target.clone(),
         precision,
         fp16_emulation: emulation,
-        graphs: GraphForm::PerBucket,
+        graphs: form,
         source: SourceBundle::of(source, source_sha),
         model: source.model.clone(),
         weights_file,
         weights_bytes,
-        weight_copies: 1,
+        weight_copies: if is_tensorrt { trt_graphs.len() } else { 1 },
         memory_budget: budget,
-        family: EngineGraphs { toto2_profiles: kept, toto2_dropped: dropped, ..EngineGraphs::default() },
+        family: EngineGraphs {
+            toto2_profiles: kept,
+            toto2_dropped: dropped,
+            toto2_tensorrt: trt_graphs,
+            ..EngineGraphs::default()
+        },
         files: file_entries(stage.path(), &files)?,
         inputs,
     };

@@ -350,7 +350,8 @@ impl Toto2Engine {
                         label: &g.file,
                         inputs: &g.inputs,
                         outputs: &g.outputs,
-                        shared: false,
+                        // a shared TensorRT engine: one session for every set that names it
+                        shared: shared_engine(bundle, &g.file),
                         gpu_graph_id: None,
                         memory_pattern: false,
                     })
@@ -466,6 +467,12 @@ impl FamilyEngine for Toto2Engine {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+}
+
+/// Whether `file` is a TensorRT engine built from a profile's shape-polymorphic graph (its sets bind their own
+/// I/O on one session of it, as Toto 1.0's shared buckets do).
+fn shared_engine(bundle: &EngineBundle, file: &str) -> bool {
+    bundle.manifest().family.toto2_tensorrt.iter().any(|t| t.shared && t.file == file)
 }
 
 #[cfg(test)]

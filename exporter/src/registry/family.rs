@@ -82,7 +82,7 @@ const TOTO2: Capabilities = Capabilities {
     samples: false,
     quantile_knots: Some(&crate::toto2::config::KNOTS),
     precisions: &[Precision::Fp32],
-    targets: &["cpu", "cuda"],
+    targets: &["cpu", "cuda", "tensorrt"],
 };
 
 impl Family {

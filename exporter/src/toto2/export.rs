@@ -2,18 +2,21 @@
 //! ([`crate::toto2::ladder`]) as graph sets ([`write_graph_set`]) of each selected precision (fp32, fp16, int8),
 //! each precision over its own shared external-data weight file ([`WeightStore`]), in the same bundle layout and
 //! manifest format as Toto 1.0 (`crate::export`), the manifest's `model` saying `toto-2.0` and its profiles under
-//! `toto2_profiles`.
+//! `toto2_profiles`; at opset 24 also each profile's shape-polymorphic graphs ([`write_shared_graphs`]), as Toto
+//! 1.0 bundles hold their `dynamic_graphs`, for TensorRT.
 
 use std::path::Path;
 
 use prost::Message;
 
-use super::graph::{toto2_graph_with, PrecisionPlans};
+use super::graph::{toto2_graph_with, toto2_shared_graph, PrecisionPlans};
 pub use super::manifest::Toto2GraphFile;
-use super::manifest::{Toto2ProfileEntry, Toto2SetEntry};
+use super::manifest::{Toto2ProfileEntry, Toto2SetEntry, Toto2SharedGraph};
+use super::shared;
 use crate::error::{Error, Result};
 use crate::export::{
     check_cache, commit_bundle, copy_golden, export_inputs, weights_file, ExportEvent, ExportOptions,
+    DYNAMIC_PREFIX,
 };
 use crate::fsutil::{write_atomic, StagingDir};
 use crate::graph::{GraphBuilder, WeightStore};
@@ -92,6 +95,63 @@ pub fn write_graph_set_with(
     Ok(out)
 }
 
+/// Builds and writes the shape-polymorphic graph of every kind of `dims` (any bucket of the profile: the fixed
+/// axes are the profile's) as `dir/<profile>.dynamic.<kind>[.<precision>].onnx`, for the TensorRT engines
+/// ([`super::shared`]). Always the `TensorScatter` cache update (opset 24).
+pub fn write_shared_graphs(
+    ckpt: &Toto2Checkpoint,
+    weights: &mut WeightStore,
+    dir: &Path,
+    profile: &str,
+    dims: &Toto2Dims,
+    precision: Precision,
+    plans: &PrecisionPlans,
+) -> Result<Vec<Toto2SharedGraph>> {
+    let mut out = Vec::new();
+    for kind in dims.graphs() {
+        let stem = format!("{profile}.{DYNAMIC_PREFIX}.{}", kind.as_str());
+        let file = crate::export::graph_file(&stem, precision);
+        let graph_name = format!("toto2_{}_{precision}", stem.replace('.', "_"));
+        let mut g = GraphBuilder::new(&graph_name, weights, OpsetVariant::Opset24);
+        toto2_shared_graph(&mut g, ckpt, kind, dims, precision, plans)
+            .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
+        let doc = format!(
+            "Toto 2.0 {} graph of profile {profile:?}, rows and slots symbolic, {precision} (totoc {}): one \
+             TensorRT engine for every graph set of the profile",
+            kind.as_str(),
+            env!("CARGO_PKG_VERSION")
+        );
+        let meta = [
+            ("totoc.model", "toto-2.0".to_string()),
+            ("totoc.profile", profile.to_string()),
+            ("totoc.graph", kind.as_str().to_string()),
+            ("totoc.precision", precision.as_str().to_string()),
+            ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
+        ];
+        let model = g.finish(&doc, &meta)?;
+        let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
+        write_atomic(&dir.join(&file), &model.encode_to_vec())?;
+        out.push(Toto2SharedGraph {
+            kind,
+            precision,
+            file,
+            inputs: shared::dynamic_inputs(dims, kind),
+            outputs: shared::dynamic_outputs(dims, kind),
+            nodes,
+        });
+    }
+    Ok(out)
+}
+
+/// The precisions a shared graph is written in: those TensorRT builds (int8 engines are CPU engines), and only
+/// at opset 24 (the shared graphs write the KV caches with `TensorScatter`, as Toto 1.0's do).
+fn shared_precisions(variant: OpsetVariant, precisions: &[Precision]) -> Vec<Precision> {
+    if variant != OpsetVariant::Opset24 {
+        return Vec::new();
+    }
+    precisions.iter().copied().filter(|&p| p != Precision::Int8).collect()
+}
+
 /// Exports a Toto 2.0 checkpoint (see the module docs); on any error nothing is left at `opts.out`. Each
 /// precision's graphs read their own weight file (fp16: [`ExportOptions::fp16_plan`]'s fp32 regions; int8: the
 /// transformer's matmuls through `MatMulInteger`, docs/precision.md).
@@ -115,7 +175,10 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         Ok(up_to_date) => return Ok(up_to_date),
         Err(cache) => cache,
     };
-    let total: usize = ladders.iter().flatten().map(|d| d.graphs().len()).sum::<usize>() * precisions.len();
+    let shared_precisions = shared_precisions(opts.variant, &precisions);
+    let total: usize = ladders.iter().flatten().map(|d| d.graphs().len()).sum::<usize>() * precisions.len()
+        + ladders.iter().filter_map(|l| l.first()).map(|d| d.graphs().len()).sum::<usize>()
+            * shared_precisions.len();
     progress(ExportEvent::Start { graphs: total });
     let stage = StagingDir::new(&opts.out, opts.force || cache.replaces())?;
     let mut stores = Vec::new();
@@ -157,7 +220,30 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                 graphs,
             });
         }
-        profiles.push(Toto2ProfileEntry { profile: profile.clone(), sets });
+        profiles.push(Toto2ProfileEntry { profile: profile.clone(), sets, shared: Vec::new() });
+    }
+    // The shared graphs come after every static one, so the static graphs (and an opset-18 bundle) are as
+    // before; their weights are the static graphs' (the weight store writes each tensor once).
+    for entry in profiles.iter_mut() {
+        let Some(first) = entry.sets.first().map(|s| s.dims) else { continue };
+        for &precision in &shared_precisions {
+            let store = &mut stores[precisions.iter().position(|&p| p == precision).expect("selected")];
+            let written = write_shared_graphs(
+                &ckpt,
+                store,
+                stage.path(),
+                &entry.profile.name,
+                &first,
+                precision,
+                &PrecisionPlans { fp16: opts.fp16_plan, ..PrecisionPlans::default() },
+            )?;
+            for g in &written {
+                index += 1;
+                progress(ExportEvent::Graph { file: g.file.clone(), nodes: g.nodes, index, total });
+                files.push(g.file.clone());
+            }
+            entry.shared.extend(written);
+        }
     }
     for store in stores {
         store.finish()?;

@@ -4,13 +4,32 @@ use serde::{Deserialize, Serialize};
 
 use super::signature::{Toto2Dims, Toto2GraphKind};
 use crate::profile::Profile;
-use crate::signature::{Precision, TensorSig};
+use crate::signature::{DynSig, Precision, TensorSig};
 
 /// One exported Toto 2.0 profile: its bounds and its graph sets (see [`super::ladder`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Toto2ProfileEntry {
     pub profile: Profile,
     pub sets: Vec<Toto2SetEntry>,
+    /// The profile's shape-polymorphic graphs, one per kind and precision (fp32, fp16), that a TensorRT engine is
+    /// built from ([`super::shared`]); written by opset-24 exports only (they write the KV caches with
+    /// `TensorScatter`), absent otherwise and in engine manifests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<Toto2SharedGraph>,
+}
+
+/// One shape-polymorphic 2.0 graph: rows, tokens and cache slots symbolic ([`super::shared`]); each of its
+/// profile's sets binds it at its own sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toto2SharedGraph {
+    pub kind: Toto2GraphKind,
+    pub precision: Precision,
+    /// `<profile>.dynamic.<kind>.onnx` (fp32), `<profile>.dynamic.<kind>.<precision>.onnx`.
+    pub file: String,
+    pub inputs: Vec<DynSig>,
+    pub outputs: Vec<DynSig>,
+    /// ONNX nodes in the graph.
+    pub nodes: usize,
 }
 
 /// One Toto 2.0 shape bucket: its dims and its graphs (`[pass]` or `[prefill, decode]` of each exported

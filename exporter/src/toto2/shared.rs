@@ -20,7 +20,8 @@
 //! `[R, B, ·]` expansion and `select_outputs`' row offsets — computed from the inputs' shapes ([`positions`],
 //! [`select_rows`]). The KV caches are written with `TensorScatter` (the `ScatterND` form's index constants are
 //! shaped by R). `engines/tests/toto2_shared_graph.rs` checks them against the static graphs on ONNX Runtime CPU.
-//! Not done yet: writing them into export bundles and the TensorRT build that would read them.
+//! Opset-24 exports write them per profile (`crate::toto2::export::write_shared_graphs`, manifest
+//! `toto2_profiles[].shared`); `build-engine --target tensorrt` builds its engines from them.
 
 use crate::graph::builder::{Attr, GraphBuilder};
 use crate::signature::{Dim, DynSig, TensorSig, ROWS, SLOTS};
