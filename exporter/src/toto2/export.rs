@@ -25,7 +25,7 @@ use crate::registry::family::{AnyConfig, FamilyGraphs};
 use crate::signature::Precision;
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::ladder;
-use crate::toto2::signature::Toto2Dims;
+use crate::toto2::signature::{Toto2Dims, Toto2GraphKind};
 use crate::variant::OpsetVariant;
 
 /// Builds and writes every graph of `dims` (`[pass]` or `[prefill, decode]`) as `dir/<set>.<kind>.onnx` (fp32) or
@@ -73,16 +73,7 @@ pub fn write_graph_set_with(
             kind.as_str(),
             env!("CARGO_PKG_VERSION")
         );
-        let meta = [
-            ("totoc.model", "toto-2.0".to_string()),
-            ("totoc.profile", set.to_string()),
-            ("totoc.graph", kind.as_str().to_string()),
-            ("totoc.precision", precision.as_str().to_string()),
-            ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
-        ];
-        let model = g.finish(&doc, &meta)?;
-        let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
-        write_atomic(&dir.join(&file), &model.encode_to_vec())?;
+        let nodes = finish_and_write(g, ckpt, &doc, set, kind, precision, &dir.join(&file))?;
         out.push(Toto2GraphFile {
             kind,
             precision,
@@ -121,16 +112,7 @@ pub fn write_shared_graphs(
             kind.as_str(),
             env!("CARGO_PKG_VERSION")
         );
-        let meta = [
-            ("totoc.model", "toto-2.0".to_string()),
-            ("totoc.profile", profile.to_string()),
-            ("totoc.graph", kind.as_str().to_string()),
-            ("totoc.precision", precision.as_str().to_string()),
-            ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
-        ];
-        let model = g.finish(&doc, &meta)?;
-        let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
-        write_atomic(&dir.join(&file), &model.encode_to_vec())?;
+        let nodes = finish_and_write(g, ckpt, &doc, profile, kind, precision, &dir.join(&file))?;
         out.push(Toto2SharedGraph {
             kind,
             precision,
@@ -141,6 +123,30 @@ pub fn write_shared_graphs(
         });
     }
     Ok(out)
+}
+
+/// Finishes a built 2.0 graph with its doc string and metadata (the same keys for the static and the shared form;
+/// `profile` is the graph set's or the profile's name) and writes it to `path` atomically; returns its node count.
+fn finish_and_write(
+    g: GraphBuilder<'_>,
+    ckpt: &Toto2Checkpoint,
+    doc: &str,
+    profile: &str,
+    kind: Toto2GraphKind,
+    precision: Precision,
+    path: &Path,
+) -> Result<usize> {
+    let meta = [
+        ("totoc.model", "toto-2.0".to_string()),
+        ("totoc.profile", profile.to_string()),
+        ("totoc.graph", kind.as_str().to_string()),
+        ("totoc.precision", precision.as_str().to_string()),
+        ("totoc.checkpoint_sha256", ckpt.info().safetensors_sha256),
+    ];
+    let model = g.finish(doc, &meta)?;
+    let nodes = model.graph.as_ref().map_or(0, |g| g.node.len());
+    write_atomic(path, &model.encode_to_vec())?;
+    Ok(nodes)
 }
 
 /// The precisions a shared graph is written in: those TensorRT builds (int8 engines are CPU engines), and only
