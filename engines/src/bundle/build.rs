@@ -124,6 +124,19 @@ pub(crate) fn read_model(path: &Path) -> Result<ModelProto> {
     })
 }
 
+/// The external tensors the fp16 graph `files` (under `artifacts`) read: what the fp16 emulation engine widens into
+/// its f32 copy of the weights. Every family's emulation build gathers them this way.
+pub(crate) fn emulated_externals<'a>(
+    artifacts: &Path,
+    files: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<emulate::External>> {
+    let mut all = Vec::new();
+    for file in files {
+        all.extend(emulate::externals(&read_model(&artifacts.join(file))?)?);
+    }
+    Ok(all)
+}
+
 /// Bytes of the emulation's f32 weight file for `tensors` (each tensor once, f16 widened; padding not counted).
 pub(crate) fn emulated_bytes(tensors: &[emulate::External]) -> u64 {
     let mut seen = std::collections::HashSet::new();

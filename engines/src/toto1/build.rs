@@ -16,8 +16,8 @@ use exporter::toto1::manifest::{DynamicGraphEntry, GraphEntry};
 use super::manifest::{DroppedBucket, EngineGraph, EngineProfile};
 use crate::backend::{self, session_config, Stage, Target, Version};
 use crate::bundle::build::{
-    build_tensorrt, check_cache, copy_golden_cases, emulated_bytes, engine_inputs, pick_precision,
-    provider_present, read_model, widened, write_emulation,
+    build_tensorrt, check_cache, copy_golden_cases, emulated_bytes, emulated_externals, engine_inputs,
+    pick_precision, provider_present, widened, write_emulation,
 };
 use crate::bundle::format::{
     BuildEvent, BuildOptions, EngineManifest, GraphForm, SourceBundle, EMULATED_WEIGHTS, ENGINE_FORMAT,
@@ -85,13 +85,8 @@ pub fn build_engine(
     })?;
     // The emulation's f32 copy of the fp16 weights: every tensor the selected graphs read, widened.
     let emulated_tensors = if emulation {
-        let mut all = Vec::new();
-        for p in &selected {
-            for g in p.graphs.iter().filter(|g| g.precision == precision) {
-                all.extend(emulate::externals(&read_model(&artifacts.join(&g.file))?)?);
-            }
-        }
-        Some(all)
+        let files = selected.iter().flat_map(|p| p.graphs.iter().filter(|g| g.precision == precision));
+        Some(emulated_externals(artifacts, files.map(|g| g.file.as_str()))?)
     } else {
         None
     };

@@ -25,7 +25,7 @@ use exporter::toto2::manifest::{Toto2GraphFile, Toto2ProfileEntry, Toto2SetEntry
 use super::manifest::{Toto2Dropped, Toto2TensorRtGraph};
 use super::tensorrt::tensorrt_builds;
 use crate::backend::{self, session_config, Stage, Target, Version};
-use crate::bundle::build::{build_tensorrt, emulated_bytes, read_model, write_emulation};
+use crate::bundle::build::{build_tensorrt, emulated_bytes, emulated_externals, write_emulation};
 use crate::bundle::format::EMULATED_WEIGHTS;
 use crate::bundle::{
     bundle_files, check_io, pick_precision, provider_present, BuildEvent, BuildOptions, EngineManifest,
@@ -86,11 +86,8 @@ pub fn build_engine(
         .ok_or_else(|| refuse(format!("the export bundle lists no {precision} weight file; re-export it")))?;
     // The emulation's f32 copy of the fp16 weights: every tensor the selected profiles' fp16 graphs read, widened.
     let emulated_tensors = if emulation {
-        let mut all = Vec::new();
-        for g in selected_graphs(source, &options.profiles, precision) {
-            all.extend(emulate::externals(&read_model(&artifacts.join(&g.file))?)?);
-        }
-        Some(all)
+        let files = selected_graphs(source, &options.profiles, precision).map(|g| g.file.as_str());
+        Some(emulated_externals(artifacts, files)?)
     } else {
         None
     };
