@@ -96,14 +96,7 @@ def predict_df(
         quantiles=None if quantile_levels is None else list(quantile_levels),
         samples=samples,
         seed=seed,
-        id_column=id_column,
-        timestamp_column=timestamp_column,
-        target=_targets(target),
-        timestamp_unit=timestamp_unit,
-        freq=freq,
-        calendar=calendar,
-        timezone=timezone,
-        holidays=None if holidays is None else os.fspath(holidays),
+        **_reading(id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays),
         strict_context=strict_context,
         write_samples=write_samples,
     )
@@ -158,6 +151,29 @@ def _time_columns_as_input(out: Any, df: Any, kind: str, time_column: str | None
         return out
 
 
+def _reading(
+    id_column: str | None,
+    timestamp_column: str | None,
+    target: str | Sequence[str],
+    timestamp_unit: str,
+    freq: str | None,
+    calendar: str,
+    timezone: str | None,
+    holidays: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    """How a table is read into series (`predict_df` and `cross_validation` alike): the native calls' keywords."""
+    return {
+        "id_column": id_column,
+        "timestamp_column": timestamp_column,
+        "target": _targets(target),
+        "timestamp_unit": timestamp_unit,
+        "freq": freq,
+        "calendar": calendar,
+        "timezone": timezone,
+        "holidays": None if holidays is None else os.fspath(holidays),
+    }
+
+
 def cross_validation(
     native: Any,
     df: Any,
@@ -195,14 +211,7 @@ def cross_validation(
         seed=seed,
         chunk=chunk,
         model=model,
-        id_column=id_column,
-        timestamp_column=timestamp_column,
-        target=_targets(target),
-        timestamp_unit=timestamp_unit,
-        freq=freq,
-        calendar=calendar,
-        timezone=timezone,
-        holidays=None if holidays is None else os.fspath(holidays),
+        **_reading(id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays),
     )
     names = table.column_names
     out = as_kind(table, kind)
