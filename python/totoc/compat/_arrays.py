@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._engine import Engine
 from ..errors import InvalidInput
 
 try:  # torch is optional: numpy in, numpy out without it
@@ -53,3 +54,16 @@ class Like:
         if self.torch:
             return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.device, dtype=self.dtype)
         return a.astype(self.dtype, copy=False)
+
+
+def check_engine(engine: Any, cls: str, family: str, other: str) -> None:
+    """Refuses anything but a totoc ``Engine`` of ``family`` for the drop-in ``cls``, naming the drop-in ``other``
+    that drives the other family."""
+    if not isinstance(engine, Engine):
+        raise InvalidInput(
+            f"{cls} takes a totoc.Engine, not {type(engine).__name__}: " f'{cls}(totoc.Engine("ENGINE_DIR"))'
+        )
+    actual = engine.info["family"]
+    if actual != family:
+        generation = family.replace("toto-", "Toto ")
+        raise InvalidInput(f"this engine is {actual}; {cls} drives {generation} engines (for {other})")

@@ -56,7 +56,7 @@ import numpy as np
 
 from .._engine import Engine
 from ..errors import InvalidInput
-from ._arrays import Like, to_numpy
+from ._arrays import Like, check_engine, to_numpy
 
 __all__ = ["Toto2Model", "KNOTS", "PATCH"]
 
@@ -87,17 +87,7 @@ class Toto2Model:
     """
 
     def __init__(self, engine: Engine) -> None:
-        if not isinstance(engine, Engine):
-            raise InvalidInput(
-                f"Toto2Model takes a totoc.Engine, not {type(engine).__name__}: "
-                'Toto2Model(totoc.Engine("ENGINE_DIR"))'
-            )
-        family = engine.info["family"]
-        if family != "toto-2.0":
-            raise InvalidInput(
-                f"this engine is {family}; Toto2Model drives Toto 2.0 engines (for Toto 1.0 use "
-                "totoc.compat.toto_ts.TotoForecaster)"
-            )
+        check_engine(engine, "Toto2Model", "toto-2.0", "Toto 1.0 use totoc.compat.toto_ts.TotoForecaster")
         self.engine = engine
 
     def eval(self) -> Toto2Model:

@@ -54,7 +54,7 @@ import numpy as np
 
 from .._engine import Engine
 from ..errors import InvalidInput
-from ._arrays import Like, is_tensor, to_numpy, torch
+from ._arrays import Like, check_engine, is_tensor, to_numpy, torch
 
 __all__ = ["MaskedTimeseries", "Forecast", "TotoForecaster"]
 
@@ -195,17 +195,7 @@ class TotoForecaster:
     """
 
     def __init__(self, engine: Engine) -> None:
-        if not isinstance(engine, Engine):
-            raise InvalidInput(
-                f"TotoForecaster takes a totoc.Engine, not {type(engine).__name__}: "
-                'TotoForecaster(totoc.Engine("ENGINE_DIR"))'
-            )
-        family = engine.info["family"]
-        if family != "toto-1.0":
-            raise InvalidInput(
-                f"this engine is {family}; TotoForecaster drives Toto 1.0 engines (for Toto 2.0 use "
-                "totoc.compat.toto2.Toto2Model)"
-            )
+        check_engine(engine, "TotoForecaster", "toto-1.0", "Toto 2.0 use totoc.compat.toto2.Toto2Model")
         self.engine = engine
 
     def forecast(
