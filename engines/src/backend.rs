@@ -256,10 +256,14 @@ pub fn session_config(target: &Target, stage: &Stage, precision: Precision) -> S
     // int8 graphs on a CPU without VNNI: ONNX Runtime's u8·s8 GEMM (`vpmaddubsw`) adds pairs of u8·s8 products in
     // saturating int16, so full-range int8 weights overflow and the forecast drifts (measured on an AMD EPYC
     // without VNNI: mixture parameters off by 0.26, 8× the int8 goal). With this entry ONNX Runtime converts the
-    // constant int8 weights to uint8 at load (`Avx2WeightS8ToU8Transformer`) and runs the exact u8·u8 kernel;
-    // it does nothing on CPUs with VNNI (`MlasPlatformU8S8Overflow()` is false there), whose u8·s8 path is exact.
+    // constant int8 weights to uint8 at load (`Avx2WeightS8ToU8Transformer`) and runs the exact u8·u8 kernel.
+    // ONNX Runtime applies it on every x86 CPU with AVX2 (`MlasPlatformU8S8Overflow()` compares dispatch tables,
+    // which differ on VNNI CPUs too), where it would trade the exact VNNI/AMX u8·s8 kernels for slower u8·u8 ones
+    // with the same bits — so it is asked for only where the u8·s8 kernel saturates (`cpu::int8_needs_u8u8_gemm`).
     // Load only: the build's saved model must stay the same on every CPU.
-    if let (Target::Cpu { .. }, Stage::Load { .. }, Precision::Int8) = (target, stage, precision) {
+    if let (Target::Cpu { .. }, Stage::Load { .. }, Precision::Int8, true) =
+        (target, stage, precision, crate::cpu::int8_needs_u8u8_gemm())
+    {
         config_entries.push(kv("session.x64quantprecision", "1".into()));
     }
     // Lets `GraphRunner` report which provider each node landed on (`Session_GetEpGraphAssignmentInfo`).
@@ -631,14 +635,15 @@ mod tests {
         assert!(provider_options(&t, &build_stage(), Precision::Fp32).is_empty());
     }
 
-    /// int8 CPU sessions ask ONNX Runtime for the exact u8·u8 GEMM on CPUs without VNNI, at load only (the built
-    /// model stays CPU-independent), and no other session does.
+    /// int8 CPU sessions ask ONNX Runtime for the exact u8·u8 GEMM on CPUs whose u8·s8 kernel saturates (and
+    /// only there), at load only (the built model stays CPU-independent), and no other session does.
     #[test]
     fn int8_cpu_loads_ask_for_the_exact_gemm() {
         let key = "session.x64quantprecision";
         let load = Stage::Load { bundle_dir: "/eng".into() };
         let cpu = Target::cpu(Some(2));
-        assert_eq!(get(&session_config(&cpu, &load, Precision::Int8).config_entries, key), Some("1"));
+        let want = crate::cpu::int8_needs_u8u8_gemm().then_some("1");
+        assert_eq!(get(&session_config(&cpu, &load, Precision::Int8).config_entries, key), want);
         for (t, s, p) in [
             (&cpu, &load, Precision::Fp32),
             (&cpu, &load, Precision::Fp16),
