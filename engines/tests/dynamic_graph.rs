@@ -107,6 +107,7 @@ fn check(precision: Precision) {
         precisions: vec![precision],
         variant: OpsetVariant::Opset24,
         fp16_plan: Fp16Plan::DEFAULT,
+        int8_plan: None,
         force: false,
         golden: None,
     };

@@ -8,11 +8,21 @@
 //! `int8_error_table` prints the table of docs/int8.md (`cargo test -p engines --test int8 -- --nocapture`).
 mod support;
 
+use std::path::{Path, PathBuf};
+
+use engines::backend::Target;
+use engines::bundle::BuildOptions;
 use engines::compare::find_cases;
 use engines::compare::{context_sigma, Tolerance};
-use engines::engine::Engine;
+use engines::engine::{Engine, LoadOptions};
+use engines::registry::build_engine;
 use engines::toto1::golden::{check_case, compare_forecast, GoldenCase, Tolerances};
+use exporter::export::ExportOptions;
+use exporter::graph::{Fp16Plan, Int8Plan};
+use exporter::profile_file::ProfileSet;
+use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
+use exporter::variant::OpsetVariant;
 use support::ks::check_samples;
 use support::{errors, fp32_and_int8_engines, root};
 
@@ -183,5 +193,125 @@ fn int8_packed_requests_equal_single_ones() {
                 );
             }
         }
+    }
+}
+
+/// One Toto 1.0 model of the role ablation: its checkpoint, profiles and golden toto-ts cases.
+struct Model {
+    name: String,
+    checkpoint: PathBuf,
+    config: PathBuf,
+    cases: Vec<PathBuf>,
+}
+
+/// The small Toto 1.0 trained here (`configs/trained-toto1-small.yaml`, its toto-ts cases): the instrument.
+fn trained_toto1() -> Model {
+    let r = root();
+    Model {
+        name: "trained small".into(),
+        checkpoint: r.join("tests/fixtures/trained/toto1-small"),
+        config: r.join("configs/trained-toto1-small.yaml"),
+        cases: find_cases(&r.join("tests/fixtures/trained/toto1-small-cases")).unwrap(),
+    }
+}
+
+/// A random-weight fixture (`configs/tiny.yaml` profiles, its toto-ts cases): the bound.
+fn fixture(config: &str) -> Model {
+    let r = root();
+    Model {
+        name: config.into(),
+        checkpoint: r.join("tests/fixtures").join(config).join("checkpoint"),
+        config: r.join("configs/tiny.yaml"),
+        cases: find_cases(&r.join("tests/fixtures").join(config).join("cases")).unwrap(),
+    }
+}
+
+/// `totoc verify`'s measure of `m`'s int8 CPU engine exported with the int8 roles of `plan`: the worst `|Δ|/tol`
+/// over its cases of every decode step's mixture parameters (`2e-2 + 1e-2·|ref|`) and the mean path
+/// (`1e-2·max(σ, scaler scale) + 1e-3·|ref|`), and where it is (`case/output@step`).
+fn verify_ratio(m: &Model, plan: Int8Plan, dir: &Path) -> (f64, String) {
+    let bundle = dir.join("bundle");
+    let opts = ExportOptions {
+        checkpoint: m.checkpoint.clone(),
+        profiles: ProfileSet::from_file(&m.config).unwrap().profiles,
+        out: bundle.clone(),
+        precisions: vec![Precision::Int8],
+        variant: OpsetVariant::Opset24,
+        fp16_plan: Fp16Plan::DEFAULT,
+        int8_plan: Some(plan),
+        force: true,
+        golden: None,
+    };
+    export(&opts, &mut |_| {}).unwrap();
+    let engine = dir.join("engine");
+    let bopts = BuildOptions { precision: Some(Precision::Int8), ..BuildOptions::default() };
+    build_engine(&bundle, &Target::cpu(Some(1)), &engine, &bopts, &mut |_| {}).unwrap();
+    let e = Engine::load(&engine, &LoadOptions::default()).unwrap();
+    let tol = Tolerances::for_precision(Precision::Int8);
+    let mut worst = (0.0, String::new());
+    for path in &m.cases {
+        let case = GoldenCase::read(path).unwrap();
+        for r in check_case(&e, &case, &tol).unwrap() {
+            if let Some(w) = r.worst {
+                let ratio = w.error / w.tol;
+                if ratio > worst.0 || ratio.is_nan() {
+                    worst = (ratio, format!("{}/{}@{}", case.name, r.output, r.step));
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// The Toto 1.0 int8 role ablation of docs/precision.md: per model, `totoc verify`'s worst `|Δ|/tol` of the
+/// int8 engine with every transformer matmul int8, and with each role (and each pair of roles) kept fp32.
+#[test]
+#[ignore = "diagnostic (minutes in debug): the Toto 1.0 int8 role ablation of docs/precision.md"]
+fn toto1_int8_role_ablation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut models = vec![trained_toto1()];
+    models.extend(CONFIGS.iter().map(|c| fixture(c)));
+    // every matmul int8; one role fp32; two roles fp32; one role int8; none (the floor: quantization elsewhere
+    // is none, so this is fp32 through the int8 engine)
+    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL];
+    plans.extend(Int8Plan::ROLES.iter().map(|a| Int8Plan::ALL.with(a, false)));
+    for (i, a) in Int8Plan::ROLES.iter().enumerate() {
+        for b in &Int8Plan::ROLES[i + 1..] {
+            plans.push(Int8Plan::ALL.with(a, false).with(b, false));
+        }
+    }
+    plans.extend(Int8Plan::ROLES.iter().map(|a| Int8Plan::NONE.with(a, true)));
+    plans.push(Int8Plan::NONE);
+    // each role's share of a layer's matmul weights: qkv 3D², out_proj D², fc1 2DM, fc2 MD
+    let cfg = exporter::toto1::checkpoint::Checkpoint::load(&models[0].checkpoint).unwrap().config;
+    let (d, mlp) = (cfg.embed_dim as f64, cfg.mlp_hidden_dim as f64);
+    let size = |p: &Int8Plan| {
+        [(p.qkv, 3.0 * d * d), (p.out_proj, d * d), (p.fc1, 2.0 * d * mlp), (p.fc2, mlp * d)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| n)
+            .fold(0.0, |a, n| a + n)
+    };
+    let header: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    println!("| int8 roles (the rest fp32) | int8 share of matmul weights | {} |", header.join(" | "));
+    println!("|---|---|{}", "---|".repeat(models.len()));
+    for (k, plan) in plans.iter().enumerate() {
+        let cells: Vec<String> = models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let (worst, at) = verify_ratio(m, *plan, &tmp.path().join(format!("p{k}-m{i}")));
+                // where the trained model's worst value is, for the doc's discussion
+                if i == 0 {
+                    format!("{worst:.3} ({at})")
+                } else {
+                    format!("{worst:.3}")
+                }
+            })
+            .collect();
+        let mark = if *plan == Int8Plan::TOTO1_DEFAULT { " (default)" } else { "" };
+        let share = 100.0 * size(plan) / size(&Int8Plan::ALL);
+        let roles = if *plan == Int8Plan::NONE { "(none)".to_string() } else { plan.roles().join(", ") };
+        println!("| {roles}{mark} | {share:.0}% | {} |", cells.join(" | "));
     }
 }

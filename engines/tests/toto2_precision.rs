@@ -101,6 +101,7 @@ fn engines_of(m: &Model, dir: &Path, others: &[Precision], plan: Fp16Plan) -> Ve
         precisions: precisions.clone(),
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
+        int8_plan: None,
         force: true,
         golden: None,
     };
@@ -181,7 +182,7 @@ fn measure(m: &Model, other: Precision, plan: Fp16Plan) -> Vec<(String, f64, f64
 }
 
 /// fp16 and int8 on the trained 4m (one export): the fp16 emulation engine (default regions) and the int8 engine
-/// (`Int8Plan::DEFAULT`'s roles) meet the goal on every case, and each really carries its precision's error (far
+/// (`Int8Plan::TOTO2_DEFAULT`'s roles) meet the goal on every case, and each really carries its precision's error (far
 /// above fp32's).
 #[test]
 fn fp16_emulation_and_int8_engines_of_the_trained_4m_meet_the_goal() {
@@ -344,7 +345,7 @@ fn toto2_int8_role_ablation() {
     for c in ["4m", "22m", "small"] {
         models.push(fixture(c, tmp.path()));
     }
-    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL, Int8Plan::DEFAULT];
+    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL, Int8Plan::TOTO2_DEFAULT];
     for (i, a) in Int8Plan::ROLES.iter().enumerate() {
         plans.push(Int8Plan::ALL.with(a, false));
         for b in &Int8Plan::ROLES[i + 1..] {
@@ -374,7 +375,7 @@ fn toto2_int8_role_ablation() {
                 format!("{worst:.3}")
             })
             .collect();
-        let mark = if *plan == Int8Plan::DEFAULT { " (default)" } else { "" };
+        let mark = if *plan == Int8Plan::TOTO2_DEFAULT { " (default)" } else { "" };
         println!("| {}{mark} | {} |", plan.roles().join(", "), cells.join(" | "));
     }
 }

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use crate::build_cache::{self, BuildInputs, CacheCheck};
 use crate::error::{Error, Result};
 use crate::fsutil::{sha256_bytes, sha256_file, write_atomic, StagingDir};
-use crate::graph::Fp16Plan;
+use crate::graph::{Fp16Plan, Int8Plan};
 use crate::manifest::Manifest;
 use crate::profile::Profile;
 use crate::signature::Precision;
@@ -58,6 +58,9 @@ pub struct ExportOptions {
     pub variant: OpsetVariant,
     /// fp32 regions of the fp16 graphs ([`Fp16Plan::DEFAULT`] unless measuring alternatives).
     pub fp16_plan: Fp16Plan,
+    /// The matmul roles of the int8 graphs; `None`: the family's default ([`Int8Plan::TOTO1_DEFAULT`],
+    /// [`Int8Plan::TOTO2_DEFAULT`]), what `totoc export` writes. Set only to measure alternatives.
+    pub int8_plan: Option<Int8Plan>,
     /// Replace a non-empty output directory.
     pub force: bool,
     /// Golden toto-ts cases for this checkpoint (`tests/reference/run_reference.py` output) to carry in the
@@ -148,6 +151,7 @@ pub(crate) fn export_inputs(
         ("precisions".to_string(), precisions),
         ("opset".to_string(), opts.variant.as_str().to_string()),
         ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
+        ("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.roles().join(","))),
         ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
     ]))
 }

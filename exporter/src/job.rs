@@ -94,6 +94,7 @@ impl ExportJob {
             precisions,
             variant,
             fp16_plan: Fp16Plan::DEFAULT,
+            int8_plan: None,
             force: self.force,
             golden: self.golden.clone(),
         })

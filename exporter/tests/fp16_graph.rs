@@ -27,6 +27,7 @@ fn export_fp16(dir: &Path, plan: Fp16Plan) -> PathBuf {
         precisions: vec![Precision::Fp16],
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
+        int8_plan: None,
         force: false,
         golden: None,
     };

@@ -26,6 +26,7 @@ fn export_int8(out: &Path) -> exporter::manifest::Manifest {
         precisions: vec![Precision::Int8],
         variant: OpsetVariant::Opset24,
         fp16_plan: Fp16Plan::DEFAULT,
+        int8_plan: None,
         force: false,
         golden: None,
     };

@@ -35,6 +35,7 @@ fn options(ck: &Path, out: PathBuf, precisions: &[Precision], variant: OpsetVari
         precisions: precisions.to_vec(),
         variant,
         fp16_plan: Fp16Plan::DEFAULT,
+        int8_plan: None,
         force: false,
         golden: None,
     }

@@ -63,6 +63,7 @@ pub fn cpu_engine_form(
         precisions: vec![precision],
         variant,
         fp16_plan: plan,
+        int8_plan: None,
         force: false,
         golden: None,
     };
@@ -111,6 +112,7 @@ fn export_fp32_and(
         precisions: vec![Precision::Fp32, other],
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
+        int8_plan: None,
         force: false,
         golden: None,
     };

@@ -14,7 +14,7 @@ use crate::export::{
     ExportOptions, DYNAMIC_PREFIX,
 };
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::graph::precision::FloatTypes;
+use crate::graph::precision::{FloatTypes, Int8Plan};
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, WeightsEntry};
 use crate::registry::family::{AnyConfig, FamilyGraphs};
@@ -36,6 +36,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     if precisions.is_empty() {
         return Err(Error::Config { message: "no precision selected (--precision fp32 and/or fp16)".into() });
     }
+    let int8_plan = opts.int8_plan.unwrap_or(Int8Plan::TOTO1_DEFAULT);
     let inputs = export_inputs(opts, ckpt.info(), &precisions)?;
     let cache = match check_cache(opts, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),
@@ -75,6 +76,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                 let gopts = GraphOptions {
                     precision,
                     plan: opts.fp16_plan,
+                    int8: int8_plan,
                     cache_update: opts.variant.cache_update(),
                     symbolic: false,
                 };
@@ -125,6 +127,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
             let gopts = GraphOptions {
                 precision,
                 plan: opts.fp16_plan,
+                int8: int8_plan,
                 cache_update: opts.variant.cache_update(),
                 symbolic: true,
             };

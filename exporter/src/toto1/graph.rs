@@ -17,7 +17,7 @@ use super::config::LayerKind;
 use super::signature::{self, GraphDims};
 use crate::error::Result;
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::graph::precision::{FloatTypes, Fp16Plan};
+use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Plan};
 use crate::signature::{DType, GraphKind, Precision};
 use crate::variant::CacheUpdate;
 
@@ -32,6 +32,9 @@ pub struct GraphOptions {
     pub precision: Precision,
     /// The fp32 regions of an fp16 graph (ignored for fp32).
     pub plan: Fp16Plan,
+    /// The matmul roles of an int8 graph that run through `MatMulInteger` (ignored for fp32 and fp16; export
+    /// uses [`Int8Plan::TOTO1_DEFAULT`]).
+    pub int8: Int8Plan,
     pub cache_update: CacheUpdate,
     /// Build the shape-polymorphic variant (rows and slots symbolic, the time mask an input; see
     /// [`dynamic_graph`]) instead of one bucket's static graph.
@@ -66,8 +69,8 @@ struct Ctx {
     cache_update: CacheUpdate,
     /// Rows and slots are symbolic: reshapes copy those dims (`0`) instead of naming them.
     symbolic: bool,
-    /// The large matmuls read int8 weights ([`dense`]).
-    int8: bool,
+    /// The transformer matmul roles that read int8 weights ([`dense`]; none outside int8 graphs).
+    int8: Int8Plan,
 }
 
 impl Ctx {
@@ -129,7 +132,7 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         space_mask,
         cache_update: opts.cache_update,
         symbolic: opts.symbolic,
-        int8: opts.precision == Precision::Int8,
+        int8: if opts.precision == Precision::Int8 { opts.int8 } else { Int8Plan::NONE },
     };
 
     let x = g.scoped("patch_embed", |g| patch_embed(g, ckpt, &patches, &ctx))?;
@@ -296,8 +299,9 @@ fn qkv(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx
             which * dm + dd * h + head
         })
         .collect();
-    let y =
-        g.scoped("wQKV", |g| dense(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), x, ctx.ft.act, ctx))?;
+    let y = g.scoped("wQKV", |g| {
+        dense(g, ckpt, &format!("{prefix}.wQKV"), Some(&perm), x, ctx.ft.act, ctx.int8.qkv)
+    })?;
     Ok(g.split(&y, -1, &[dm, dm, dm]))
 }
 
@@ -378,7 +382,7 @@ fn attention_time(
     let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), ctx);
     let o = g.transpose(&o, &[0, 2, 1, 3]);
     let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
-    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx))
+    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx.int8.out_proj))
 }
 
 /// Writes one new slot per cache row: `cache[r, :, rows[r], :] = update[r, :, 0, :]`.
@@ -429,18 +433,18 @@ fn attention_space(
     let o = sdpa(g, &q, &k_t, &val, &ctx.space_mask.clone(), ctx);
     let o = g.transpose(&o, &[2, 0, 1, 3]);
     let o = ctx.reshape(g, &o, &[n, s, h * dh], 2);
-    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx))
+    g.scoped("wO", |g| dense(g, ckpt, &format!("{prefix}.wO"), None, &o, ctx.ft.act, ctx.int8.out_proj))
 }
 
 /// SwiGLU MLP (`feed_forward.py`): `Linear(D → 2M)`, gate = first half, `silu(gate)·val`, `Linear(M → D)`.
 fn swiglu_mlp(g: &mut GraphBuilder, ckpt: &Checkpoint, prefix: &str, x: &str, ctx: &Ctx) -> Result<String> {
     let act = ctx.ft.act;
-    let y = g.scoped("0", |g| dense(g, ckpt, &format!("{prefix}.0"), None, x, act, ctx))?;
+    let y = g.scoped("0", |g| dense(g, ckpt, &format!("{prefix}.0"), None, x, act, ctx.int8.fc1))?;
     let parts = g.split(&y, -1, &[ctx.mlp, ctx.mlp]);
     let sig = g.op("Sigmoid", &[&parts[0]], vec![]);
     let silu = g.binary("Mul", &parts[0], &sig);
     let z = g.binary("Mul", &silu, &parts[1]);
-    g.scoped("2", |g| dense(g, ckpt, &format!("{prefix}.2"), None, &z, act, ctx))
+    g.scoped("2", |g| dense(g, ckpt, &format!("{prefix}.2"), None, &z, act, ctx.int8.fc2))
 }
 
 /// The hidden state that predicts the next patch: the last real context slot at prefill (`last_index`, per
@@ -555,8 +559,9 @@ fn folded_head(ckpt: &Checkpoint, dm: usize, p: usize, k: usize) -> Result<(Vec<
     Ok((wt, bias.into_iter().map(|b| b as f32).collect()))
 }
 
-/// A large `Linear` (`x · Wᵀ + b`, `W = {prefix}.weight` with rows permuted first if asked) in `dtype`; in an
-/// int8 graph its weight is int8 per output channel ([`GraphBuilder::matmul_int8`]) and its bias stays f32.
+/// A large `Linear` (`x · Wᵀ + b`, `W = {prefix}.weight` with rows permuted first if asked) in `dtype`; when
+/// `int8` (its role is in the int8 graph's [`Int8Plan`]) its weight is int8 per output channel
+/// ([`GraphBuilder::matmul_int8`]) and its bias stays f32, else both are stored as `dtype` (f32 in an int8 graph).
 fn dense(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
@@ -564,9 +569,9 @@ fn dense(
     row_perm: Option<&[usize]>,
     x: &str,
     dtype: DType,
-    ctx: &Ctx,
+    int8: bool,
 ) -> Result<String> {
-    if !ctx.int8 {
+    if !int8 {
         let (w, b) = linear_weights(g, ckpt, prefix, row_perm, dtype)?;
         return Ok(g.linear(x, &w, &b));
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use prost::Message;
 
-use super::graph::{toto2_graph_with, toto2_shared_graph, PrecisionPlans};
+use super::graph::{toto2_graph_with, toto2_shared_graph, Int8Plan, PrecisionPlans};
 pub use super::manifest::Toto2GraphFile;
 use super::manifest::{Toto2ProfileEntry, Toto2SetEntry, Toto2SharedGraph};
 use super::shared;
@@ -32,7 +32,7 @@ use crate::variant::OpsetVariant;
 /// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
 /// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
 /// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
-/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `Int8Plan::DEFAULT`'s int8 roles.
+/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `Int8Plan::TOTO2_DEFAULT`'s int8 roles.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -210,7 +210,10 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                     &dims,
                     opts.variant,
                     precision,
-                    &PrecisionPlans { fp16: opts.fp16_plan, ..PrecisionPlans::default() },
+                    &PrecisionPlans {
+                        fp16: opts.fp16_plan,
+                        int8: opts.int8_plan.unwrap_or(Int8Plan::TOTO2_DEFAULT),
+                    },
                 )?;
                 for g in &written {
                     index += 1;
@@ -241,7 +244,10 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                 &entry.profile.name,
                 &first,
                 precision,
-                &PrecisionPlans { fp16: opts.fp16_plan, ..PrecisionPlans::default() },
+                &PrecisionPlans {
+                    fp16: opts.fp16_plan,
+                    int8: opts.int8_plan.unwrap_or(Int8Plan::TOTO2_DEFAULT),
+                },
             )?;
             for g in &written {
                 index += 1;

@@ -26,6 +26,8 @@
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
+/// Re-exported where it was first defined, so `toto2::graph::Int8Plan` keeps naming it.
+pub use crate::graph::precision::Int8Plan;
 use crate::graph::precision::{FloatTypes, Fp16Plan};
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
@@ -41,60 +43,6 @@ pub fn silu_scale() -> f64 {
     (0.8 * upper.ln() + 0.2 * 2f64.ln()).exp()
 }
 
-/// The transformer's matmul roles an int8 graph runs through `MatMulInteger` (per-column int8 weights, per-row
-/// int8 activations); the others, and the patch projection and output head always, stay fp32. Defined by role,
-/// so the same set applies to every model size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Int8Plan {
-    /// `attn.in_proj` (queries, keys, values).
-    pub qkv: bool,
-    /// `attn.out_proj`.
-    pub out_proj: bool,
-    /// `ffn.fc1` (the gated unit's two halves).
-    pub fc1: bool,
-    /// `ffn.fc2`.
-    pub fc2: bool,
-}
-
-impl Int8Plan {
-    /// Every transformer matmul in int8.
-    pub const ALL: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: true, fc2: true };
-    /// The set totoc's int8 2.0 graphs use, chosen by the ablation on the trained 4m (docs/precision.md,
-    /// `engines/tests/toto2_precision.rs` `toto2_int8_role_ablation`): every matmul in int8 misses the goal
-    /// (1.03×); keeping `out_proj` in fp32 — the smallest role, 1/12 of a layer's matmul weights — meets it
-    /// (0.55×), better than keeping `qkv` (0.61×, 3× the weights).
-    pub const DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true };
-    pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
-
-    /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
-    pub fn has(&self, name: &str) -> bool {
-        match name {
-            "qkv" => self.qkv,
-            "out_proj" => self.out_proj,
-            "fc1" => self.fc1,
-            "fc2" => self.fc2,
-            _ => false,
-        }
-    }
-
-    /// This plan with role `name` set to `on` (unknown names change nothing).
-    pub fn with(mut self, name: &str, on: bool) -> Self {
-        match name {
-            "qkv" => self.qkv = on,
-            "out_proj" => self.out_proj = on,
-            "fc1" => self.fc1 = on,
-            "fc2" => self.fc2 = on,
-            _ => {}
-        }
-        self
-    }
-
-    /// The int8 roles, in [`Int8Plan::ROLES`] order.
-    pub fn roles(&self) -> Vec<&'static str> {
-        Self::ROLES.into_iter().filter(|r| self.has(r)).collect()
-    }
-}
-
 /// How a graph of each precision is built beyond its precision: the fp32 regions of fp16 graphs, the int8 roles
 /// of int8 graphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +53,7 @@ pub struct PrecisionPlans {
 
 impl Default for PrecisionPlans {
     fn default() -> Self {
-        PrecisionPlans { fp16: Fp16Plan::DEFAULT, int8: Int8Plan::DEFAULT }
+        PrecisionPlans { fp16: Fp16Plan::DEFAULT, int8: Int8Plan::TOTO2_DEFAULT }
     }
 }
 
@@ -209,11 +157,7 @@ fn build(
     let time_mask = g.cast(&time_mask, ft.softmax);
     let variate_mask = g.scoped("variate_mask", variate_mask);
     let variate_mask = g.cast(&variate_mask, ft.softmax);
-    let int8 = if precision == Precision::Int8 {
-        plans.int8
-    } else {
-        Int8Plan { qkv: false, out_proj: false, fc1: false, fc2: false }
-    };
+    let int8 = if precision == Precision::Int8 { plans.int8 } else { Int8Plan::NONE };
     let ctx = Ctx {
         kind,
         d: *d,
