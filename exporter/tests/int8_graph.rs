@@ -1,11 +1,13 @@
-//! int8 graphs: every transformer matmul is an ONNX `MatMulInteger` of per-row uint8 activation codes (zero point
-//! 128) and int8 weight codes in `weights.int8.bin`, scaled back by the row's and the column's f32 scales; the
-//! patch embedding and the output head (the unembedding folded into the mixture heads) stay fp32 `MatMul`s; the
-//! weight file is hashed in the manifest; re-exports are byte-identical.
+//! int8 graphs: the transformer matmuls of `Int8Plan::TOTO1_DEFAULT`'s roles (the attention's `wQKV`, `wO`) are
+//! ONNX `MatMulInteger`s of per-row uint8 activation codes (zero point 128) and int8 weight codes in
+//! `weights.int8.bin`, scaled back by the row's and the column's f32 scales; the other roles (the MLP's `mlp.0`,
+//! `mlp.2`), the patch embedding and the output head (the unembedding folded into the mixture heads) stay fp32
+//! `MatMul`s over f32 weights in the same file; the weight file is hashed in the manifest; re-exports are
+//! byte-identical.
 use std::path::{Path, PathBuf};
 
 use exporter::export::ExportOptions;
-use exporter::graph::Fp16Plan;
+use exporter::graph::{Fp16Plan, Int8Plan};
 use exporter::pb::{tensor_proto, ModelProto};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
@@ -33,8 +35,14 @@ fn export_int8(out: &Path) -> exporter::manifest::Manifest {
     export(&opts, &mut |_| {}).unwrap()
 }
 
+/// The plan the graphs below are checked against (a changed default fails here first, then in the node checks).
 #[test]
-fn int8_graphs_quantize_the_transformer_matmuls_only() {
+fn toto1_int8_default_is_the_attention() {
+    assert_eq!(Int8Plan::TOTO1_DEFAULT.roles(), ["qkv", "out_proj"]);
+}
+
+#[test]
+fn int8_graphs_quantize_the_plans_transformer_matmuls_only() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("bundle");
     let m = export_int8(&out);
@@ -56,9 +64,14 @@ fn int8_graphs_quantize_the_transformer_matmuls_only() {
             users[0]
         };
         let int8: Vec<_> = graph.node.iter().filter(|n| n.op_type == "MatMulInteger").collect();
-        // wQKV, wO, mlp.0, mlp.2 per layer
-        assert_eq!(int8.len(), 4 * layers, "{}", g.file);
+        // wQKV and wO per layer
+        assert_eq!(int8.len(), 2 * layers, "{}", g.file);
         for n in &int8 {
+            assert!(
+                ["wQKV", "wO"].iter().any(|r| n.input[1].ends_with(&format!(".{r}.weight_t.i8"))),
+                "{}",
+                n.input[1]
+            );
             let producer = graph.node.iter().find(|p| p.output[0] == n.input[0]).unwrap();
             assert_eq!(producer.op_type, "QuantizeLinear", "{}", n.name);
             let zero_point = init(&n.input[2]).unwrap();
@@ -87,18 +100,27 @@ fn int8_graphs_quantize_the_transformer_matmuls_only() {
             graph.node.iter().filter(|n| n.op_type == "QuantizeLinear").map(|n| &n.input[0]).collect();
         let distinct: std::collections::HashSet<_> = quantized.iter().collect();
         assert_eq!(quantized.len(), distinct.len());
-        // the fp32 matmuls left: patch embedding, the folded output head, and attention's Q·Kᵀ and P·V
-        let plain_weights: Vec<_> = graph
+        // the fp32 matmuls over weights: patch embedding, each layer's mlp.0 and mlp.2 (f32 weights, stored in
+        // weights.int8.bin), the folded output head (attention's Q·Kᵀ and P·V read no weight)
+        let plain: Vec<_> = graph
             .node
             .iter()
             .filter(|n| n.op_type == "MatMul")
             .filter_map(|n| graph.initializer.iter().find(|t| t.name == n.input[1]))
-            .map(|t| t.name.clone())
             .collect();
-        assert_eq!(
-            plain_weights,
-            ["model.patch_embed.projection.weight_t", "model.output_distribution.folded.weight_t"]
-        );
+        for t in &plain {
+            assert_eq!(t.data_type, tensor_proto::DataType::Float as i32, "{}", t.name);
+            assert!(t.external_data.iter().any(|e| e.key == "location" && e.value == "weights.int8.bin"));
+        }
+        let mut want = vec!["model.patch_embed.projection.weight_t".to_string()];
+        for i in 0..layers {
+            for r in ["mlp.0", "mlp.2"] {
+                want.push(format!("model.transformer.layers.{i}.{r}.weight_t"));
+            }
+        }
+        want.push("model.output_distribution.folded.weight_t".into());
+        let plain: Vec<_> = plain.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(plain, want);
     }
 }
 
