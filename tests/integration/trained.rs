@@ -127,5 +127,5 @@ fn int8_engine_of_the_trained_toto1_passes_verify() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("cpu int8"), "{stdout}");
-    assert!(stdout.contains("output checks passed") && !stdout.contains("FAIL"), "{stdout}");
+    assert!(stdout.contains("21 of 21 output checks passed"), "{stdout}");
 }
