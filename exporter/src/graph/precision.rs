@@ -163,9 +163,8 @@ impl Int8Plan {
     /// with `fc1` meets at 0.87× only where their errors happen to cancel, no margin); the attention in int8
     /// meets it at 0.50×. Not 2.0's rule (`out_proj` fp32 misses on 1.0 at 1.78×), and 2.0 keeps its own: one
     /// rule for both families (this one) would meet on 2.0 too, but at 0.88× instead of 0.55× and with a third
-    /// of the int8 weights. It keeps the int8 share of a layer's matmul weights at 4D² of 16D² on the released
-    /// sizes (M = 4D), where all-int8's 4× smaller weights are what int8 was for: the speed and memory left are
-    /// in docs/int8.md.
+    /// of the int8 weights. The cost: int8 holds 4D² of a layer's 16D² matmul weights on the released sizes
+    /// (M = 4D), the MLP's 12D² stay f32 (docs/precision.md, "What int8 keeps").
     pub const TOTO1_DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
     pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
 
