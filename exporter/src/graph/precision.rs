@@ -250,4 +250,15 @@ mod tests {
         assert_eq!(FloatTypes::new(Precision::Fp16, &with_rope).io().rope, DType::F32);
         assert_eq!(with_rope.regions(), vec![Fp32Region::Rope]);
     }
+
+    #[test]
+    fn int8_plans_name_their_roles() {
+        assert_eq!(Int8Plan::ALL.roles(), Int8Plan::ROLES);
+        assert!(Int8Plan::NONE.roles().is_empty());
+        assert_eq!(Int8Plan::ALL.with("out_proj", false), Int8Plan::TOTO2_DEFAULT);
+        assert_eq!(Int8Plan::NONE.with("qkv", true).with("out_proj", true), Int8Plan::TOTO1_DEFAULT);
+        // an unknown role is no role and changes nothing
+        assert!(!Int8Plan::ALL.has("wQKV"));
+        assert_eq!(Int8Plan::NONE.with("mlp", true), Int8Plan::NONE);
+    }
 }
