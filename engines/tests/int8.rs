@@ -6,6 +6,9 @@
 //! constant variate is forecast in units of the scaler's `minimum_scale` floor, 140× its σ, where any relative
 //! error of the network is magnified that much), and sampled forecasts that pass the KS test.
 //! `int8_error_table` prints the table of docs/int8.md (`cargo test -p engines --test int8 -- --nocapture`).
+//! `toto1_int8_role_ablation` (ignored) measures which matmul roles int8 graphs may hold on the trained
+//! toto1-small and the fixtures (`Int8Plan::TOTO1_DEFAULT`; docs/precision.md,
+//! `cargo test -p engines --test int8 -- --ignored --nocapture toto1_int8_role_ablation`).
 mod support;
 
 use std::path::{Path, PathBuf};
