@@ -625,6 +625,17 @@ pub struct ExportArgs {
     /// Golden toto-ts cases of this checkpoint to carry in the bundle (for `totoc verify` anywhere).
     #[arg(long)]
     pub golden: Option<PathBuf>,
+    /// The transformer matmuls int8 graphs run in int8: `all`, or a comma list of qkv, out_proj, fc1, fc2 (the
+    /// rest stay fp32). Default: the family's set, chosen by ablation on a trained model (Toto 1.0: qkv,out_proj;
+    /// Toto 2.0: qkv,fc1,fc2; docs/precision.md). `all` is smaller and faster and misses the accuracy goal on the
+    /// trained models; `totoc verify` tells.
+    #[arg(long, value_name = "ROLES", value_parser = parse_int8_roles)]
+    pub int8_roles: Option<exporter::graph::Int8Plan>,
+}
+
+/// `--int8-roles`: `all`, `none` or a comma list of roles.
+fn parse_int8_roles(s: &str) -> Result<exporter::graph::Int8Plan, String> {
+    exporter::graph::Int8Plan::parse(s)
 }
 
 /// `--opset`: 24 or 18.

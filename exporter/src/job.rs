@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::export::{ExportEvent, ExportOptions};
-use crate::graph::Fp16Plan;
+use crate::graph::{Fp16Plan, Int8Plan};
 use crate::manifest::Manifest;
 use crate::profile_file::ProfileSet;
 use crate::signature::Precision;
@@ -43,6 +43,9 @@ pub struct ExportJob {
     pub force: bool,
     /// `--golden`.
     pub golden: Option<PathBuf>,
+    /// `--int8-roles`: the matmul roles int8 graphs run in int8 (`None`: the model family's default, chosen by
+    /// its ablation on a trained model).
+    pub int8_roles: Option<Int8Plan>,
 }
 
 /// What [`ExportJob::run`] did.
@@ -66,6 +69,7 @@ impl ExportJob {
             opset: 24,
             force: false,
             golden: None,
+            int8_roles: None,
         }
     }
 
@@ -94,7 +98,7 @@ impl ExportJob {
             precisions,
             variant,
             fp16_plan: Fp16Plan::DEFAULT,
-            int8_plan: None,
+            int8_plan: self.int8_roles,
             force: self.force,
             golden: self.golden.clone(),
         })

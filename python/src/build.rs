@@ -79,7 +79,7 @@ fn export_kind(e: &exporter::error::Error) -> Kind {
 }
 
 #[pyfunction]
-#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, progress=None))]
+#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, int8_roles=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn export(
     py: Python<'_>,
@@ -91,6 +91,7 @@ pub fn export(
     opset: i64,
     force: bool,
     golden: Option<PathBuf>,
+    int8_roles: Option<String>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PathBuf> {
     // the two paths a caller most often gets wrong, named as such (the job would report a file it cannot read)
@@ -112,7 +113,10 @@ pub fn export(
         .map(|p| build_job::precision(p))
         .collect::<engines::Result<Vec<_>>>()
         .map_err(to_py)?;
-    let job = ExportJob { checkpoint, config, out, profiles, precisions, opset, force, golden };
+    let int8_roles = int8_roles
+        .map(|r| exporter::graph::Int8Plan::parse(&r).map_err(|e| invalid(format!("int8_roles={r:?}: {e}"))))
+        .transpose()?;
+    let job = ExportJob { checkpoint, config, out, profiles, precisions, opset, force, golden, int8_roles };
     let mut forward = Forward::new(progress);
     let result: Result<ExportOutcome, exporter::error::Error> =
         py.detach(|| job.run(&mut |r| forward.report(r)));

@@ -46,6 +46,16 @@ def test_export_writes_the_cli_bundle(built, tmp_path):
     assert events["export"][-1].message.startswith("exported 2 toto-1.0 profile(s)")
 
 
+def test_int8_roles_reach_the_manifest_as_the_cli_writes_them(totoc_module, tmp_path):
+    bundle = totoc_module.export(
+        TINY_CHECKPOINT, TINY_CONFIG, tmp_path / "py", precisions=["int8"], int8_roles="fc1, qkv"
+    )
+    run_totoc("export", "--checkpoint", str(TINY_CHECKPOINT), "--config", str(TINY_CONFIG), "--out",
+              str(tmp_path / "cli"), "--precision", "int8", "--int8-roles", "qkv,fc1")
+    assert json.loads((bundle / "manifest.json").read_text())["inputs"]["int8_plan"] == "qkv,fc1"
+    assert file_hashes(bundle) == file_hashes(tmp_path / "cli")
+
+
 def test_the_built_engine_forecasts_as_the_cli_built_one(built, engine, totoc_module, ort_lib):
     _, _, engine_path, events = built
     steps = [e for e in events["build"] if e.kind == "step"]
@@ -106,6 +116,8 @@ def test_an_exception_of_the_callback_is_raised_after_the_job(totoc_module, tmp_
         (lambda t, p: t.export(TINY_CHECKPOINT, TINY_CONFIG, p / "o", opset=17), "InvalidInput",
          "opset 17 is not supported"),
         (lambda t, p: t.export(TINY_CHECKPOINT, TINY_CONFIG, p / "o", progress=3), "InvalidInput", "not callable"),
+        (lambda t, p: t.export(TINY_CHECKPOINT, TINY_CONFIG, p / "o", int8_roles="qkv,mlp"), "InvalidInput",
+         '"mlp" is not an int8 role'),
         (lambda t, p: t.build_engine(p / "none", p / "o"), "BundleIntegrity", "none"),
         (lambda t, p: t.build_engine(p, p / "o", target="gpu"), "InvalidInput", "cpu, cuda or tensorrt"),
         (lambda t, p: t.build_engine(p, p / "o", graphs="one"), "InvalidInput", "per-bucket or shared"),

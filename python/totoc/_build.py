@@ -80,6 +80,7 @@ def export(
     opset: int = 24,
     force: bool = False,
     golden: PathLike | None = None,
+    int8_roles: str | None = None,
     progress: Callable[[Progress], object] | None = None,
 ) -> Path:
     """Exports a Toto checkpoint to a bundle of ONNX graphs, as ``totoc export`` does; returns ``out``.
@@ -95,6 +96,8 @@ def export(
         opset: 24 (ONNX Runtime >= 1.31) or 18 (older runtimes, TensorRT < 10.15); ``--opset``.
         force: replace a non-empty ``out`` that is not a bundle; ``--force``.
         golden: golden toto-ts cases to carry in the bundle (for ``totoc verify``); ``--golden``.
+        int8_roles: the matmuls int8 graphs run in int8, ``"all"`` or a comma list of ``qkv``, ``out_proj``,
+            ``fc1``, ``fc2`` (default: the model family's set, chosen on a trained model); ``--int8-roles``.
         progress: called with a :class:`Progress` for each graph written; default: the ``totoc`` logger.
 
     Raises:
@@ -121,6 +124,7 @@ def export(
             opset=opset,
             force=force,
             golden=None if golden is None else os.fspath(golden),
+            int8_roles=int8_roles,
             progress=_forwarder(progress),
         )
     )

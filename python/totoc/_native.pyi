@@ -107,6 +107,7 @@ def export(
     opset: int = 24,
     force: bool = False,
     golden: str | None = None,
+    int8_roles: str | None = None,
     progress: Callable[[str, str, int, int], None] | None = None,
 ) -> str: ...
 def build_engine(

@@ -18,6 +18,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         opset: a.opset,
         force: a.force,
         golden: a.golden,
+        int8_roles: a.int8_roles,
     };
     let progress = Progress::new();
     let outcome = job.run(&mut |r| report(&progress, r)).with_context(|| job.context())?;

@@ -129,3 +129,48 @@ fn int8_engine_of_the_trained_toto1_passes_verify() {
     assert!(stdout.contains("cpu int8"), "{stdout}");
     assert!(stdout.contains("21 of 21 output checks passed"), "{stdout}");
 }
+
+/// `export --int8-roles` overrides the family's int8 roles, is recorded in the manifest's inputs, and is held to
+/// the same goal: the trained Toto 1.0 with every matmul in int8 (`all`) fails `verify` (exit 1); a role that does
+/// not exist is refused before anything is written, naming the valid ones.
+#[test]
+fn export_int8_roles_overrides_the_default_and_verify_reports_its_miss() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
+    let (bundle, engine) = (tmp.path().join("bundle"), tmp.path().join("engine"));
+    let export = |roles: &str, out: &Path| {
+        totoc(&[
+            "export",
+            "--checkpoint",
+            &s(&root().join("tests/fixtures/trained/toto1-small")),
+            "--config",
+            &s(&root().join("configs/trained-toto1-small.yaml")),
+            "--golden",
+            &s(&root().join("tests/fixtures/trained/toto1-small-cases")),
+            "--precision",
+            "int8",
+            "--int8-roles",
+            roles,
+            "--out",
+            &s(out),
+        ])
+    };
+    let bad = export("qkv,mlp", &tmp.path().join("never"));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("\"mlp\" is not an int8 role") && stderr.contains("qkv, out_proj, fc1, fc2"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("never").exists());
+
+    assert!(export("all", &bundle).status.success());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["inputs"]["int8_plan"], "qkv,out_proj,fc1,fc2", "{}", manifest["inputs"]);
+    totoc_ok(&["build-engine", "--artifacts", &s(&bundle), "--precision", "int8", "--out", &s(&engine)]);
+    let out = totoc(&["verify", "--engine", &s(&engine)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains("21 of 21 output checks passed"), "{stdout}");
+}

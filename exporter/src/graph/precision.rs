@@ -195,6 +195,31 @@ impl Int8Plan {
     pub fn roles(&self) -> Vec<&'static str> {
         Self::ROLES.into_iter().filter(|r| self.has(r)).collect()
     }
+
+    /// The plan a user names (`export --int8-roles`): `all`, `none`, or a comma list of [`Int8Plan::ROLES`].
+    /// Unknown or repeated names are an error naming the valid ones.
+    pub fn parse(text: &str) -> Result<Int8Plan, String> {
+        let text = text.trim();
+        match text {
+            "all" => return Ok(Int8Plan::ALL),
+            "none" => return Ok(Int8Plan::NONE),
+            _ => {}
+        }
+        let mut plan = Int8Plan::NONE;
+        for name in text.split(',').map(str::trim) {
+            if !Self::ROLES.contains(&name) {
+                return Err(format!(
+                    "{name:?} is not an int8 role: give `all`, `none` or a comma list of {}",
+                    Self::ROLES.join(", ")
+                ));
+            }
+            if plan.has(name) {
+                return Err(format!("int8 role {name:?} is named twice"));
+            }
+            plan = plan.with(name, true);
+        }
+        Ok(plan)
+    }
 }
 
 /// The float types a graph of `precision` computes each part in.
@@ -260,5 +285,17 @@ mod tests {
         // an unknown role is no role and changes nothing
         assert!(!Int8Plan::ALL.has("wQKV"));
         assert_eq!(Int8Plan::NONE.with("mlp", true), Int8Plan::NONE);
+    }
+
+    #[test]
+    fn int8_plans_parse_from_role_lists() {
+        assert_eq!(Int8Plan::parse("all"), Ok(Int8Plan::ALL));
+        assert_eq!(Int8Plan::parse("none"), Ok(Int8Plan::NONE));
+        assert_eq!(Int8Plan::parse("qkv, out_proj"), Ok(Int8Plan::TOTO1_DEFAULT));
+        assert_eq!(Int8Plan::parse("fc2,fc1,qkv"), Ok(Int8Plan::TOTO2_DEFAULT));
+        let e = Int8Plan::parse("qkv,mlp").unwrap_err();
+        assert!(e.contains("\"mlp\" is not an int8 role") && e.contains("qkv, out_proj, fc1, fc2"), "{e}");
+        assert!(Int8Plan::parse("").unwrap_err().contains("is not an int8 role"));
+        assert!(Int8Plan::parse("fc1,fc1").unwrap_err().contains("named twice"));
     }
 }
