@@ -53,8 +53,15 @@ fn child_forecasts(dir: &Path, force_u8u8: bool) -> String {
     if force_u8u8 {
         cmd.env(INT8_U8U8_ENV, "1");
     }
-    let status = cmd.status().unwrap();
-    assert!(status.success(), "child test process failed: {status}");
+    // captured, so the child's test summary does not join this binary's in the test log
+    let out_child = cmd.output().unwrap();
+    assert!(
+        out_child.status.success(),
+        "child test process failed: {}\n{}{}",
+        out_child.status,
+        String::from_utf8_lossy(&out_child.stdout),
+        String::from_utf8_lossy(&out_child.stderr)
+    );
     std::fs::read_to_string(&out).unwrap()
 }
 
