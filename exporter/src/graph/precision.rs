@@ -129,7 +129,7 @@ impl Default for Fp16Plan {
 /// weights stored in the same `weights.int8.bin`, and the input projection and output head are fp32 always.
 /// Defined by role, so one set applies to every size of a family. The roles, in both families:
 ///
-/// | role | Toto 1.0 (`toto1::graph`) | Toto 2.0 (`toto2::graph`) |
+/// | role | Toto 1.0 checkpoint name | Toto 2.0 checkpoint name |
 /// |---|---|---|
 /// | `qkv` | `attention.wQKV` | `attn.in_proj` |
 /// | `out_proj` | `attention.wO` | `attn.out_proj` |
