@@ -109,19 +109,8 @@ fn int8_engine_of_the_trained_toto1_passes_verify() {
     let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
     let bundle = tmp.path().join("bundle");
     let engine = tmp.path().join("engine");
-    totoc_ok(&[
-        "export",
-        "--checkpoint",
-        &s(&root().join("tests/fixtures/trained/toto1-small")),
-        "--config",
-        &s(&root().join("configs/trained-toto1-small.yaml")),
-        "--golden",
-        &s(&root().join("tests/fixtures/trained/toto1-small-cases")),
-        "--precision",
-        "int8",
-        "--out",
-        &s(&bundle),
-    ]);
+    let export = export_trained_toto1_int8(&bundle, &[]);
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
     totoc_ok(&["build-engine", "--artifacts", &s(&bundle), "--precision", "int8", "--out", &s(&engine)]);
     let out = totoc(&["verify", "--engine", &s(&engine)]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -138,23 +127,7 @@ fn export_int8_roles_overrides_the_default_and_verify_reports_its_miss() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
     let (bundle, engine) = (tmp.path().join("bundle"), tmp.path().join("engine"));
-    let export = |roles: &str, out: &Path| {
-        totoc(&[
-            "export",
-            "--checkpoint",
-            &s(&root().join("tests/fixtures/trained/toto1-small")),
-            "--config",
-            &s(&root().join("configs/trained-toto1-small.yaml")),
-            "--golden",
-            &s(&root().join("tests/fixtures/trained/toto1-small-cases")),
-            "--precision",
-            "int8",
-            "--int8-roles",
-            roles,
-            "--out",
-            &s(out),
-        ])
-    };
+    let export = |roles: &str, out: &Path| export_trained_toto1_int8(out, &["--int8-roles", roles]);
     let bad = export("qkv,mlp", &tmp.path().join("never"));
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2), "{stderr}");
@@ -173,4 +146,20 @@ fn export_int8_roles_overrides_the_default_and_verify_reports_its_miss() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(!stdout.contains("21 of 21 output checks passed"), "{stdout}");
+}
+
+/// `totoc export` of the trained Toto 1.0 with its golden cases and int8 graphs into `out`, plus `extra`
+/// arguments.
+fn export_trained_toto1_int8(out: &Path, extra: &[&str]) -> std::process::Output {
+    let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
+    let (checkpoint, config, golden) = (
+        s(&root().join("tests/fixtures/trained/toto1-small")),
+        s(&root().join("configs/trained-toto1-small.yaml")),
+        s(&root().join("tests/fixtures/trained/toto1-small-cases")),
+    );
+    let out = s(out);
+    let mut args = vec!["export", "--checkpoint", &checkpoint, "--config", &config, "--golden", &golden];
+    args.extend(["--precision", "int8", "--out", &out]);
+    args.extend_from_slice(extra);
+    totoc(&args)
 }
