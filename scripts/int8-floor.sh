@@ -7,7 +7,7 @@
 #   1. `totoc bench` with totoc's int8 GEMM choice (VNNI/AMX u8·s8 where exact), all three engines;
 #   2. the same with TOTOC_INT8_U8U8=1 (ONNX Runtime's u8·u8 GEMM forced: what totoc did on every x86 CPU before);
 #   3. ONNX Runtime's per-node profile of the one-row decode graph of the all-int8 engine, both ways
-#      (scripts/ort-node-profile.py).
+#      (scripts/ort-graph-time.py --profile).
 # Each bench prints the CPU, the bandwidth it measured and "decode step ... = N× the floor". Minutes, not CI.
 #
 # Usage: scripts/int8-floor.sh [WORK_DIR]   (default target/int8-floor; TOTOC_BIN default target/release/totoc)
@@ -48,5 +48,5 @@ echo "== totoc bench, TOTOC_INT8_U8U8=1 (u8·u8 GEMM forced)"
 TOTOC_INT8_U8U8=1 "$bin" bench "${engines[@]}" --runs 5 --no-rss
 graph="$work/e-all/default.decode.n1.t69.int8.onnx"
 echo "== per-node profile of $graph"
-"$prof" scripts/ort-node-profile.py "$graph"
-"$prof" scripts/ort-node-profile.py "$graph" --u8u8
+"$prof" scripts/ort-graph-time.py "$graph" --profile --runs 30
+"$prof" scripts/ort-graph-time.py "$graph" --profile --runs 30 --u8u8
