@@ -151,7 +151,7 @@ pub(crate) fn export_inputs(
         ("precisions".to_string(), precisions),
         ("opset".to_string(), opts.variant.as_str().to_string()),
         ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
-        ("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.roles().join(","))),
+        ("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.describe())),
         ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
     ]))
 }

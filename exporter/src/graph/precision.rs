@@ -196,6 +196,17 @@ impl Int8Plan {
         Self::ROLES.into_iter().filter(|r| self.has(r)).collect()
     }
 
+    /// How the plan is written (the export manifest's `inputs.int8_plan`): its roles comma-separated in
+    /// [`Int8Plan::ROLES`] order, or `none`; [`Int8Plan::parse`] reads it back.
+    pub fn describe(&self) -> String {
+        let roles = self.roles();
+        if roles.is_empty() {
+            "none".into()
+        } else {
+            roles.join(",")
+        }
+    }
+
     /// The plan a user names (`export --int8-roles`): `all`, `none`, or a comma list of [`Int8Plan::ROLES`].
     /// Unknown or repeated names are an error naming the valid ones.
     pub fn parse(text: &str) -> Result<Int8Plan, String> {
@@ -297,5 +308,10 @@ mod tests {
         assert!(e.contains("\"mlp\" is not an int8 role") && e.contains("qkv, out_proj, fc1, fc2"), "{e}");
         assert!(Int8Plan::parse("").unwrap_err().contains("is not an int8 role"));
         assert!(Int8Plan::parse("fc1,fc1").unwrap_err().contains("named twice"));
+        for plan in [Int8Plan::ALL, Int8Plan::NONE, Int8Plan::TOTO1_DEFAULT, Int8Plan::TOTO2_DEFAULT] {
+            assert_eq!(Int8Plan::parse(&plan.describe()), Ok(plan));
+        }
+        assert_eq!(Int8Plan::NONE.describe(), "none");
+        assert_eq!(Int8Plan::TOTO1_DEFAULT.describe(), "qkv,out_proj");
     }
 }
