@@ -7,7 +7,7 @@
 //! error of the network is magnified that much), and sampled forecasts that pass the KS test.
 //! `int8_error_table` prints the table of docs/int8.md (`cargo test -p engines --test int8 -- --nocapture`).
 //! `toto1_int8_role_ablation` (ignored) measures which matmul roles int8 graphs may hold on the trained
-//! toto1-small and the fixtures (`Int8Plan::TOTO1_DEFAULT`; docs/precision.md,
+//! toto1-small and the fixtures (`exporter::toto1::graph::INT8_DEFAULT`; docs/precision.md,
 //! `cargo test -p engines --test int8 -- --ignored --nocapture toto1_int8_role_ablation`).
 mod support;
 
@@ -312,7 +312,7 @@ fn toto1_int8_role_ablation() {
                 }
             })
             .collect();
-        let mark = if *plan == Int8Plan::TOTO1_DEFAULT { " (default)" } else { "" };
+        let mark = if *plan == exporter::toto1::graph::INT8_DEFAULT { " (default)" } else { "" };
         let share = 100.0 * size(plan) / size(&Int8Plan::ALL);
         let roles = if *plan == Int8Plan::NONE { "(none)".to_string() } else { plan.roles().join(", ") };
         println!("| {roles}{mark} | {share:.0}% | {} |", cells.join(" | "));

@@ -296,7 +296,7 @@ fn toto2_small_sharded_gqa_matches_toto2() {
     check_config("small", OpsetVariant::Opset24, Precision::Fp32);
 }
 
-/// int8 graphs (`Int8Plan::TOTO2_DEFAULT`'s matmuls through `MatMulInteger`: per-column int8 weights, per-row int8
+/// int8 graphs (`exporter::toto2::graph::INT8_DEFAULT`'s matmuls through `MatMulInteger`: per-column int8 weights, per-row int8
 /// activations) on every random-weight fixture. Not met, and not expected to be: random weights are the bound,
 /// the trained 4m the instrument (`engines/tests/toto2_precision.rs`, docs/precision.md: 13–69× here, 0.55× on
 /// the trained model); run it to see the raw knots and scaler statistics too.

@@ -182,7 +182,7 @@ fn measure(m: &Model, other: Precision, plan: Fp16Plan) -> Vec<(String, f64, f64
 }
 
 /// fp16 and int8 on the trained 4m (one export): the fp16 emulation engine (default regions) and the int8 engine
-/// (`Int8Plan::TOTO2_DEFAULT`'s roles) meet the goal on every case, and each really carries its precision's error (far
+/// (`exporter::toto2::graph::INT8_DEFAULT`'s roles) meet the goal on every case, and each really carries its precision's error (far
 /// above fp32's).
 #[test]
 fn fp16_emulation_and_int8_engines_of_the_trained_4m_meet_the_goal() {
@@ -345,7 +345,7 @@ fn toto2_int8_role_ablation() {
     for c in ["4m", "22m", "small"] {
         models.push(fixture(c, tmp.path()));
     }
-    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL, Int8Plan::TOTO2_DEFAULT];
+    let mut plans: Vec<Int8Plan> = vec![Int8Plan::ALL, exporter::toto2::graph::INT8_DEFAULT];
     for (i, a) in Int8Plan::ROLES.iter().enumerate() {
         plans.push(Int8Plan::ALL.with(a, false));
         for b in &Int8Plan::ROLES[i + 1..] {
@@ -375,7 +375,7 @@ fn toto2_int8_role_ablation() {
                 format!("{worst:.3}")
             })
             .collect();
-        let mark = if *plan == Int8Plan::TOTO2_DEFAULT { " (default)" } else { "" };
+        let mark = if *plan == exporter::toto2::graph::INT8_DEFAULT { " (default)" } else { "" };
         println!("| {}{mark} | {} |", plan.roles().join(", "), cells.join(" | "));
     }
 }

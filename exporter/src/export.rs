@@ -58,8 +58,7 @@ pub struct ExportOptions {
     pub variant: OpsetVariant,
     /// fp32 regions of the fp16 graphs ([`Fp16Plan::DEFAULT`] unless measuring alternatives).
     pub fp16_plan: Fp16Plan,
-    /// The matmul roles of the int8 graphs; `None`: the family's default ([`Int8Plan::TOTO1_DEFAULT`],
-    /// [`Int8Plan::TOTO2_DEFAULT`]), what `totoc export` writes. Set only to measure alternatives.
+    /// The matmul roles of the int8 graphs; `None`: the family's default (each family's `graph::INT8_DEFAULT`), what `totoc export` writes. Set only to measure alternatives.
     pub int8_plan: Option<Int8Plan>,
     /// Replace a non-empty output directory.
     pub force: bool,

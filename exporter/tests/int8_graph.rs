@@ -1,4 +1,4 @@
-//! int8 graphs: the transformer matmuls of `Int8Plan::TOTO1_DEFAULT`'s roles (the attention's `wQKV`, `wO`) are
+//! int8 graphs: the transformer matmuls of `exporter::toto1::graph::INT8_DEFAULT`'s roles (the attention's `wQKV`, `wO`) are
 //! ONNX `MatMulInteger`s of per-row uint8 activation codes (zero point 128) and int8 weight codes in
 //! `weights.int8.bin`, scaled back by the row's and the column's f32 scales; the other roles (the MLP's `mlp.0`,
 //! `mlp.2`), the patch embedding and the output head (the unembedding folded into the mixture heads) stay fp32
@@ -38,7 +38,7 @@ fn export_int8(out: &Path) -> exporter::manifest::Manifest {
 /// The plan the graphs below are checked against (a changed default fails here first, then in the node checks).
 #[test]
 fn toto1_int8_default_is_the_attention() {
-    assert_eq!(Int8Plan::TOTO1_DEFAULT.roles(), ["qkv", "out_proj"]);
+    assert_eq!(exporter::toto1::graph::INT8_DEFAULT.roles(), ["qkv", "out_proj"]);
 }
 
 #[test]

@@ -155,14 +155,14 @@ fn fp16_2_0_regions_move_computation() {
     assert!(rope.iter().all(|n| ty[&n.output[0]] == ElemType::F32));
 }
 
-/// Only the roles of `Int8Plan::TOTO2_DEFAULT` run through `MatMulInteger`; `out_proj` is an fp32 MatMul.
+/// Only the roles of `exporter::toto2::graph::INT8_DEFAULT` run through `MatMulInteger`; `out_proj` is an fp32 MatMul.
 fn int8_graph_quantizes_exactly_the_plans_roles(out: &Path, m: &exporter::manifest::Manifest) {
     let set = &m.family.toto2_profiles[0].sets[0];
     let g8 = set.graphs.iter().find(|g| g.precision == Precision::Int8).unwrap();
     let model = read(&out.join(&g8.file));
     let g = model.graph.as_ref().unwrap();
     let layers = 4;
-    let roles = Int8Plan::TOTO2_DEFAULT.roles();
+    let roles = exporter::toto2::graph::INT8_DEFAULT.roles();
     assert!(!roles.contains(&"out_proj") && roles.len() == 3, "{roles:?}");
     let mmi = g.node.iter().filter(|n| n.op_type == "MatMulInteger").count();
     assert_eq!(mmi, layers * roles.len());

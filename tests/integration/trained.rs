@@ -101,7 +101,7 @@ fn trained_checkpoints_export_build_and_forecast() {
 }
 
 /// The trained Toto 1.0's int8 engine (`export --precision int8`: the default int8 roles, the attention's matmuls,
-/// `Int8Plan::TOTO1_DEFAULT`) passes `verify` on the model's toto-ts cases within the int8 tolerances; with every
+/// `exporter::toto1::graph::INT8_DEFAULT`) passes `verify` on the model's toto-ts cases within the int8 tolerances; with every
 /// matmul in int8 it did not (1.80× the mixture parameters' bound, docs/precision.md).
 #[test]
 fn int8_engine_of_the_trained_toto1_passes_verify() {

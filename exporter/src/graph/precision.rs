@@ -151,21 +151,6 @@ impl Int8Plan {
     pub const ALL: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: true, fc2: true };
     /// No matmul in int8 (what fp32 and fp16 graphs are built with).
     pub const NONE: Int8Plan = Int8Plan { qkv: false, out_proj: false, fc1: false, fc2: false };
-    /// The set totoc's int8 Toto 2.0 graphs use, chosen by the ablation on the trained 4m (docs/precision.md,
-    /// `engines/tests/toto2_precision.rs` `toto2_int8_role_ablation`): every matmul in int8 misses the goal
-    /// (1.03×); keeping `out_proj` in fp32 — the smallest role, 1/12 of a layer's matmul weights — meets it
-    /// (0.55×), better than keeping `qkv` (0.61×, 3× the weights).
-    pub const TOTO2_DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true };
-    /// The set totoc's int8 Toto 1.0 graphs use: the attention's matmuls (`qkv`, `out_proj`) in int8, the MLP's
-    /// (`fc1`, `fc2`) fp32. Chosen by the ablation on the trained toto1-small (docs/precision.md,
-    /// `engines/tests/int8.rs` `toto1_int8_role_ablation`): every matmul in int8 misses the goal (1.80×), and
-    /// so does every set with an MLP role in int8 but one (each MLP role alone in int8: 1.76×, 1.47×; `qkv`
-    /// with `fc1` meets at 0.87× only where their errors happen to cancel, no margin); the attention in int8
-    /// meets it at 0.50×. Not 2.0's rule (`out_proj` fp32 misses on 1.0 at 1.78×), and 2.0 keeps its own: one
-    /// rule for both families (this one) would meet on 2.0 too, but at 0.88× instead of 0.55× and with a third
-    /// of the int8 weights. The cost: int8 holds 4D² of a layer's 16D² matmul weights on the released sizes
-    /// (M = 4D), the MLP's 12D² stay f32 (docs/precision.md, "What int8 keeps").
-    pub const TOTO1_DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
     pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
 
     /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
@@ -291,8 +276,12 @@ mod tests {
     fn int8_plans_name_their_roles() {
         assert_eq!(Int8Plan::ALL.roles(), Int8Plan::ROLES);
         assert!(Int8Plan::NONE.roles().is_empty());
-        assert_eq!(Int8Plan::ALL.with("out_proj", false), Int8Plan::TOTO2_DEFAULT);
-        assert_eq!(Int8Plan::NONE.with("qkv", true).with("out_proj", true), Int8Plan::TOTO1_DEFAULT);
+        assert_eq!(
+            Int8Plan::ALL.with("out_proj", false),
+            Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true }
+        );
+        let attention = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
+        assert_eq!(Int8Plan::NONE.with("qkv", true).with("out_proj", true), attention);
         // an unknown role is no role and changes nothing
         assert!(!Int8Plan::ALL.has("wQKV"));
         assert_eq!(Int8Plan::NONE.with("mlp", true), Int8Plan::NONE);
@@ -302,16 +291,17 @@ mod tests {
     fn int8_plans_parse_from_role_lists() {
         assert_eq!(Int8Plan::parse("all"), Ok(Int8Plan::ALL));
         assert_eq!(Int8Plan::parse("none"), Ok(Int8Plan::NONE));
-        assert_eq!(Int8Plan::parse("qkv, out_proj"), Ok(Int8Plan::TOTO1_DEFAULT));
-        assert_eq!(Int8Plan::parse("fc2,fc1,qkv"), Ok(Int8Plan::TOTO2_DEFAULT));
+        let attention = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
+        assert_eq!(Int8Plan::parse("qkv, out_proj"), Ok(attention));
+        assert_eq!(Int8Plan::parse("fc2,fc1,qkv"), Ok(Int8Plan::ALL.with("out_proj", false)));
         let e = Int8Plan::parse("qkv,mlp").unwrap_err();
         assert!(e.contains("\"mlp\" is not an int8 role") && e.contains("qkv, out_proj, fc1, fc2"), "{e}");
         assert!(Int8Plan::parse("").unwrap_err().contains("is not an int8 role"));
         assert!(Int8Plan::parse("fc1,fc1").unwrap_err().contains("named twice"));
-        for plan in [Int8Plan::ALL, Int8Plan::NONE, Int8Plan::TOTO1_DEFAULT, Int8Plan::TOTO2_DEFAULT] {
+        for plan in [Int8Plan::ALL, Int8Plan::NONE, attention, Int8Plan::ALL.with("out_proj", false)] {
             assert_eq!(Int8Plan::parse(&plan.describe()), Ok(plan));
         }
         assert_eq!(Int8Plan::NONE.describe(), "none");
-        assert_eq!(Int8Plan::TOTO1_DEFAULT.describe(), "qkv,out_proj");
+        assert_eq!(attention.describe(), "qkv,out_proj");
     }
 }

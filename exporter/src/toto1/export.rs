@@ -14,7 +14,7 @@ use crate::export::{
     ExportOptions, DYNAMIC_PREFIX,
 };
 use crate::fsutil::{write_atomic, StagingDir};
-use crate::graph::precision::{FloatTypes, Int8Plan};
+use crate::graph::precision::FloatTypes;
 use crate::graph::{GraphBuilder, WeightStore};
 use crate::manifest::{file_entries, Manifest, WeightsEntry};
 use crate::registry::family::{AnyConfig, FamilyGraphs};
@@ -36,7 +36,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     if precisions.is_empty() {
         return Err(Error::Config { message: "no precision selected (--precision fp32 and/or fp16)".into() });
     }
-    let int8_plan = opts.int8_plan.unwrap_or(Int8Plan::TOTO1_DEFAULT);
+    let int8_plan = opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT);
     let inputs = export_inputs(opts, ckpt.info(), &precisions)?;
     let cache = match check_cache(opts, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),

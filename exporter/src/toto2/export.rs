@@ -9,7 +9,7 @@ use std::path::Path;
 
 use prost::Message;
 
-use super::graph::{toto2_graph_with, toto2_shared_graph, Int8Plan, PrecisionPlans};
+use super::graph::{toto2_graph_with, toto2_shared_graph, PrecisionPlans};
 pub use super::manifest::Toto2GraphFile;
 use super::manifest::{Toto2ProfileEntry, Toto2SetEntry, Toto2SharedGraph};
 use super::shared;
@@ -32,7 +32,7 @@ use crate::variant::OpsetVariant;
 /// `dir/<set>.<kind>.int8.onnx` (atomically), referencing `weights` (whose file must live in `dir`, one per
 /// precision: `crate::export::weights_file`); `variant` is the opset, and so how the decode graph writes its KV
 /// caches (`TensorScatter` at 24, `ScatterND` at 18). Nothing depends on time or machine, so re-exports are byte-identical.
-/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `Int8Plan::TOTO2_DEFAULT`'s int8 roles.
+/// fp16 graphs keep `Fp16Plan::DEFAULT`'s fp32 regions, int8 graphs `graph::INT8_DEFAULT`'s int8 roles.
 pub fn write_graph_set(
     ckpt: &Toto2Checkpoint,
     weights: &mut WeightStore,
@@ -212,7 +212,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                     precision,
                     &PrecisionPlans {
                         fp16: opts.fp16_plan,
-                        int8: opts.int8_plan.unwrap_or(Int8Plan::TOTO2_DEFAULT),
+                        int8: opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT),
                     },
                 )?;
                 for g in &written {
@@ -246,7 +246,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                 precision,
                 &PrecisionPlans {
                     fp16: opts.fp16_plan,
-                    int8: opts.int8_plan.unwrap_or(Int8Plan::TOTO2_DEFAULT),
+                    int8: opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT),
                 },
             )?;
             for g in &written {
