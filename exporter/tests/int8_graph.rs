@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use exporter::export::ExportOptions;
-use exporter::graph::{Fp16Plan, Int8Plan};
+use exporter::graph::Fp16Plan;
 use exporter::pb::{tensor_proto, ModelProto};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;

@@ -11,7 +11,6 @@ use exporter::pb::{tensor_proto, type_proto, ModelProto};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
-use exporter::toto2::graph::Int8Plan;
 use exporter::variant::OpsetVariant;
 use prost::Message;
 
