@@ -58,7 +58,8 @@ pub struct ExportOptions {
     pub variant: OpsetVariant,
     /// fp32 regions of the fp16 graphs ([`Fp16Plan::DEFAULT`] unless measuring alternatives).
     pub fp16_plan: Fp16Plan,
-    /// The matmul roles of the int8 graphs; `None`: the family's default (each family's `graph::INT8_DEFAULT`), what `totoc export` writes. Set only to measure alternatives.
+    /// The matmul roles of the int8 graphs (`export --int8-roles`); `None`: the family's default (each family's
+    /// `graph::INT8_DEFAULT`, chosen by its ablation on a trained model).
     pub int8_plan: Option<Int8Plan>,
     /// Replace a non-empty output directory.
     pub force: bool,

@@ -176,6 +176,8 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     }
     let ladders =
         opts.profiles.iter().map(|p| ladder::ladder(p, &ckpt.config)).collect::<Result<Vec<_>>>()?;
+    let plans =
+        PrecisionPlans { fp16: opts.fp16_plan, int8: opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT) };
     let inputs = export_inputs(opts, ckpt.info(), &precisions)?;
     let cache = match check_cache(opts, &inputs, progress)? {
         Ok(up_to_date) => return Ok(up_to_date),
@@ -210,10 +212,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                     &dims,
                     opts.variant,
                     precision,
-                    &PrecisionPlans {
-                        fp16: opts.fp16_plan,
-                        int8: opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT),
-                    },
+                    &plans,
                 )?;
                 for g in &written {
                     index += 1;
@@ -244,10 +243,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
                 &entry.profile.name,
                 &first,
                 precision,
-                &PrecisionPlans {
-                    fp16: opts.fp16_plan,
-                    int8: opts.int8_plan.unwrap_or(super::graph::INT8_DEFAULT),
-                },
+                &plans,
             )?;
             for g in &written {
                 index += 1;
