@@ -629,13 +629,8 @@ pub struct ExportArgs {
     /// rest stay fp32). Default: the family's set, chosen by ablation on a trained model (Toto 1.0: qkv,out_proj;
     /// Toto 2.0: qkv,fc1,fc2; docs/precision.md). `all` is smaller and faster and misses the accuracy goal on the
     /// trained models; `totoc verify` tells.
-    #[arg(long, value_name = "ROLES", value_parser = parse_int8_roles)]
+    #[arg(long, value_name = "ROLES", value_parser = exporter::graph::Int8Plan::parse)]
     pub int8_roles: Option<exporter::graph::Int8Plan>,
-}
-
-/// `--int8-roles`: `all`, `none` or a comma list of roles.
-fn parse_int8_roles(s: &str) -> Result<exporter::graph::Int8Plan, String> {
-    exporter::graph::Int8Plan::parse(s)
 }
 
 /// `--opset`: 24 or 18.

@@ -26,9 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
-/// Re-exported where it was first defined, so `toto2::graph::Int8Plan` keeps naming it.
-pub use crate::graph::precision::Int8Plan;
-use crate::graph::precision::{FloatTypes, Fp16Plan};
+use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Plan};
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
