@@ -14,20 +14,26 @@ use std::process::Command;
 use engines::backend::{session_config, Stage, Target};
 use engines::compare::find_cases;
 use engines::cpu::{cpu_summary, int8_needs_u8u8_gemm, INT8_U8U8_ENV};
+use engines::engine::{Engine, LoadOptions};
 use engines::toto1::golden::GoldenCase;
+use exporter::graph::Fp16Plan;
 use exporter::signature::Precision;
-use support::{fp32_and_int8_engines, root};
+use exporter::variant::OpsetVariant;
+use support::{cpu_engine_with, root};
 
 /// Set in the child processes: where `child_writes_int8_forecasts` writes its forecasts.
 const OUT_ENV: &str = "TOTOC_TEST_INT8_GEMM_OUT";
+/// Set in the child processes: the int8 engine the parent built.
+const ENGINE_ENV: &str = "TOTOC_TEST_INT8_GEMM_ENGINE";
 
-/// The child half: with [`OUT_ENV`] set, forecasts every tiny case's mean path with the int8 engine and writes
-/// the forecasts' f32 bits and whether this process's int8 sessions ask for the u8·u8 GEMM; without it, nothing.
+/// The child half: with [`OUT_ENV`] set, forecasts every tiny case's mean path with the engine at [`ENGINE_ENV`]
+/// and writes the forecasts' f32 bits and whether this process's int8 sessions ask for the u8·u8 GEMM; without
+/// it, nothing.
 #[test]
 fn child_writes_int8_forecasts() {
     let Some(out) = std::env::var_os(OUT_ENV) else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let (_, e8) = fp32_and_int8_engines("tiny", tmp.path());
+    let engine = std::env::var_os(ENGINE_ENV).expect("the parent names the engine");
+    let e8 = Engine::load(Path::new(&engine), &LoadOptions::default()).unwrap();
     let load = Stage::Load { bundle_dir: ".".into() };
     let asks = session_config(&Target::cpu(Some(1)), &load, Precision::Int8)
         .config_entries
@@ -44,12 +50,13 @@ fn child_writes_int8_forecasts() {
     std::fs::write(out, text).unwrap();
 }
 
-/// Runs [`child_writes_int8_forecasts`] in a new process of this test binary, with the u8·u8 GEMM forced or not.
-fn child_forecasts(dir: &Path, force_u8u8: bool) -> String {
+/// Runs [`child_writes_int8_forecasts`] on the engine at `engine` in a new process of this test binary, with the
+/// u8·u8 GEMM forced or not.
+fn child_forecasts(dir: &Path, engine: &Path, force_u8u8: bool) -> String {
     let out = dir.join(format!("forecasts-{force_u8u8}.txt"));
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "child_writes_int8_forecasts", "--nocapture", "--test-threads", "1"]);
-    cmd.env(OUT_ENV, &out).env_remove(INT8_U8U8_ENV);
+    cmd.env(OUT_ENV, &out).env(ENGINE_ENV, engine).env_remove(INT8_U8U8_ENV);
     if force_u8u8 {
         cmd.env(INT8_U8U8_ENV, "1");
     }
@@ -71,8 +78,10 @@ fn int8_forecasts_are_the_same_bits_with_the_u8s8_gemm_totoc_picks_and_the_u8u8_
     let needs = int8_needs_u8u8_gemm();
     eprintln!("CPU: {cpu}; int8 sessions ask for the u8·u8 GEMM by default: {needs}");
     let tmp = tempfile::tempdir().unwrap();
-    let default = child_forecasts(tmp.path(), false);
-    let forced = child_forecasts(tmp.path(), true);
+    drop(cpu_engine_with("tiny", tmp.path(), OpsetVariant::Opset24, Precision::Int8, Fp16Plan::DEFAULT));
+    let engine = tmp.path().join("engine");
+    let default = child_forecasts(tmp.path(), &engine, false);
+    let forced = child_forecasts(tmp.path(), &engine, true);
     let (d_head, d_body) = default.split_once('\n').unwrap();
     let (f_head, f_body) = forced.split_once('\n').unwrap();
     assert_eq!(d_head, format!("u8u8 {needs}"), "the default mode's sessions follow int8_needs_u8u8_gemm");
