@@ -94,12 +94,15 @@ pub const INT8_U8U8_ENV: &str = "TOTOC_INT8_U8U8";
 pub fn int8_needs_u8u8_gemm() -> bool {
     static NEEDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *NEEDS.get_or_init(|| {
-        let forced = std::env::var(INT8_U8U8_ENV).is_ok_and(|v| v.trim() == "1");
         #[cfg(target_arch = "x86_64")]
-        let needed = !X86Int8Features::detect().u8s8_gemm_is_exact();
+        {
+            std::env::var(INT8_U8U8_ENV).is_ok_and(|v| v.trim() == "1")
+                || !X86Int8Features::detect().u8s8_gemm_is_exact()
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        let needed = false;
-        needed || (forced && cfg!(target_arch = "x86_64"))
+        {
+            false
+        }
     })
 }
 
