@@ -17,6 +17,11 @@ cd "$(dirname "$0")/.."
 echo "== CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')," \
   "$(nproc) cores; kernel-picking flags:" \
   "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'sse4_2|avx|fma|avx2|avx512f|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8' | tr '\n' ' ')"
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+mkdir -p "$target_dir"
+# The disk this run builds on: a CI machine's free space varies, and a full disk fails tests far from the cause.
+echo "== disk: $(df -h --output=avail "$target_dir" | tail -n 1 | tr -d ' ') free for $target_dir;" \
+  "CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-unset}, CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-unset}"
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" != 1 ]; then
   echo "== reference kernels (torch's CPU capability and MKL's branch, native and as the live checks pin them)"
   reference_python=$(tests/reference/setup_venv.sh | tail -n 1)
@@ -77,7 +82,7 @@ trap 'rm -f "$log"; rm -rf "$python_work"' EXIT
 # binary built above, reused. Release wheels link it by zig against glibc 2.28 (`--profile release`, the artifacts
 # workflow); compiling its dependencies once more for zig's target here would add minutes to CI for a wheel that
 # only this machine installs.
-scripts/build-python-cli.sh --reuse "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/totoc" \
+scripts/build-python-cli.sh --reuse "$target_dir/debug/totoc" \
   2>"$python_work/build-cli.log" >/dev/null || {
   tail -n 40 "$python_work/build-cli.log" >&2
   exit 1
@@ -91,7 +96,6 @@ PATH="$(dirname "$maturin"):$PATH" "$maturin" build --manifest-path python/Cargo
 echo "built and installed $(basename "$python_work"/wheels/totoc-*.whl)"
 # From an empty directory, so that only the installed package is importable (the tests check it); with the
 # package's own doctests. A failing test or no test at all (pytest's exit 5) fails the script.
-target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 tests_dir=$PWD/python/tests
 # The drop-in tests (python/tests/compat) need torch, toto-ts and toto-2: they run below, in the layered venv.
 (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra \
@@ -149,5 +153,6 @@ else
   passed=$((passed + live_passed))
   failed=$((failed + live_failed))
 fi
-echo "== all tests passed"
+echo "== all tests passed ($(du -sh "$target_dir" | cut -f1) in $target_dir," \
+  "$(df -h --output=avail "$target_dir" | tail -n 1 | tr -d ' ') free)"
 echo "totoc: $passed passed, $failed failed, $ignored skipped"

@@ -3,10 +3,48 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
 
 /// Repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The target directory this test binary was built into (`CARGO_TARGET_DIR` or `target/`).
+pub fn target_dir() -> PathBuf {
+    // target/debug/totoc -> target
+    let bin = Path::new(env!("CARGO_BIN_EXE_totoc"));
+    bin.parent().and_then(Path::parent).expect("totoc binary under target/<profile>/").to_path_buf()
+}
+
+/// Builds `totoc` from the workspace at `workspace` with the `release-arith` profile (Cargo.toml: a release
+/// build's arithmetic, a debug build's speed) into this test build's target directory, and links the binary to
+/// `dest`. The hostile-client test builds this workspace, the third-family test a copy of it with a toy family:
+/// one profile and one target directory compile their dependencies once (a second profile cost ~0.8 GB of disk
+/// and minutes of CPU in CI). Both builds uplift to `target/release-arith/totoc`, so the build and the link happen
+/// under one lock: the other test cannot replace the binary in between.
+pub fn build_release_arith_totoc(workspace: &Path, dest: &Path) {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let t = std::time::Instant::now();
+    let target = target_dir();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--profile", "release-arith", "--bin", "totoc"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(workspace)
+        .status()
+        .expect("run cargo build --profile release-arith");
+    assert!(status.success(), "cargo build --profile release-arith failed in {}", workspace.display());
+    eprintln!("release-arith build of {}: {:.0} s", workspace.display(), t.elapsed().as_secs_f64());
+    let built = target.join("release-arith/totoc");
+    std::fs::create_dir_all(dest.parent().expect("dest in a folder")).unwrap();
+    let _ = std::fs::remove_file(dest);
+    // A hard link keeps this inode when a later build replaces the uplifted file; a copy where links fail.
+    if std::fs::hard_link(&built, dest).is_err() {
+        std::fs::copy(&built, dest)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", built.display(), dest.display()));
+    }
 }
 
 /// A committed fixture checkpoint, e.g. `tiny`.

@@ -1,8 +1,8 @@
 //! Hostile clients against `totoc serve` built with a release build's arithmetic (issue 22): no request may
 //! kill, exhaust or wedge it. A debug binary would hide the worst bug (it checks every multiplication, so a size
 //! that wraps in release panics there and the panic is caught per connection), so the server under test is built
-//! without overflow checks and debug assertions: by default the `hostile` profile (`cargo build --profile
-//! hostile --bin totoc`: the release profile's arithmetic at a fraction of its build time, ~2 min cold on 2 cores
+//! without overflow checks and debug assertions: by default the `release-arith` profile (`cargo build
+//! --profile release-arith --bin totoc`: the release profile's arithmetic at a fraction of its build time, ~2 min cold on 2 cores
 //! against ~8 for `--release`), or the binary `$TOTOC_RELEASE_BIN` names (e.g. `target/release/totoc`, the
 //! shipped artifact, which also builds totoc's crates with overflow checks as a defence in depth). On the binary
 //! of the commit before the fix, the first request of the first group aborts the process (SIGABRT).
@@ -39,27 +39,16 @@ const RSS_BOUND_MIB: u64 = 256;
 
 const TOKEN: &str = "hostile-test-token";
 
-/// The server binary: `$TOTOC_RELEASE_BIN`, else built here with the `hostile` profile (see the module docs),
-/// into the same target directory as this test's binary.
+/// The server binary: `$TOTOC_RELEASE_BIN`, else built here with the `release-arith` profile (see the module
+/// docs), into the same target directory as this test's binary.
 fn server_bin() -> &'static Path {
     static B: OnceLock<PathBuf> = OnceLock::new();
     B.get_or_init(|| {
         if let Some(p) = std::env::var_os("TOTOC_RELEASE_BIN") {
             return PathBuf::from(p);
         }
-        let t = Instant::now();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--profile", "hostile", "--bin", "totoc"])
-            .current_dir(root())
-            .status()
-            .expect("run cargo build --profile hostile");
-        assert!(status.success(), "cargo build --profile hostile failed");
-        eprintln!("hostile-profile build: {:.0} s", t.elapsed().as_secs_f64());
-        // target/debug/totoc -> target/hostile/totoc
-        let debug = PathBuf::from(env!("CARGO_BIN_EXE_totoc"));
-        let bin = debug.parent().unwrap().parent().unwrap().join("hostile/totoc");
-        assert!(bin.exists(), "no {}", bin.display());
+        let bin = target_dir().join("release-arith-bins/hostile/totoc");
+        build_release_arith_totoc(&root(), &bin);
         bin
     })
 }

@@ -1,7 +1,7 @@
 //! A throwaway third model family, built here and never shipped: is adding a family a folder plus registry
 //! lines (issue 23)? The test copies the workspace into `target/third-family-test/tree`, adds the toy family's files
 //! (`tests/third_family/*.rs`: one per crate) and its registry lines (the edits below, each at an anchor that must
-//! occur exactly once), builds `totoc` there (`--profile third-family`), and then exports a one-layer graph,
+//! occur exactly once), builds `totoc` there (`--profile release-arith`, shared with the hostile-client test), and then exports a one-layer graph,
 //! builds an engine and forecasts through the CLI and `POST /v1/forecast`. It prints the existing files it had
 //! to touch; the goal is at most 8, all of them registry or module-list lines.
 //!
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::common::root;
+use crate::common::{build_release_arith_totoc, root};
 use crate::serve::{post_json, spawn_serve};
 
 /// Where an edit puts its text.
@@ -238,21 +238,9 @@ fn a_third_family_is_a_folder_and_registry_lines() {
         "only registries and module lists may change: {touched:?}"
     );
 
-    // Build totoc with the toy family (dependencies shared with this build's target directory).
-    let t = std::time::Instant::now();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir =
-        std::env::var("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or(root.join("target"));
-    let status = Command::new(cargo)
-        .args(["build", "--profile", "third-family", "--bin", "totoc"])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .current_dir(&tree)
-        .status()
-        .expect("cargo build of the tree with the toy family");
-    assert!(status.success(), "the workspace with a third family does not build");
-    eprintln!("third-family build: {:.0} s", t.elapsed().as_secs_f64());
+    // Build totoc with the toy family (its dependencies are the hostile-client test's, compiled once).
     let bin = work.join("totoc");
-    fs::copy(target_dir.join("third-family/totoc"), &bin).unwrap();
+    build_release_arith_totoc(&tree, &bin);
 
     // A toy checkpoint and profile, exported, built and forecast through the CLI.
     let ckpt = work.join("checkpoint");
