@@ -5,7 +5,9 @@ batch is restarted by Ray and every series comes out exactly once."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +55,16 @@ def history() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def cluster():
+    # The session's logs and sockets in a folder of its own, removed after: by default each run adds a session to
+    # /tmp/ray and nothing removes it. A short path: the sockets inside must stay under the 107-byte limit.
+    temp_dir = tempfile.mkdtemp(prefix="totoc-ray-")
     ray.init(num_cpus=4, include_dashboard=False, object_store_memory=256 << 20, log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, _temp_dir=temp_dir)
     # the test's Forecaster subclass travels to the actors by value (they cannot import this test module)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
     ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_map_batches_equals_one_predict_df_with_a_restarted_actor(cluster, engine, engine_dir, tmp_path):

@@ -14,7 +14,7 @@ use crate::common::*;
 fn pristine() -> &'static (PathBuf, PathBuf) {
     static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     DIRS.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = shared_fixture_dir();
         let (bundle, engine) = (dir.join("bundle"), dir.join("engine"));
         let golden = root().join("tests/fixtures/tiny/cases");
         export_fixture_with("tiny", &bundle, &["--golden", golden.to_str().unwrap()]);

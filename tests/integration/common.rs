@@ -10,6 +10,50 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A new directory for a fixture that the tests of this process share (an engine built once, kept in a static).
+/// A `TempDir` in a static is never dropped, so each such fixture used to stay in the temp folder after every run
+/// (~50 MB each, five per run of this binary), and a CI machine that keeps its temp folder filled its disk. These
+/// directories are removed when the process exits (`atexit`: the test harness returns from `main` or calls
+/// `exit`), and the first call removes what processes killed before their exit left behind (named by their pid).
+pub fn shared_fixture_dir() -> PathBuf {
+    static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    extern "C" fn remove_shared_fixture_dirs() {
+        let dirs = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        for dir in dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    let mut dirs = DIRS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if dirs.is_empty() {
+        remove_dirs_of_dead_processes();
+        // SAFETY: registers a plain extern "C" function with no arguments; it only takes a mutex and removes files.
+        let registered = unsafe { libc::atexit(remove_shared_fixture_dirs) };
+        assert_eq!(registered, 0, "atexit failed");
+    }
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{SHARED_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .expect("create a shared fixture directory")
+        .keep();
+    dirs.push(dir.clone());
+    dir
+}
+
+const SHARED_PREFIX: &str = "totoc-it-";
+
+/// Removes `totoc-it-<pid>-*` directories whose process is gone (killed before its `atexit` ran).
+fn remove_dirs_of_dead_processes() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SHARED_PREFIX)) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The target directory this test binary was built into (`CARGO_TARGET_DIR` or `target/`).
 pub fn target_dir() -> PathBuf {
     // target/debug/totoc -> target

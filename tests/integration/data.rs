@@ -407,7 +407,7 @@ fn stdin_and_stdout_pipes_need_a_format() {
 fn ctx512_engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = shared_fixture_dir();
         let config = dir.join("ctx512.yaml");
         fs::write(
             &config,

@@ -13,7 +13,7 @@ use crate::common::*;
 pub fn engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = shared_fixture_dir();
         let bundle = dir.join("bundle");
         let golden = root().join("tests/fixtures/tiny/cases");
         totoc_ok(&[

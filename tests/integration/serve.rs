@@ -45,7 +45,7 @@ fn cases_dir() -> PathBuf {
 /// The tiny engine with its golden set.
 pub(crate) fn engine() -> &'static Path {
     static E: OnceLock<PathBuf> = OnceLock::new();
-    E.get_or_init(|| build_engine_in(&tempfile::tempdir().unwrap().keep(), "tiny", Some(&cases_dir())))
+    E.get_or_init(|| build_engine_in(&shared_fixture_dir(), "tiny", Some(&cases_dir())))
 }
 
 pub(crate) fn case(name: &str) -> Value {

@@ -34,7 +34,7 @@ fn checkpoint_4m(dir: &Path) {
 pub(crate) fn engine() -> &'static Path {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = shared_fixture_dir();
         let ck = dir.join("checkpoint");
         checkpoint_4m(&ck);
         let bundle = dir.join("bundle");
