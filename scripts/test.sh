@@ -22,6 +22,20 @@ mkdir -p "$target_dir"
 # The disk this run builds on: a CI machine's free space varies, and a full disk fails tests far from the cause.
 echo "== disk: $(df -h --output=avail "$target_dir" | tail -n 1 | tr -d ' ') free for $target_dir;" \
   "CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-unset}, CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-unset}"
+# What the temp folder holds before the run: a test that leaves files there fills the disk of a machine that keeps
+# it, run after run (checked at the end).
+tmp_root=$(realpath -m "${TMPDIR:-/tmp}")
+# The integration tests' shared fixtures used to stay behind as tempfile's `.tmpXXXXXX` folders
+# holding an export bundle (~50 MB each, five a run; now common::shared_fixture_dir): remove what earlier runs left
+# (an hour old or more, ours).
+stale=$(find "$tmp_root" -mindepth 1 -maxdepth 1 -type d -name '.tmp??????' -user "$(id -u)" -mmin +60 \
+  -exec test -f '{}/bundle/manifest.json' ';' -print 2>/dev/null || true)
+if [ -n "$stale" ]; then
+  echo "== removing $(printf '%s\n' "$stale" | wc -l) test fixture folders earlier runs left in $tmp_root" \
+    "($(printf '%s\n' "$stale" | xargs -d '\n' du -sch 2>/dev/null | tail -n 1 | cut -f1))"
+  printf '%s\n' "$stale" | xargs -d '\n' rm -rf
+fi
+tmp_before=$(find "$tmp_root" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort)
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" != 1 ]; then
   echo "== reference kernels (torch's CPU capability and MKL's branch, native and as the live checks pin them)"
   reference_python=$(tests/reference/setup_venv.sh | tail -n 1)
@@ -152,6 +166,23 @@ else
   read -r live_passed live_failed < <(awk '/^live checks:/ { print $3, $5 }' "$log")
   passed=$((passed + live_passed))
   failed=$((failed + live_failed))
+fi
+echo "== the temp folder: what this run left in $tmp_root"
+rm -f "$log"
+rm -rf "$python_work"
+left_mib=0
+while IFS= read -r entry; do
+  # pytest keeps its three newest base folders (pytest-of-USER) and removes older ones itself
+  case $entry in "" | pytest-of-*) continue ;; esac
+  mib=$(du -sm "$tmp_root/$entry" 2>/dev/null | cut -f1)
+  echo "left in the temp folder: $entry (${mib:-0} MiB)"
+  left_mib=$((left_mib + ${mib:-0}))
+done < <(comm -13 <(printf '%s\n' "$tmp_before") \
+  <(find "$tmp_root" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort))
+# Other processes may write there too, so a little is tolerated; a test's leaked engine or bundle is not.
+if [ "$left_mib" -gt 20 ]; then
+  echo "this run left $left_mib MiB in $tmp_root: a test does not remove its files" >&2
+  exit 1
 fi
 echo "== all tests passed ($(du -sh "$target_dir" | cut -f1) in $target_dir," \
   "$(df -h --output=avail "$target_dir" | tail -n 1 | tr -d ' ') free)"
