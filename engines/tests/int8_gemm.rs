@@ -3,9 +3,11 @@
 //! totoc asks for ONNX Runtime's u8·u8 GEMM (`session.x64quantprecision`) only on x86 CPUs whose u8·s8 kernel
 //! adds products in saturating int16 (`engines::cpu::int8_needs_u8u8_gemm`). On the others (VNNI, AMX) it leaves
 //! the u8·s8 kernel in place because that kernel is exact too — which this test checks rather than assumes: the
-//! same int8 engine forecasts every tiny fixture case in two processes, one in the default mode and one with
-//! `TOTOC_INT8_U8U8=1` (the u8·u8 GEMM forced), and the forecasts must be bitwise equal. On a CPU that needs the
-//! u8·u8 GEMM both processes run it, and the test checks that the default asks for it.
+//! same int8 engine, with every transformer matmul int8 (`Int8Plan::ALL`: the attention projections and the MLP,
+//! so every GEMM shape of either family's default role set), forecasts every tiny fixture case in two processes,
+//! one in the default mode and one with `TOTOC_INT8_U8U8=1` (the u8·u8 GEMM forced), and the forecasts must be
+//! bitwise equal. On a CPU that needs the u8·u8 GEMM both processes run it, and the test checks that the default
+//! asks for it.
 mod support;
 
 use std::path::Path;
@@ -16,10 +18,9 @@ use engines::compare::find_cases;
 use engines::cpu::{cpu_summary, int8_needs_u8u8_gemm, INT8_U8U8_ENV};
 use engines::engine::{Engine, LoadOptions};
 use engines::toto1::golden::GoldenCase;
-use exporter::graph::Fp16Plan;
+use exporter::graph::Int8Plan;
 use exporter::signature::Precision;
-use exporter::variant::OpsetVariant;
-use support::{cpu_engine_with, root};
+use support::{int8_engine_with_roles, root};
 
 /// Set in the child processes: where `child_writes_int8_forecasts` writes its forecasts.
 const OUT_ENV: &str = "TOTOC_TEST_INT8_GEMM_OUT";
@@ -78,7 +79,7 @@ fn int8_forecasts_are_the_same_bits_with_the_u8s8_gemm_totoc_picks_and_the_u8u8_
     let needs = int8_needs_u8u8_gemm();
     eprintln!("CPU: {cpu}; int8 sessions ask for the u8·u8 GEMM by default: {needs}");
     let tmp = tempfile::tempdir().unwrap();
-    drop(cpu_engine_with("tiny", tmp.path(), OpsetVariant::Opset24, Precision::Int8, Fp16Plan::DEFAULT));
+    drop(int8_engine_with_roles("tiny", tmp.path(), Int8Plan::ALL));
     let engine = tmp.path().join("engine");
     let default = child_forecasts(tmp.path(), &engine, false);
     let forced = child_forecasts(tmp.path(), &engine, true);

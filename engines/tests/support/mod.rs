@@ -10,7 +10,7 @@ use engines::compare::{precision_errors, Tolerance};
 use engines::engine::{Engine, LoadOptions};
 use engines::registry::build_engine;
 use exporter::export::ExportOptions;
-use exporter::graph::Fp16Plan;
+use exporter::graph::{Fp16Plan, Int8Plan};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
@@ -72,6 +72,25 @@ pub fn cpu_engine_form(
     let opts = BuildOptions { precision: Some(precision), graphs: Some(form), ..BuildOptions::default() };
     build_engine(&bundle, &Target::cpu(Some(1)), &engine, &opts, &mut |_| {}).unwrap();
     Engine::load(&engine, &LoadOptions::default()).unwrap()
+}
+
+/// The int8 CPU engine of fixture `config` (configs/tiny.yaml profiles) with `plan`'s int8 roles instead of the
+/// family's default; the bundle and the engine go to `dir/bundle` and `dir/engine`.
+pub fn int8_engine_with_roles(config: &str, dir: &Path, plan: Int8Plan) -> Engine {
+    let bundle = dir.join("bundle");
+    let opts = ExportOptions {
+        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
+        profiles: ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles,
+        out: bundle.clone(),
+        precisions: vec![Precision::Int8],
+        variant: OpsetVariant::Opset24,
+        fp16_plan: Fp16Plan::DEFAULT,
+        int8_plan: Some(plan),
+        force: false,
+        golden: None,
+    };
+    export(&opts, &mut |_| {}).unwrap();
+    cpu_engine_of(&bundle, &dir.join("engine"), Precision::Int8, Some(1))
 }
 
 /// The fp32 and int8 CPU engines of fixture `config` (configs/tiny.yaml profiles), exported into one bundle.
