@@ -6,7 +6,7 @@ and 3072x768; random weights, a few outlier activation channels) as one ONNX cha
 ONNX Runtime's CPU provider, 2 threads:
 
   fp32    MatMul
-  nbits   com.microsoft MatMulNBits, bits 8, block 128, accuracy_level 4 (totoc's first int8 layout)
+  nbits   com.microsoft MatMulNBits, bits 8, block 128 (--block), accuracy_level 4 (totoc's first int8 layout)
   int8    totoc's layout: per-row uint8 activation codes (QuantizeLinear, zero point 128) x per-column int8
           weights through MatMulInteger, scaled back by the row's and the column's scales
 
@@ -15,7 +15,7 @@ and `row dependence`: max |row 0 of an M-row call - the same row computed alone|
 must be 0 for a kernel whose result for a row does not depend on the other rows packed into the call.
 
 Usage (a venv with onnxruntime==1.31.1, onnx and numpy):
-    python scripts/int8-kernels.py [--rows 1,8,64,256] [--runs 7]
+    python scripts/int8-kernels.py [--rows 1,8,64,256] [--runs 7] [--block 128]
 """
 
 import argparse
@@ -49,7 +49,7 @@ def column_codes(w):
     return np.clip(np.rint(w / s.astype(np.float64)), -127, 127).astype(np.int8), s
 
 
-def chain(variant, rows, ws):
+def chain(variant, rows, ws, block=128):
     nodes, inits = [], []
     const = {
         "zero": np.array([0], np.int64),
@@ -68,10 +68,10 @@ def chain(variant, rows, ws):
             inits.append(numpy_helper.from_array(w, f"w{i}"))
             nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [y]))
         elif variant == "nbits":
-            q, s = nbits_codes(w)
+            q, s = nbits_codes(w, block)
             inits += [numpy_helper.from_array(q, f"q{i}"), numpy_helper.from_array(s, f"s{i}")]
             nodes.append(helper.make_node("MatMulNBits", [x, f"q{i}", f"s{i}"], [y], domain="com.microsoft",
-                                          K=k, N=n, bits=8, block_size=128, accuracy_level=4))
+                                          K=k, N=n, bits=8, block_size=block, accuracy_level=4))
         else:
             q, s = column_codes(w)
             inits += [numpy_helper.from_array(q, f"q{i}"), numpy_helper.from_array(s, f"s{i}")]
@@ -111,6 +111,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="1,8,64,256")
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--block", type=int, default=128, help="MatMulNBits's weight block (a power of two, 16-256)")
     args = ap.parse_args()
     ws = weights()
     rng = np.random.default_rng(1)
@@ -122,7 +123,7 @@ def main():
         x[:, 77] *= -15.0
         ref, base = None, None
         for variant in ["fp32", "nbits", "int8"]:
-            s = session(chain(variant, rows, ws))
+            s = session(chain(variant, rows, ws, args.block))
             out = s.run(None, {"x": x})[0]
             s.run(None, {"x": x})
             times = []
@@ -133,7 +134,7 @@ def main():
             ms = float(np.median(times)) * 1e3
             if variant == "fp32":
                 ref, base = out, ms
-            alone = session(chain(variant, 1, ws)).run(None, {"x": x[:1]})[0] if rows > 1 else out[:1]
+            alone = session(chain(variant, 1, ws, args.block)).run(None, {"x": x[:1]})[0] if rows > 1 else out[:1]
             err = np.sqrt(((out - ref) ** 2).mean() / (ref**2).mean())
             dep = float(np.abs(alone - out[:1]).max() / np.sqrt((ref**2).mean()))
             print(f"{rows:>5} {variant:>7} {ms:>9.2f} {base / ms:>7.2f}x {err:>10.4f} {dep:>15.2e}", flush=True)
