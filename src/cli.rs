@@ -26,9 +26,9 @@ pub enum PrecisionArg {
     Fp32,
     /// fp16 weights, activations and KV caches, with fp32 where precision needs it (strongly typed).
     Fp16,
-    /// int8: every large matmul reads int8 weights (one scale per output column) and runs on per-row int8
-    /// activation codes (ONNX `MatMulInteger`; CPU engines only); everything else, the KV caches included, stays
-    /// fp32.
+    /// int8: the transformer's matmuls read 8-bit weights and run on 8-bit activation codes, per row (ONNX
+    /// `MatMulInteger`) or in 16-value blocks (`MatMulNBits`) as `--int8-roles` says (CPU engines only);
+    /// everything else, the KV caches included, stays fp32.
     Int8,
 }
 
@@ -625,10 +625,11 @@ pub struct ExportArgs {
     /// Golden toto-ts cases of this checkpoint to carry in the bundle (for `totoc verify` anywhere).
     #[arg(long)]
     pub golden: Option<PathBuf>,
-    /// The transformer matmuls int8 graphs run in int8: `all`, or a comma list of qkv, out_proj, fc1, fc2 (the
-    /// rest stay fp32). Default: the family's set, chosen by ablation on a trained model (Toto 1.0: qkv,out_proj;
-    /// Toto 2.0: qkv,fc1,fc2; docs/precision.md). `all` is smaller and faster and misses the accuracy goal on the
-    /// trained models; `totoc verify` tells.
+    /// The transformer matmuls int8 graphs run in int8: `all` (every one per row), or a comma list of qkv,
+    /// out_proj, fc1, fc2 (the rest stay fp32), each per row (`MatMulInteger`) or with `:blocks` in 16-value
+    /// blocks (`MatMulNBits`). Default: the family's set, chosen by ablation on a trained model (Toto 1.0:
+    /// qkv,out_proj,fc1:blocks,fc2:blocks; Toto 2.0: qkv,fc1,fc2; docs/precision.md). `all` misses the accuracy
+    /// goal on the trained models; `totoc verify` tells.
     #[arg(long, value_name = "ROLES", value_parser = exporter::graph::Int8Plan::parse)]
     pub int8_roles: Option<exporter::graph::Int8Plan>,
 }

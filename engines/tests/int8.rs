@@ -21,7 +21,7 @@ use engines::engine::{Engine, LoadOptions};
 use engines::registry::build_engine;
 use engines::toto1::golden::{check_case, compare_forecast, GoldenCase, Tolerances};
 use exporter::export::ExportOptions;
-use exporter::graph::{Fp16Plan, Int8Plan};
+use exporter::graph::{Fp16Plan, Int8Kernel, Int8Plan};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
 use exporter::signature::Precision;
@@ -285,13 +285,22 @@ fn toto1_int8_role_ablation() {
     }
     plans.extend(Int8Plan::ROLES.iter().map(|a| Int8Plan::NONE.with(a, true)));
     plans.push(Int8Plan::NONE);
+    // the block kernel (`MatMulNBits`, 16-value blocks): every role, the MLP alone, each MLP role alone, and the
+    // MLP in blocks beside the attention per row (the default)
+    let blocks =
+        |p: Int8Plan, roles: &[&str]| roles.iter().fold(p, |p, r| p.with_kernel(r, Some(Int8Kernel::Blocks)));
+    plans.push(blocks(Int8Plan::NONE, &Int8Plan::ROLES));
+    plans.push(blocks(Int8Plan::NONE, &["fc1", "fc2"]));
+    plans.push(blocks(Int8Plan::NONE, &["fc1"]));
+    plans.push(blocks(Int8Plan::NONE, &["fc2"]));
+    plans.push(blocks(Int8Plan::ALL, &["fc1", "fc2"]));
     // each role's share of a layer's matmul weights: qkv 3D², out_proj D², fc1 2DM, fc2 MD
     let cfg = exporter::toto1::checkpoint::Checkpoint::load(&models[0].checkpoint).unwrap().config;
     let (d, mlp) = (cfg.embed_dim as f64, cfg.mlp_hidden_dim as f64);
     let size = |p: &Int8Plan| {
         [(p.qkv, 3.0 * d * d), (p.out_proj, d * d), (p.fc1, 2.0 * d * mlp), (p.fc2, mlp * d)]
             .iter()
-            .filter(|(on, _)| *on)
+            .filter(|(kernel, _)| kernel.is_some())
             .map(|(_, n)| n)
             .fold(0.0, |a, n| a + n)
     };
@@ -314,7 +323,8 @@ fn toto1_int8_role_ablation() {
             .collect();
         let mark = if *plan == exporter::toto1::graph::INT8_DEFAULT { " (default)" } else { "" };
         let share = 100.0 * size(plan) / size(&Int8Plan::ALL);
-        let roles = if *plan == Int8Plan::NONE { "(none)".to_string() } else { plan.roles().join(", ") };
+        let roles =
+            if *plan == Int8Plan::NONE { "(none)".to_string() } else { plan.describe().replace(',', ", ") };
         println!("| {roles}{mark} | {share:.0}% | {} |", cells.join(" | "));
     }
 }

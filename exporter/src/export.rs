@@ -142,8 +142,9 @@ pub(crate) fn export_inputs(
             sha256_bytes(&all)
         }
     };
+    let has_int8 = precisions.contains(&Precision::Int8);
     let precisions = precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(",");
-    Ok(BuildInputs::from([
+    let mut inputs = BuildInputs::from([
         ("checkpoint.model.safetensors".to_string(), info.safetensors_sha256),
         ("checkpoint.config.json".to_string(), info.config_sha256),
         ("profiles".to_string(), sha256_bytes(&profiles)),
@@ -153,7 +154,13 @@ pub(crate) fn export_inputs(
         ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
         ("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.describe())),
         ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
-    ]))
+    ]);
+    if has_int8 {
+        // the int8 layout the graphs are written in: a bundle of an older one (whose `int8_plan` may read
+        // `default` too) is rebuilt, not reused
+        inputs.insert("int8_weights".to_string(), crate::quantize::INT8_WEIGHTS_VERSION.to_string());
+    }
+    Ok(inputs)
 }
 
 /// The bundle at `opts.out` when it was built from `inputs` and is intact (`Ok`: skip the export), else how it

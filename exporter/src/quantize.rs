@@ -24,6 +24,11 @@
 //! Error bound: per value `|w − dequant(q)| ≤ scale/2 = max|w_column| / 254` (plus the f32 rounding of the
 //! scale), unit-tested below.
 
+/// The version of the int8 layout (docs/formats.md, "int8 weights"): 3 adds the block kernel
+/// ([`quantize_blocks`], `MatMulNBits`) and Toto 1.0's default MLP in it. Recorded in an int8 export's build
+/// inputs, so a bundle of an older layout is re-exported rather than reused.
+pub const INT8_WEIGHTS_VERSION: u32 = 3;
+
 /// The largest code magnitude of the symmetric range (weights and activations).
 pub const QMAX: f64 = 127.0;
 /// The zero point of the uint8 activation codes (`MatMulInteger`'s `a_zero_point`).
@@ -78,6 +83,70 @@ pub fn quantize_kn(w_kn: &[f32], k: usize, n: usize) -> QuantizedMatrix {
     QuantizedMatrix { k, n, codes, scales }
 }
 
+/// The block length along K of [`quantize_blocks`] (`MatMulNBits`'s `block_size`): the smallest MLAS supports.
+/// On the trained Toto 1.0 the MLP in 16-value blocks meets the int8 goal where 32-value blocks do not alongside
+/// the attention's per-row int8 (docs/precision.md).
+pub const BLOCK: usize = 16;
+
+/// A `[K, N]` weight quantized for ONNX Runtime's `MatMulNBits` (8 bits): for each output column, blocks of
+/// [`BLOCK`] values along K, each with its own scale `max|w_block| / 127` and codes `round(w / scale) + 128` (the
+/// op's default zero point for 8 bits, so no zero-point input); a last partial block is padded with the zero
+/// code 128.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockQuantizedMatrix {
+    pub k: usize,
+    pub n: usize,
+    /// `uint8 [N, ceil(K / BLOCK), BLOCK]`: column-major blocks, the layout `MatMulNBits`'s `B` reads.
+    pub codes: Vec<u8>,
+    /// `[N · ceil(K / BLOCK)]`: column n's block b at `n · blocks + b`.
+    pub scales: Vec<f32>,
+}
+
+impl BlockQuantizedMatrix {
+    /// Blocks per column.
+    pub fn blocks(&self) -> usize {
+        self.k.div_ceil(BLOCK)
+    }
+
+    /// The weight as the graph sees it, `[K, N]` row-major (what tests compare against).
+    pub fn dequantize_kn(&self) -> Vec<f32> {
+        let nb = self.blocks();
+        let mut w = vec![0f32; self.k * self.n];
+        for c in 0..self.n {
+            for kk in 0..self.k {
+                let code = f32::from(self.codes[c * nb * BLOCK + kk]) - 128.0;
+                w[kk * self.n + c] = code * self.scales[c * nb + kk / BLOCK];
+            }
+        }
+        w
+    }
+}
+
+/// Quantizes the `[K, N]` row-major weight `w_kn` in blocks of [`BLOCK`] along K per output column, with the
+/// rounding rules of [`quantize_kn`] (f64, ties to even, the scale rounded to f32 first).
+pub fn quantize_blocks(w_kn: &[f32], k: usize, n: usize) -> BlockQuantizedMatrix {
+    assert_eq!(w_kn.len(), k * n, "weight of {} values is not [{k}, {n}]", w_kn.len());
+    let nb = k.div_ceil(BLOCK);
+    let mut codes = vec![ACTIVATION_ZERO_POINT; n * nb * BLOCK];
+    let mut scales = vec![0f32; n * nb];
+    for c in 0..n {
+        for b in 0..nb {
+            let rows = b * BLOCK..((b + 1) * BLOCK).min(k);
+            let amax = rows.clone().map(|r| f64::from(w_kn[r * n + c]).abs()).fold(0.0, f64::max);
+            let scale = (amax / QMAX) as f32;
+            scales[c * nb + b] = scale;
+            if scale == 0.0 {
+                continue;
+            }
+            for r in rows {
+                let q = (f64::from(w_kn[r * n + c]) / f64::from(scale)).round_ties_even().clamp(-QMAX, QMAX);
+                codes[c * nb * BLOCK + r] = (q as i32 + 128) as u8;
+            }
+        }
+    }
+    BlockQuantizedMatrix { k, n, codes, scales }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +198,36 @@ mod tests {
         let back = q.dequantize_kn();
         assert_eq!(back[4], 4.0);
         assert_eq!(back[1], 0.0);
+    }
+
+    #[test]
+    fn blocks_quantize_sixteen_values_each_and_pad_the_last() {
+        // K = 20: one full block and one of 4 values (padded with the zero code); N = 2
+        let (k, n) = (20, 2);
+        let w = values(k * n, 3);
+        let q = quantize_blocks(&w, k, n);
+        assert_eq!((q.blocks(), q.codes.len(), q.scales.len()), (2, 2 * 2 * BLOCK, 4));
+        let back = q.dequantize_kn();
+        for c in 0..n {
+            for b in 0..2 {
+                let rows = b * BLOCK..((b + 1) * BLOCK).min(k);
+                let amax = rows.clone().map(|r| w[r * n + c].abs()).fold(0f32, f32::max);
+                assert!((q.scales[c * 2 + b] * 127.0 - amax).abs() <= amax * 1e-6, "column {c} block {b}");
+                for r in rows {
+                    let err = (w[r * n + c] - back[r * n + c]).abs();
+                    assert!(err <= amax / 254.0 * (1.0 + 1e-6) + amax * 1e-6, "k {r} n {c}: {err}");
+                }
+            }
+            // the padding of the last block is the zero code
+            assert!(q.codes[c * 2 * BLOCK + k..(c + 1) * 2 * BLOCK].iter().all(|&v| v == 128));
+        }
+        // an outlier coarsens its own block only: block 1 of column 0 keeps a finer scale than block 0
+        let mut w = vec![0.01f32; 32];
+        w[3] = 5.0;
+        let q = quantize_blocks(&w, 32, 1);
+        assert_eq!(q.scales, vec![(5.0 / QMAX) as f32, (f64::from(0.01f32) / QMAX) as f32]);
+        assert_eq!(q.codes[3], 255);
+        assert_eq!(q.codes[16], 255);
     }
 
     #[test]

@@ -1,9 +1,9 @@
-//! int8 graphs: the transformer matmuls of `exporter::toto1::graph::INT8_DEFAULT`'s roles (the attention's `wQKV`, `wO`) are
-//! ONNX `MatMulInteger`s of per-row uint8 activation codes (zero point 128) and int8 weight codes in
-//! `weights.int8.bin`, scaled back by the row's and the column's f32 scales; the other roles (the MLP's `mlp.0`,
-//! `mlp.2`), the patch embedding and the output head (the unembedding folded into the mixture heads) stay fp32
-//! `MatMul`s over f32 weights in the same file; the weight file is hashed in the manifest; re-exports are
-//! byte-identical.
+//! int8 graphs of `exporter::toto1::graph::INT8_DEFAULT`: the attention's `wQKV` and `wO` are ONNX
+//! `MatMulInteger`s of per-row uint8 activation codes (zero point 128) and int8 weight codes in `weights.int8.bin`,
+//! scaled back by the row's and the column's f32 scales; the MLP's `mlp.0` and `mlp.2` are ONNX Runtime
+//! `MatMulNBits` (8 bits, 16-value blocks, accuracy level 4) over uint8 block codes and f32 block scales in the same
+//! file; the patch embedding and the output head (the unembedding folded into the mixture heads) stay fp32
+//! `MatMul`s over f32 weights there too; the weight file is hashed in the manifest; re-exports are byte-identical.
 use std::path::{Path, PathBuf};
 
 use exporter::export::ExportOptions;
@@ -37,8 +37,8 @@ fn export_int8(out: &Path) -> exporter::manifest::Manifest {
 
 /// The plan the graphs below are checked against (a changed default fails here first, then in the node checks).
 #[test]
-fn toto1_int8_default_is_the_attention() {
-    assert_eq!(exporter::toto1::graph::INT8_DEFAULT.roles(), ["qkv", "out_proj"]);
+fn toto1_int8_default_is_the_attention_per_row_and_the_mlp_in_blocks() {
+    assert_eq!(exporter::toto1::graph::INT8_DEFAULT.describe(), "qkv,out_proj,fc1:blocks,fc2:blocks");
 }
 
 #[test]
@@ -54,8 +54,9 @@ fn int8_graphs_quantize_the_plans_transformer_matmuls_only() {
     for g in m.family.profiles.iter().flat_map(|p| &p.graphs) {
         assert!(g.file.ends_with(".int8.onnx"), "{}", g.file);
         let model = ModelProto::decode(std::fs::read(out.join(&g.file)).unwrap().as_slice()).unwrap();
-        // standard ONNX ops only: no contrib domain
-        assert!(model.opset_import.iter().all(|o| o.domain.is_empty()), "{:?}", model.opset_import);
+        // standard ONNX ops and ONNX Runtime's contrib domain (MatMulNBits)
+        let domains: Vec<_> = model.opset_import.iter().map(|o| (o.domain.as_str(), o.version)).collect();
+        assert_eq!(domains[1..], [("com.microsoft", 1)], "{domains:?}");
         let graph = model.graph.unwrap();
         let init = |name: &str| graph.initializer.iter().find(|t| t.name == name);
         let consumer = |value: &str| {
@@ -100,8 +101,31 @@ fn int8_graphs_quantize_the_plans_transformer_matmuls_only() {
             graph.node.iter().filter(|n| n.op_type == "QuantizeLinear").map(|n| &n.input[0]).collect();
         let distinct: std::collections::HashSet<_> = quantized.iter().collect();
         assert_eq!(quantized.len(), distinct.len());
-        // the fp32 matmuls over weights: patch embedding, each layer's mlp.0 and mlp.2 (f32 weights, stored in
-        // weights.int8.bin), the folded output head (attention's Q·Kᵀ and P·V read no weight)
+        // the MLP's matmuls: MatMulNBits over uint8 [N, ceil(K/16), 16] codes and N·ceil(K/16) f32 scales
+        let blocks: Vec<_> = graph.node.iter().filter(|n| n.op_type == "MatMulNBits").collect();
+        assert_eq!(blocks.len(), 2 * layers, "{}", g.file);
+        for n in &blocks {
+            assert_eq!(n.domain, "com.microsoft");
+            assert!(["mlp.0", "mlp.2"].iter().any(|r| n.input[1].ends_with(&format!(".{r}.weight_t.b8"))));
+            let attr = |a: &str| n.attribute.iter().find(|x| x.name == a).map(|x| x.i);
+            let (k, nn) = (attr("K").unwrap() as usize, attr("N").unwrap() as usize);
+            assert_eq!(
+                (attr("bits"), attr("block_size"), attr("accuracy_level")),
+                (Some(8), Some(16), Some(4))
+            );
+            let codes = init(&n.input[1]).unwrap();
+            assert_eq!(codes.data_type, tensor_proto::DataType::Uint8 as i32);
+            assert_eq!(codes.dims, [nn as i64, k.div_ceil(16) as i64, 16]);
+            assert!(codes.external_data.iter().any(|e| e.key == "location" && e.value == "weights.int8.bin"));
+            let scales = init(&n.input[2]).unwrap();
+            assert_eq!(scales.data_type, tensor_proto::DataType::Float as i32);
+            assert_eq!(scales.dims, [(nn * k.div_ceil(16)) as i64]);
+            // f32 activations straight in: no quantization node of totoc's in front
+            let producer = graph.node.iter().find(|p| p.output[0] == n.input[0]);
+            assert!(producer.is_none_or(|p| p.op_type != "QuantizeLinear"), "{}", n.name);
+        }
+        // the fp32 matmuls over weights: patch embedding and the folded output head (f32 weights, stored in
+        // weights.int8.bin; attention's Q·Kᵀ and P·V read no weight)
         let plain: Vec<_> = graph
             .node
             .iter()
@@ -112,13 +136,8 @@ fn int8_graphs_quantize_the_plans_transformer_matmuls_only() {
             assert_eq!(t.data_type, tensor_proto::DataType::Float as i32, "{}", t.name);
             assert!(t.external_data.iter().any(|e| e.key == "location" && e.value == "weights.int8.bin"));
         }
-        let mut want = vec!["model.patch_embed.projection.weight_t".to_string()];
-        for i in 0..layers {
-            for r in ["mlp.0", "mlp.2"] {
-                want.push(format!("model.transformer.layers.{i}.{r}.weight_t"));
-            }
-        }
-        want.push("model.output_distribution.folded.weight_t".into());
+        let want = ["model.patch_embed.projection.weight_t", "model.output_distribution.folded.weight_t"]
+            .map(String::from);
         let plain: Vec<_> = plain.iter().map(|t| t.name.clone()).collect();
         assert_eq!(plain, want);
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use exporter::export::ExportOptions;
 use exporter::graph::types::{output_type, ElemType};
-use exporter::graph::{Fp16Plan, Fp32Region};
+use exporter::graph::{Fp16Plan, Fp32Region, Int8Plan};
 use exporter::pb::{tensor_proto, type_proto, ModelProto};
 use exporter::profile_file::ProfileSet;
 use exporter::registry::export_bundle as export;
@@ -24,6 +24,16 @@ fn export_all(
     plan: Fp16Plan,
     precisions: &[Precision],
 ) -> (PathBuf, exporter::manifest::Manifest) {
+    export_with(dir, plan, None, precisions)
+}
+
+/// [`export_all`] with int8 graphs of `int8` (`None`: the family's default).
+fn export_with(
+    dir: &Path,
+    plan: Fp16Plan,
+    int8: Option<Int8Plan>,
+    precisions: &[Precision],
+) -> (PathBuf, exporter::manifest::Manifest) {
     let profiles = ProfileSet::from_file(&root().join("configs/trained-toto2-4m.yaml")).unwrap().profiles;
     let out = dir.join("bundle");
     let opts = ExportOptions {
@@ -33,7 +43,7 @@ fn export_all(
         precisions: precisions.to_vec(),
         variant: OpsetVariant::Opset24,
         fp16_plan: plan,
-        int8_plan: None,
+        int8_plan: int8,
         force: false,
         golden: None,
     };
@@ -170,5 +180,32 @@ fn int8_graph_quantizes_exactly_the_plans_roles(out: &Path, m: &exporter::manife
     for i in 0..layers {
         assert!(names.contains(&format!("transformer.layers.{i}.attn.out_proj.weight.folded").as_str()));
         assert!(names.contains(&format!("transformer.layers.{i}.ffn.fc2.weight.folded.i8").as_str()));
+    }
+}
+
+/// A 2.0 role takes the block kernel too: `fc1:blocks,fc2:blocks` runs the feed-forward through `MatMulNBits`
+/// (16-value blocks, the contrib domain imported) and `qkv` per row through `MatMulInteger`.
+#[test]
+fn int8_2_0_roles_take_the_block_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Int8Plan::parse("qkv,fc1:blocks,fc2:blocks").unwrap();
+    let (out, m) = export_with(tmp.path(), Fp16Plan::DEFAULT, Some(plan), &[Precision::Int8]);
+    let set = &m.family.toto2_profiles[0].sets[0];
+    let g8 = set.graphs.iter().find(|g| g.precision == Precision::Int8).unwrap();
+    let model = read(&out.join(&g8.file));
+    assert!(model.opset_import.iter().any(|o| o.domain == "com.microsoft" && o.version == 1));
+    let g = model.graph.as_ref().unwrap();
+    let layers = 4;
+    let count = |op: &str| g.node.iter().filter(|n| n.op_type == op).count();
+    assert_eq!((count("MatMulInteger"), count("MatMulNBits")), (layers, 2 * layers));
+    let names: Vec<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    for i in 0..layers {
+        for r in ["fc1", "fc2"] {
+            assert!(
+                names.contains(&format!("transformer.layers.{i}.ffn.{r}.weight.folded.b8").as_str()),
+                "{r}"
+            );
+        }
+        assert!(names.contains(&format!("transformer.layers.{i}.attn.in_proj.weight.folded.i8").as_str()));
     }
 }

@@ -128,6 +128,10 @@ fn export_int8_roles_overrides_the_default_and_verify_reports_its_miss() {
     let s = |p: &Path| p.to_str().expect("utf8 path").to_string();
     let (bundle, engine) = (tmp.path().join("bundle"), tmp.path().join("engine"));
     let export = |roles: &str, out: &Path| export_trained_toto1_int8(out, &["--int8-roles", roles]);
+    let bad = export("qkv,fc1:nbits", &tmp.path().join("never"));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"nbits\" is not an int8 kernel") && stderr.contains("`blocks`"), "{stderr}");
     let bad = export("qkv,mlp", &tmp.path().join("never"));
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2), "{stderr}");
@@ -141,6 +145,8 @@ fn export_int8_roles_overrides_the_default_and_verify_reports_its_miss() {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["inputs"]["int8_plan"], "qkv,out_proj,fc1,fc2", "{}", manifest["inputs"]);
+    // the int8 layout version: a bundle written in an older one is re-exported, not reused
+    assert_eq!(manifest["inputs"]["int8_weights"], "3", "{}", manifest["inputs"]);
     totoc_ok(&["build-engine", "--artifacts", &s(&bundle), "--precision", "int8", "--out", &s(&engine)]);
     let out = totoc(&["verify", "--engine", &s(&engine)]);
     let stdout = String::from_utf8_lossy(&out.stdout);

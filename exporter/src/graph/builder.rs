@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
+use crate::graph::precision::Int8Kernel;
 use crate::graph::types::{output_type, same_type_inputs, ElemType};
 use crate::graph::weights::WeightStore;
 use crate::pb::{
@@ -17,7 +18,7 @@ use crate::pb::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use crate::quantize::{self, QuantizedMatrix};
+use crate::quantize::{self, BlockQuantizedMatrix, QuantizedMatrix};
 use crate::signature::{DType, Dim, DynSig, TensorSig};
 
 use crate::variant::OpsetVariant;
@@ -461,6 +462,73 @@ impl<'w> GraphBuilder<'w> {
         let acc = self.cast(&acc, DType::F32);
         let y = self.binary("Mul", &acc, &row_scale);
         Ok(self.binary("Mul", &y, &scales))
+    }
+
+    /// `x · W` for a `[K, N]` f32 weight `name` quantized as `kernel` says: [`Self::matmul_int8`] or
+    /// [`Self::matmul_blocks`].
+    pub fn matmul_quantized(
+        &mut self,
+        kernel: Int8Kernel,
+        x: &str,
+        name: &str,
+        k: usize,
+        n: usize,
+        make: impl FnOnce() -> Result<Vec<f32>>,
+    ) -> Result<String> {
+        match kernel {
+            Int8Kernel::Rows => self.matmul_int8(x, name, k, n, make),
+            Int8Kernel::Blocks => self.matmul_blocks(x, name, k, n, make),
+        }
+    }
+
+    /// `x · W` for a `[K, N]` f32 weight `name` stored as 8-bit codes in blocks of [`quantize::BLOCK`] along K
+    /// ([`quantize::quantize_blocks`]), run by ONNX Runtime's `MatMulNBits` at accuracy level 4: the kernel
+    /// quantizes `x` in blocks of the same length at run time and accumulates each block's integer dot product
+    /// scaled by both blocks' scales. Each row's blocks are quantized on their own, so a row's result does not
+    /// depend on the other rows of the call (`int8_packed_requests_equal_single_ones`). `make` computes the f32
+    /// `[K, N]` weight and runs only the first time `name` is seen; `x` must be f32.
+    pub fn matmul_blocks(
+        &mut self,
+        x: &str,
+        name: &str,
+        k: usize,
+        n: usize,
+        make: impl FnOnce() -> Result<Vec<f32>>,
+    ) -> Result<String> {
+        let (codes, scales) = (format!("{name}.b8"), format!("{name}.b8_scales"));
+        let blocks = k.div_ceil(quantize::BLOCK);
+        let mut quantized: Option<BlockQuantizedMatrix> = None;
+        self.weights.add_u8(&codes, &[n, blocks, quantize::BLOCK], || {
+            let w = make()?;
+            if w.len() != k * n {
+                return Err(Error::Graph {
+                    graph: self.name.clone(),
+                    message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
+                });
+            }
+            let q = quantize::quantize_blocks(&w, k, n);
+            let c = q.codes.clone();
+            quantized = Some(q);
+            Ok(c)
+        })?;
+        self.weights.add(&scales, &[n * blocks], DType::F32, || {
+            quantized.map(|q| q.scales).ok_or_else(|| Error::Graph {
+                graph: self.name.clone(),
+                message: format!("{scales} is missing from the weight file while {codes} is there"),
+            })
+        })?;
+        self.types.insert(codes.clone(), ElemType::U8);
+        self.types.insert(scales.clone(), ElemType::F32);
+        let attrs = vec![
+            ("K", Attr::Int(k as i64)),
+            ("N", Attr::Int(n as i64)),
+            ("bits", Attr::Int(8)),
+            ("block_size", Attr::Int(quantize::BLOCK as i64)),
+            // int8 compute: activations quantized per block at run time (level 1 would dequantize the weights
+            // to f32 per call, ~10× slower than the fp32 MatMul on 8-bit weights)
+            ("accuracy_level", Attr::Int(4)),
+        ];
+        Ok(self.op_in(MS_DOMAIN, "MatMulNBits", &[x, &codes, &scales], 1, attrs).pop().expect("one output"))
     }
 
     /// `x` converted to `to` (nothing when it already has that type).

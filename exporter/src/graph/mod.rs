@@ -9,5 +9,5 @@ pub mod types;
 pub mod weights;
 
 pub use builder::GraphBuilder;
-pub use precision::{Fp16Plan, Fp32Region, Int8Plan};
+pub use precision::{Fp16Plan, Fp32Region, Int8Kernel, Int8Plan};
 pub use weights::WeightStore;

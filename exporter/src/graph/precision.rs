@@ -124,10 +124,32 @@ impl Default for Fp16Plan {
     }
 }
 
-/// The transformer matmul roles an int8 graph runs through `MatMulInteger` (per-column int8 weights, per-row
-/// int8 activations, [`crate::graph::GraphBuilder::matmul_int8`]); the other roles are fp32 `MatMul`s over f32
-/// weights stored in the same `weights.int8.bin`, and the input projection and output head are fp32 always.
-/// Defined by role, so one set applies to every size of a family. The roles, in both families:
+/// How an int8 role's matmul runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int8Kernel {
+    /// ONNX `MatMulInteger` on per-row activation codes and int8 weights with one scale per output column
+    /// ([`crate::graph::GraphBuilder::matmul_int8`]): the fastest with many rows per call.
+    Rows,
+    /// ONNX Runtime's `MatMulNBits` (8 bits, accuracy level 4): weights and activations both quantized in blocks
+    /// of [`crate::quantize::BLOCK`] values along K ([`crate::graph::GraphBuilder::matmul_blocks`]). An outlier
+    /// activation channel coarsens only its own block, not the whole row: the int8 kernel that keeps Toto 1.0's
+    /// MLP within the goal (docs/precision.md).
+    Blocks,
+}
+
+impl Int8Kernel {
+    /// The name `export --int8-roles` and the manifest use (`role:blocks`); `Rows` is the unsuffixed default.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Int8Kernel::Rows => "rows",
+            Int8Kernel::Blocks => "blocks",
+        }
+    }
+}
+
+/// The transformer matmul roles an int8 graph quantizes, each with its [`Int8Kernel`]; the other roles are fp32
+/// `MatMul`s over f32 weights stored in the same `weights.int8.bin`, and the input projection and output head are
+/// fp32 always. Defined by role, so one set applies to every size of a family. The roles, in both families:
 ///
 /// | role | Toto 1.0 checkpoint name | Toto 2.0 checkpoint name |
 /// |---|---|---|
@@ -140,37 +162,52 @@ impl Default for Fp16Plan {
 /// trained model (docs/precision.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Int8Plan {
-    pub qkv: bool,
-    pub out_proj: bool,
-    pub fc1: bool,
-    pub fc2: bool,
+    pub qkv: Option<Int8Kernel>,
+    pub out_proj: Option<Int8Kernel>,
+    pub fc1: Option<Int8Kernel>,
+    pub fc2: Option<Int8Kernel>,
 }
 
 impl Int8Plan {
-    /// Every transformer matmul in int8.
-    pub const ALL: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: true, fc2: true };
+    /// Every transformer matmul in int8, per row (`MatMulInteger`).
+    pub const ALL: Int8Plan = Int8Plan {
+        qkv: Some(Int8Kernel::Rows),
+        out_proj: Some(Int8Kernel::Rows),
+        fc1: Some(Int8Kernel::Rows),
+        fc2: Some(Int8Kernel::Rows),
+    };
     /// No matmul in int8 (what fp32 and fp16 graphs are built with).
-    pub const NONE: Int8Plan = Int8Plan { qkv: false, out_proj: false, fc1: false, fc2: false };
+    pub const NONE: Int8Plan = Int8Plan { qkv: None, out_proj: None, fc1: None, fc2: None };
     pub const ROLES: [&'static str; 4] = ["qkv", "out_proj", "fc1", "fc2"];
 
-    /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
-    pub fn has(&self, name: &str) -> bool {
+    /// Role `name`'s kernel (`None`: fp32, or not a role of [`Int8Plan::ROLES`]).
+    pub fn kernel(&self, name: &str) -> Option<Int8Kernel> {
         match name {
             "qkv" => self.qkv,
             "out_proj" => self.out_proj,
             "fc1" => self.fc1,
             "fc2" => self.fc2,
-            _ => false,
+            _ => None,
         }
     }
 
-    /// This plan with role `name` set to `on` (unknown names change nothing).
-    pub fn with(mut self, name: &str, on: bool) -> Self {
+    /// Whether role `name` (one of [`Int8Plan::ROLES`]) is int8.
+    pub fn has(&self, name: &str) -> bool {
+        self.kernel(name).is_some()
+    }
+
+    /// This plan with role `name` int8 per row (`on`) or fp32 (unknown names change nothing).
+    pub fn with(self, name: &str, on: bool) -> Self {
+        self.with_kernel(name, on.then_some(Int8Kernel::Rows))
+    }
+
+    /// This plan with role `name` run by `kernel` (`None`: fp32; unknown names change nothing).
+    pub fn with_kernel(mut self, name: &str, kernel: Option<Int8Kernel>) -> Self {
         match name {
-            "qkv" => self.qkv = on,
-            "out_proj" => self.out_proj = on,
-            "fc1" => self.fc1 = on,
-            "fc2" => self.fc2 = on,
+            "qkv" => self.qkv = kernel,
+            "out_proj" => self.out_proj = kernel,
+            "fc1" => self.fc1 = kernel,
+            "fc2" => self.fc2 = kernel,
             _ => {}
         }
         self
@@ -182,9 +219,18 @@ impl Int8Plan {
     }
 
     /// How the plan is written (the export manifest's `inputs.int8_plan`): its roles comma-separated in
-    /// [`Int8Plan::ROLES`] order, or `none`; [`Int8Plan::parse`] reads it back.
+    /// [`Int8Plan::ROLES`] order, a block-quantized one as `role:blocks`, or `none`; [`Int8Plan::parse`] reads it
+    /// back.
     pub fn describe(&self) -> String {
-        let roles = self.roles();
+        let roles: Vec<String> = Self::ROLES
+            .into_iter()
+            .filter_map(|r| {
+                self.kernel(r).map(|k| match k {
+                    Int8Kernel::Rows => r.to_string(),
+                    Int8Kernel::Blocks => format!("{r}:{}", k.as_str()),
+                })
+            })
+            .collect();
         if roles.is_empty() {
             "none".into()
         } else {
@@ -192,8 +238,9 @@ impl Int8Plan {
         }
     }
 
-    /// The plan a user names (`export --int8-roles`): `all`, `none`, or a comma list of [`Int8Plan::ROLES`].
-    /// Unknown or repeated names are an error naming the valid ones.
+    /// The plan a user names (`export --int8-roles`): `all` (every role per row), `none`, or a comma list of
+    /// [`Int8Plan::ROLES`], each optionally `:rows` (the default) or `:blocks`. Unknown or repeated names are an
+    /// error naming the valid ones.
     pub fn parse(text: &str) -> Result<Int8Plan, String> {
         let text = text.trim();
         match text {
@@ -202,17 +249,29 @@ impl Int8Plan {
             _ => {}
         }
         let mut plan = Int8Plan::NONE;
-        for name in text.split(',').map(str::trim) {
+        for item in text.split(',').map(str::trim) {
+            let (name, kernel) = match item.split_once(':').map(|(n, k)| (n.trim(), k.trim())) {
+                None => (item, Int8Kernel::Rows),
+                Some((name, "rows")) => (name, Int8Kernel::Rows),
+                Some((name, "blocks")) => (name, Int8Kernel::Blocks),
+                Some((_, other)) => {
+                    return Err(format!(
+                    "{item:?}: {other:?} is not an int8 kernel: give `rows` (MatMulInteger, the default) or \
+                         `blocks` (MatMulNBits), e.g. `fc1:blocks`"
+                ))
+                }
+            };
             if !Self::ROLES.contains(&name) {
                 return Err(format!(
-                    "{name:?} is not an int8 role: give `all`, `none` or a comma list of {}",
+                    "{name:?} is not an int8 role: give `all`, `none` or a comma list of {} (each optionally \
+                     `:blocks`)",
                     Self::ROLES.join(", ")
                 ));
             }
             if plan.has(name) {
                 return Err(format!("int8 role {name:?} is named twice"));
             }
-            plan = plan.with(name, true);
+            plan = plan.with_kernel(name, Some(kernel));
         }
         Ok(plan)
     }
@@ -276,29 +335,44 @@ mod tests {
     fn int8_plans_name_their_roles() {
         assert_eq!(Int8Plan::ALL.roles(), Int8Plan::ROLES);
         assert!(Int8Plan::NONE.roles().is_empty());
+        let rows = Some(Int8Kernel::Rows);
         assert_eq!(
             Int8Plan::ALL.with("out_proj", false),
-            Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true }
+            Int8Plan { qkv: rows, out_proj: None, fc1: rows, fc2: rows }
         );
-        let attention = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
+        let attention = Int8Plan { qkv: rows, out_proj: rows, fc1: None, fc2: None };
         assert_eq!(Int8Plan::NONE.with("qkv", true).with("out_proj", true), attention);
         // an unknown role is no role and changes nothing
         assert!(!Int8Plan::ALL.has("wQKV"));
         assert_eq!(Int8Plan::NONE.with("mlp", true), Int8Plan::NONE);
+        let blocks = Int8Plan::NONE.with_kernel("fc1", Some(Int8Kernel::Blocks));
+        assert!(blocks.has("fc1") && blocks.kernel("fc1") == Some(Int8Kernel::Blocks));
+        assert_eq!(blocks.roles(), vec!["fc1"]);
     }
 
     #[test]
     fn int8_plans_parse_from_role_lists() {
         assert_eq!(Int8Plan::parse("all"), Ok(Int8Plan::ALL));
         assert_eq!(Int8Plan::parse("none"), Ok(Int8Plan::NONE));
-        let attention = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
+        let rows = Some(Int8Kernel::Rows);
+        let attention = Int8Plan { qkv: rows, out_proj: rows, fc1: None, fc2: None };
         assert_eq!(Int8Plan::parse("qkv, out_proj"), Ok(attention));
+        assert_eq!(Int8Plan::parse("qkv:rows,out_proj"), Ok(attention));
+        let mixed = attention
+            .with_kernel("fc1", Some(Int8Kernel::Blocks))
+            .with_kernel("fc2", Some(Int8Kernel::Blocks));
+        assert_eq!(Int8Plan::parse("fc2:blocks, qkv, fc1 : blocks,out_proj"), Ok(mixed));
+        assert_eq!(mixed.describe(), "qkv,out_proj,fc1:blocks,fc2:blocks");
+        let e = Int8Plan::parse("fc1:nbits").unwrap_err();
+        assert!(e.contains("\"nbits\" is not an int8 kernel") && e.contains("`blocks`"), "{e}");
+        assert!(Int8Plan::parse("mlp:blocks").unwrap_err().contains("\"mlp\" is not an int8 role"));
+        assert!(Int8Plan::parse("fc1,fc1:blocks").unwrap_err().contains("named twice"));
         assert_eq!(Int8Plan::parse("fc2,fc1,qkv"), Ok(Int8Plan::ALL.with("out_proj", false)));
         let e = Int8Plan::parse("qkv,mlp").unwrap_err();
         assert!(e.contains("\"mlp\" is not an int8 role") && e.contains("qkv, out_proj, fc1, fc2"), "{e}");
         assert!(Int8Plan::parse("").unwrap_err().contains("is not an int8 role"));
         assert!(Int8Plan::parse("fc1,fc1").unwrap_err().contains("named twice"));
-        for plan in [Int8Plan::ALL, Int8Plan::NONE, attention, Int8Plan::ALL.with("out_proj", false)] {
+        for plan in [Int8Plan::ALL, Int8Plan::NONE, attention, Int8Plan::ALL.with("out_proj", false), mixed] {
             assert_eq!(Int8Plan::parse(&plan.describe()), Ok(plan));
         }
         assert_eq!(Int8Plan::NONE.describe(), "none");

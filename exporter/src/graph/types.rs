@@ -82,6 +82,8 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
         // codes of the zero point's type
         "QuantizeLinear" => inputs.get(2).copied(),
         "MatMulInteger" => Some(ElemType::I32),
+        // ONNX Runtime's contrib op: f32 activations times block-quantized uint8 weights
+        "MatMulNBits" => inputs.first().copied(),
         // shape arithmetic of shape-polymorphic graphs
         "Shape" => Some(ElemType::I64),
         "Range" => inputs.first().copied(),

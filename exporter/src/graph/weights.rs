@@ -100,6 +100,25 @@ impl WeightStore {
         })
     }
 
+    /// Stores `name` as uint8 `dims` (block-quantized weight codes) unless it is already there; `make` computes them.
+    pub fn add_u8(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        make: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<()> {
+        self.add_bytes(name, dims, ElemType::U8, || {
+            let codes = make()?;
+            if codes.len() != dims.iter().product::<usize>() {
+                return Err(Error::Graph {
+                    graph: "weights".into(),
+                    message: format!("weight {name}: {} bytes for uint8 dims {dims:?}", codes.len()),
+                });
+            }
+            Ok(codes)
+        })
+    }
+
     /// Stores `name` (little-endian `bytes` of `elem` values) unless it is already there.
     fn add_bytes(
         &mut self,

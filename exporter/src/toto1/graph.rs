@@ -17,7 +17,7 @@ use super::config::LayerKind;
 use super::signature::{self, GraphDims};
 use crate::error::Result;
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Plan};
+use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Kernel, Int8Plan};
 use crate::signature::{DType, GraphKind, Precision};
 use crate::variant::CacheUpdate;
 
@@ -26,16 +26,21 @@ const RMS_EPS: f32 = 1e-8;
 /// `torch.finfo(float32).eps`, the floor of the Student-T df/scale softplus (`distribution.py`).
 const F32_EPS: f32 = f32::EPSILON;
 
-/// The set totoc's int8 Toto 1.0 graphs use: the attention's matmuls (`qkv`, `out_proj`) in int8, the MLP's
-/// (`fc1`, `fc2`) fp32. Chosen by the ablation on the trained toto1-small (docs/precision.md,
-/// `engines/tests/int8.rs` `toto1_int8_role_ablation`): every matmul in int8 misses the goal (1.80×), and
-/// so does every set with an MLP role in int8 but one (each MLP role alone in int8: 1.76×, 1.47×; `qkv`
-/// with `fc1` meets at 0.87× only where their errors happen to cancel, no margin); the attention in int8
-/// meets it at 0.50×. Not 2.0's rule (`out_proj` fp32 misses on 1.0 at 1.78×), and 2.0 keeps its own: one
-/// rule for both families (this one) would meet on 2.0 too, but at 0.88× instead of 0.55× and with a third
-/// of the int8 weights. The cost: int8 holds 4D² of a layer's 16D² matmul weights on the released sizes
-/// (M = 4D), the MLP's 12D² stay f32 (docs/precision.md, "What int8 keeps").
-pub const INT8_DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: true, fc1: false, fc2: false };
+/// The set totoc's int8 Toto 1.0 graphs use: the attention's matmuls (`qkv`, `out_proj`) per row through
+/// `MatMulInteger`, the MLP's (`fc1`, `fc2`) in 16-value blocks through `MatMulNBits` (`fc1:blocks,fc2:blocks`).
+/// Chosen by the ablation on the trained toto1-small (docs/precision.md, `engines/tests/int8.rs`
+/// `toto1_int8_role_ablation`): every matmul per row misses the goal (1.80×), and so does every set with an MLP
+/// role per row (each alone: 1.76×, 1.47×), because the MLP's activations have outlier channels that coarsen a
+/// whole row's scale; in blocks an outlier coarsens only its own 16 values, and the MLP in blocks with the
+/// attention per row meets it (0.75×; the attention alone per row: 0.50×). Not 2.0's rule (`out_proj` fp32
+/// misses on 1.0 at 1.78×), and 2.0 keeps its own. On the base size this holds every matmul weight in int8
+/// (docs/precision.md, "What int8 keeps").
+pub const INT8_DEFAULT: Int8Plan = Int8Plan {
+    qkv: Some(Int8Kernel::Rows),
+    out_proj: Some(Int8Kernel::Rows),
+    fc1: Some(Int8Kernel::Blocks),
+    fc2: Some(Int8Kernel::Blocks),
+};
 
 /// What kind of graph to build besides its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -571,8 +576,9 @@ fn folded_head(ckpt: &Checkpoint, dm: usize, p: usize, k: usize) -> Result<(Vec<
 }
 
 /// A large `Linear` (`x · Wᵀ + b`, `W = {prefix}.weight` with rows permuted first if asked) in `dtype`; when
-/// `int8` (its role is in the int8 graph's [`Int8Plan`]) its weight is int8 per output channel
-/// ([`GraphBuilder::matmul_int8`]) and its bias stays f32, else both are stored as `dtype` (f32 in an int8 graph).
+/// `int8` names a kernel (its role is in the int8 graph's [`Int8Plan`]) its weight is quantized for that kernel
+/// ([`GraphBuilder::matmul_quantized`]) and its bias stays f32, else both are stored as `dtype` (f32 in an int8
+/// graph).
 fn dense(
     g: &mut GraphBuilder,
     ckpt: &Checkpoint,
@@ -580,15 +586,15 @@ fn dense(
     row_perm: Option<&[usize]>,
     x: &str,
     dtype: DType,
-    int8: bool,
+    int8: Option<Int8Kernel>,
 ) -> Result<String> {
-    if !int8 {
+    let Some(kernel) = int8 else {
         let (w, b) = linear_weights(g, ckpt, prefix, row_perm, dtype)?;
         return Ok(g.linear(x, &w, &b));
-    }
+    };
     let w = ckpt.tensor(&format!("{prefix}.weight"))?;
     let (out, inp) = (w.shape[0], w.shape[1]);
-    let y = g.matmul_int8(x, &format!("{prefix}.weight_t"), inp, out, || {
+    let y = g.matmul_quantized(kernel, x, &format!("{prefix}.weight_t"), inp, out, || {
         Ok(transpose(&linear_rows(w.to_f32_vec(), row_perm, inp), out, inp))
     })?;
     let bname = format!("{prefix}.bias");

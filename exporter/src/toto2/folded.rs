@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::graph::builder::GraphBuilder;
+use crate::graph::precision::Int8Kernel;
 use crate::signature::DType;
 use crate::toto2::checkpoint::Toto2Checkpoint;
 
@@ -17,8 +18,8 @@ pub struct FoldedLinear {
     factor: Vec<f64>,
     /// A scale of the layer's input, folded into the weight only.
     input_scale: f64,
-    /// Stored int8 per output channel and run by `MatMulInteger` ([`GraphBuilder::matmul_int8`]).
-    int8: bool,
+    /// Stored quantized for this int8 kernel ([`GraphBuilder::matmul_quantized`]); `None`: as `dtype`.
+    int8: Option<Int8Kernel>,
     /// The type its weight and bias are stored and computed in (f32 unless an fp16 graph runs it in fp16).
     dtype: DType,
     has_bias: bool,
@@ -46,15 +47,15 @@ impl FoldedLinear {
             out,
             factor: (0..out).map(|o| s * row_factor(o)).collect(),
             input_scale: 1.0,
-            int8: false,
+            int8: None,
             dtype: DType::F32,
             has_bias: ckpt.has(&format!("{prefix}.bias")),
         })
     }
 
-    /// Stores the folded weight int8 block-quantized when `on` (the bias stays f32).
-    pub fn quantized(mut self, on: bool) -> Self {
-        self.int8 = on;
+    /// Stores the folded weight quantized for `kernel` (`None`: as `dtype`; the bias stays f32).
+    pub fn quantized(mut self, kernel: Option<Int8Kernel>) -> Self {
+        self.int8 = kernel;
         self
     }
 
@@ -112,9 +113,9 @@ impl FoldedLinear {
 
     /// `x·Wᵀ`.
     pub fn wire_no_bias(&self, g: &mut GraphBuilder, ckpt: &Toto2Checkpoint, x: &str) -> Result<String> {
-        if self.int8 {
+        if let Some(kernel) = self.int8 {
             let name = format!("{}.weight.folded", self.prefix);
-            return g.matmul_int8(x, &name, self.inp, self.out, || self.weight(ckpt));
+            return g.matmul_quantized(kernel, x, &name, self.inp, self.out, || self.weight(ckpt));
         }
         let w = self.store_weight(g, ckpt)?;
         Ok(g.binary("MatMul", x, &w))

@@ -26,7 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
-use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Plan};
+use crate::graph::precision::{FloatTypes, Fp16Plan, Int8Kernel, Int8Plan};
 use crate::signature::{k_cache, v_cache, DType, Precision};
 use crate::toto2::checkpoint::Toto2Checkpoint;
 use crate::toto2::config::{Toto2Config, Toto2LayerKind};
@@ -45,7 +45,12 @@ pub fn silu_scale() -> f64 {
 /// `engines/tests/toto2_precision.rs` `toto2_int8_role_ablation`): every matmul in int8 misses the goal
 /// (1.03×); keeping `out_proj` in fp32 — the smallest role, 1/12 of a layer's matmul weights — meets it
 /// (0.55×), better than keeping `qkv` (0.61×, 3× the weights).
-pub const INT8_DEFAULT: Int8Plan = Int8Plan { qkv: true, out_proj: false, fc1: true, fc2: true };
+pub const INT8_DEFAULT: Int8Plan = Int8Plan {
+    qkv: Some(Int8Kernel::Rows),
+    out_proj: None,
+    fc1: Some(Int8Kernel::Rows),
+    fc2: Some(Int8Kernel::Rows),
+};
 
 /// How a graph of each precision is built beyond its precision: the fp32 regions of fp16 graphs, the int8 roles
 /// of int8 graphs.
