@@ -34,14 +34,14 @@ export_one() { # NAME EXTRA-ARGS...
   "$bin" export --checkpoint "$work/base-ckpt" --config configs/toto-base.yaml --out "$work/b-$name" "$@" >&2
 }
 export_one all --precision int8 --int8-roles all
-export_one attn --precision int8
+export_one default --precision int8
 export_one fp32 --precision fp32
-for name in all attn fp32; do
+for name in all default fp32; do
   precision=int8
   [ "$name" = fp32 ] && precision=fp32
   "$bin" build-engine --artifacts "$work/b-$name" --precision "$precision" --out "$work/e-$name" >&2
 done
-engines=(--engine "int8-all=$work/e-all" --engine "int8-default=$work/e-attn" --engine "fp32=$work/e-fp32")
+engines=(--engine "int8-all=$work/e-all" --engine "int8-default=$work/e-default" --engine "fp32=$work/e-fp32")
 echo "== totoc bench, totoc's int8 GEMM choice"
 "$bin" bench "${engines[@]}" --runs 5 --no-rss
 echo "== totoc bench, TOTOC_INT8_U8U8=1 (u8·u8 GEMM forced)"

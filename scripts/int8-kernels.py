@@ -6,7 +6,8 @@ and 3072x768; random weights, a few outlier activation channels) as one ONNX cha
 ONNX Runtime's CPU provider, 2 threads:
 
   fp32    MatMul
-  nbits   com.microsoft MatMulNBits, bits 8, block 128 (--block), accuracy_level 4 (totoc's first int8 layout)
+  nbits   com.microsoft MatMulNBits, bits 8, 16-value blocks (--block), accuracy_level 4 (totoc's `role:blocks`
+          kernel; its first int8 layout used 128-value blocks)
   int8    totoc's layout: per-row uint8 activation codes (QuantizeLinear, zero point 128) x per-column int8
           weights through MatMulInteger, scaled back by the row's and the column's scales
 
@@ -15,7 +16,7 @@ and `row dependence`: max |row 0 of an M-row call - the same row computed alone|
 must be 0 for a kernel whose result for a row does not depend on the other rows packed into the call.
 
 Usage (a venv with onnxruntime==1.31.1, onnx and numpy):
-    python scripts/int8-kernels.py [--rows 1,8,64,256] [--runs 7] [--block 128]
+    python scripts/int8-kernels.py [--rows 1,8,64,256] [--runs 7] [--block 16]
 """
 
 import argparse
@@ -36,7 +37,7 @@ def weights(seed=0):
     return [(rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32) for k, n, _ in SHAPES]
 
 
-def nbits_codes(w, block=128):
+def nbits_codes(w, block=16):
     k, n = w.shape
     wb = w.T.reshape(n, k // block, block).astype(np.float64)
     s = (np.abs(wb).max(-1) / 127).astype(np.float32)
@@ -49,7 +50,7 @@ def column_codes(w):
     return np.clip(np.rint(w / s.astype(np.float64)), -127, 127).astype(np.int8), s
 
 
-def chain(variant, rows, ws, block=128):
+def chain(variant, rows, ws, block=16):
     nodes, inits = [], []
     const = {
         "zero": np.array([0], np.int64),
@@ -111,7 +112,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="1,8,64,256")
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--block", type=int, default=128, help="MatMulNBits's weight block (a power of two, 16-256)")
+    ap.add_argument("--block", type=int, default=16, help="MatMulNBits's weight block (a power of two, 16-256)")
     args = ap.parse_args()
     ws = weights()
     rng = np.random.default_rng(1)
