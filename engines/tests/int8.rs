@@ -267,7 +267,8 @@ fn verify_ratio(m: &Model, plan: Int8Plan, dir: &Path) -> (f64, String) {
 }
 
 /// The Toto 1.0 int8 role ablation of docs/precision.md: per model, `totoc verify`'s worst `|Δ|/tol` of the
-/// int8 engine with every transformer matmul int8, and with each role (and each pair of roles) kept fp32.
+/// int8 engine with every transformer matmul int8, with each role (and each pair of roles) kept fp32, and with roles
+/// in the block kernel (`role:blocks`).
 #[test]
 #[ignore = "diagnostic (minutes in debug): the Toto 1.0 int8 role ablation of docs/precision.md"]
 fn toto1_int8_role_ablation() {

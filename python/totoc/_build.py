@@ -97,7 +97,8 @@ def export(
         force: replace a non-empty ``out`` that is not a bundle; ``--force``.
         golden: golden toto-ts cases to carry in the bundle (for ``totoc verify``); ``--golden``.
         int8_roles: the matmuls int8 graphs run in int8, ``"all"`` or a comma list of ``qkv``, ``out_proj``,
-            ``fc1``, ``fc2`` (default: the model family's set, chosen on a trained model); ``--int8-roles``.
+            ``fc1``, ``fc2``, each optionally ``:blocks`` (16-value blocks instead of per row; default: the model
+            family's set, chosen on a trained model); ``--int8-roles``.
         progress: called with a :class:`Progress` for each graph written; default: the ``totoc`` logger.
 
     Raises:
