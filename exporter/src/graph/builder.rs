@@ -18,7 +18,7 @@ use crate::pb::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use crate::quantize::{self, BlockQuantizedMatrix, QuantizedMatrix};
+use crate::quantize;
 use crate::signature::{DType, Dim, DynSig, TensorSig};
 
 use crate::variant::OpsetVariant;
@@ -434,8 +434,36 @@ impl<'w> GraphBuilder<'w> {
         make: impl FnOnce() -> Result<Vec<f32>>,
     ) -> Result<String> {
         let (codes, scales) = (format!("{name}.i8"), format!("{name}.i8_scales"));
-        let mut quantized: Option<QuantizedMatrix> = None;
-        self.weights.add_i8(&codes, &[k, n], || {
+        let code_dims = [k, n];
+        self.store_quantized(name, (&codes, &code_dims, ElemType::I8), (&scales, n), k, n, make, |w| {
+            let q = quantize::quantize_kn(w, k, n);
+            (q.code_bytes(), q.scales)
+        })?;
+        let (xq, row_scale) = self.quantize_rows(x);
+        let zero_point = self.constant(ElemType::U8, &[], vec![quantize::ACTIVATION_ZERO_POINT]);
+        let acc = self.op("MatMulInteger", &[&xq, &codes, &zero_point], vec![]);
+        let acc = self.cast(&acc, DType::F32);
+        let y = self.binary("Mul", &acc, &row_scale);
+        Ok(self.binary("Mul", &y, &scales))
+    }
+
+    /// Stores the quantized form of the `[K, N]` f32 weight `name` once: `make` computes the weight (only the
+    /// first time `name` is seen), `quantize` turns it into code bytes and f32 scales, stored as `codes` (name,
+    /// dims, element type) and `scales` (name, length); both are typed in the graph.
+    #[allow(clippy::too_many_arguments)] // two (name, shape) pairs of one weight and its quantizer
+    fn store_quantized(
+        &mut self,
+        name: &str,
+        codes: (&str, &[usize], ElemType),
+        scales: (&str, usize),
+        k: usize,
+        n: usize,
+        make: impl FnOnce() -> Result<Vec<f32>>,
+        quantize: impl FnOnce(&[f32]) -> (Vec<u8>, Vec<f32>),
+    ) -> Result<()> {
+        let ((codes, code_dims, code_elem), (scales, scale_len)) = (codes, scales);
+        let mut quantized_scales: Option<Vec<f32>> = None;
+        self.weights.add_codes(codes, code_dims, code_elem, || {
             let w = make()?;
             if w.len() != k * n {
                 return Err(Error::Graph {
@@ -443,25 +471,19 @@ impl<'w> GraphBuilder<'w> {
                     message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
                 });
             }
-            let q = quantize::quantize_kn(&w, k, n);
-            let c = q.code_bytes();
-            quantized = Some(q);
-            Ok(c)
+            let (bytes, s) = quantize(&w);
+            quantized_scales = Some(s);
+            Ok(bytes)
         })?;
-        self.weights.add(&scales, &[n], DType::F32, || {
-            quantized.map(|q| q.scales).ok_or_else(|| Error::Graph {
+        self.weights.add(scales, &[scale_len], DType::F32, || {
+            quantized_scales.ok_or_else(|| Error::Graph {
                 graph: self.name.clone(),
                 message: format!("{scales} is missing from the weight file while {codes} is there"),
             })
         })?;
-        self.types.insert(codes.clone(), ElemType::I8);
-        self.types.insert(scales.clone(), ElemType::F32);
-        let (xq, row_scale) = self.quantize_rows(x);
-        let zero_point = self.constant(ElemType::U8, &[], vec![quantize::ACTIVATION_ZERO_POINT]);
-        let acc = self.op("MatMulInteger", &[&xq, &codes, &zero_point], vec![]);
-        let acc = self.cast(&acc, DType::F32);
-        let y = self.binary("Mul", &acc, &row_scale);
-        Ok(self.binary("Mul", &y, &scales))
+        self.types.insert(codes.to_string(), code_elem);
+        self.types.insert(scales.to_string(), ElemType::F32);
+        Ok(())
     }
 
     /// `x · W` for a `[K, N]` f32 weight `name` quantized as `kernel` says: [`Self::matmul_int8`] or
@@ -497,28 +519,19 @@ impl<'w> GraphBuilder<'w> {
     ) -> Result<String> {
         let (codes, scales) = (format!("{name}.b8"), format!("{name}.b8_scales"));
         let blocks = k.div_ceil(quantize::BLOCK);
-        let mut quantized: Option<BlockQuantizedMatrix> = None;
-        self.weights.add_u8(&codes, &[n, blocks, quantize::BLOCK], || {
-            let w = make()?;
-            if w.len() != k * n {
-                return Err(Error::Graph {
-                    graph: self.name.clone(),
-                    message: format!("weight {name}: {} values for [{k}, {n}]", w.len()),
-                });
-            }
-            let q = quantize::quantize_blocks(&w, k, n);
-            let c = q.codes.clone();
-            quantized = Some(q);
-            Ok(c)
-        })?;
-        self.weights.add(&scales, &[n * blocks], DType::F32, || {
-            quantized.map(|q| q.scales).ok_or_else(|| Error::Graph {
-                graph: self.name.clone(),
-                message: format!("{scales} is missing from the weight file while {codes} is there"),
-            })
-        })?;
-        self.types.insert(codes.clone(), ElemType::U8);
-        self.types.insert(scales.clone(), ElemType::F32);
+        let code_dims = [n, blocks, quantize::BLOCK];
+        self.store_quantized(
+            name,
+            (&codes, &code_dims, ElemType::U8),
+            (&scales, n * blocks),
+            k,
+            n,
+            make,
+            |w| {
+                let q = quantize::quantize_blocks(w, k, n);
+                (q.codes, q.scales)
+            },
+        )?;
         let attrs = vec![
             ("K", Attr::Int(k as i64)),
             ("N", Attr::Int(n as i64)),

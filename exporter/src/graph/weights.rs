@@ -80,39 +80,22 @@ impl WeightStore {
         })
     }
 
-    /// Stores `name` as int8 `dims` (quantized weight codes, two's complement bytes) unless it is already there;
-    /// `make` computes them.
-    pub fn add_i8(
+    /// Stores `name` as quantized weight codes of one byte each (`elem`: int8 as two's complement bytes, or
+    /// uint8) and `dims` unless it is already there; `make` computes them.
+    pub fn add_codes(
         &mut self,
         name: &str,
         dims: &[usize],
+        elem: ElemType,
         make: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<()> {
-        self.add_bytes(name, dims, ElemType::I8, || {
+        assert!(matches!(elem, ElemType::I8 | ElemType::U8), "codes are one byte each, not {elem:?}");
+        self.add_bytes(name, dims, elem, || {
             let codes = make()?;
             if codes.len() != dims.iter().product::<usize>() {
                 return Err(Error::Graph {
                     graph: "weights".into(),
-                    message: format!("weight {name}: {} bytes for int8 dims {dims:?}", codes.len()),
-                });
-            }
-            Ok(codes)
-        })
-    }
-
-    /// Stores `name` as uint8 `dims` (block-quantized weight codes) unless it is already there; `make` computes them.
-    pub fn add_u8(
-        &mut self,
-        name: &str,
-        dims: &[usize],
-        make: impl FnOnce() -> Result<Vec<u8>>,
-    ) -> Result<()> {
-        self.add_bytes(name, dims, ElemType::U8, || {
-            let codes = make()?;
-            if codes.len() != dims.iter().product::<usize>() {
-                return Err(Error::Graph {
-                    graph: "weights".into(),
-                    message: format!("weight {name}: {} bytes for uint8 dims {dims:?}", codes.len()),
+                    message: format!("weight {name}: {} bytes for {elem:?} dims {dims:?}", codes.len()),
                 });
             }
             Ok(codes)
