@@ -13,21 +13,14 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use engines::backend::Target;
-use engines::bundle::BuildOptions;
 use engines::compare::find_cases;
 use engines::compare::{context_sigma, Tolerance};
-use engines::engine::{Engine, LoadOptions};
-use engines::registry::build_engine;
+use engines::engine::Engine;
 use engines::toto1::golden::{check_case, compare_forecast, GoldenCase, Tolerances};
-use exporter::export::ExportOptions;
-use exporter::graph::{Fp16Plan, Int8Kernel, Int8Plan};
-use exporter::profile_file::ProfileSet;
-use exporter::registry::export_bundle as export;
+use exporter::graph::{Int8Kernel, Int8Plan};
 use exporter::signature::Precision;
-use exporter::variant::OpsetVariant;
 use support::ks::check_samples;
-use support::{errors, fp32_and_int8_engines, root};
+use support::{errors, fp32_and_int8_engines, int8_engine_of, root};
 
 /// The int8 goal against toto-ts on the mean path.
 const GOAL: Tolerance = Tolerance { sigma_rel: 1e-2, ref_rel: 1e-3 };
@@ -233,23 +226,7 @@ fn fixture(config: &str) -> Model {
 /// over its cases of every decode step's mixture parameters (`2e-2 + 1e-2·|ref|`) and the mean path
 /// (`1e-2·max(σ, scaler scale) + 1e-3·|ref|`), and where it is (`case/output@step`).
 fn verify_ratio(m: &Model, plan: Int8Plan, dir: &Path) -> (f64, String) {
-    let bundle = dir.join("bundle");
-    let opts = ExportOptions {
-        checkpoint: m.checkpoint.clone(),
-        profiles: ProfileSet::from_file(&m.config).unwrap().profiles,
-        out: bundle.clone(),
-        precisions: vec![Precision::Int8],
-        variant: OpsetVariant::Opset24,
-        fp16_plan: Fp16Plan::DEFAULT,
-        int8_plan: Some(plan),
-        force: true,
-        golden: None,
-    };
-    export(&opts, &mut |_| {}).unwrap();
-    let engine = dir.join("engine");
-    let bopts = BuildOptions { precision: Some(Precision::Int8), ..BuildOptions::default() };
-    build_engine(&bundle, &Target::cpu(Some(1)), &engine, &bopts, &mut |_| {}).unwrap();
-    let e = Engine::load(&engine, &LoadOptions::default()).unwrap();
+    let e = int8_engine_of(&m.checkpoint, &m.config, dir, plan);
     let tol = Tolerances::for_precision(Precision::Int8);
     let mut worst = (0.0, String::new());
     for path in &m.cases {

@@ -77,16 +77,23 @@ pub fn cpu_engine_form(
 /// The int8 CPU engine of fixture `config` (configs/tiny.yaml profiles) with `plan`'s int8 roles instead of the
 /// family's default; the bundle and the engine go to `dir/bundle` and `dir/engine`.
 pub fn int8_engine_with_roles(config: &str, dir: &Path, plan: Int8Plan) -> Engine {
+    let checkpoint = root().join("tests/fixtures").join(config).join("checkpoint");
+    int8_engine_of(&checkpoint, &root().join("configs/tiny.yaml"), dir, plan)
+}
+
+/// The int8 CPU engine (one thread) of `checkpoint` with the profiles of `profiles_file` and `plan`'s int8 roles;
+/// the bundle and the engine go to `dir/bundle` and `dir/engine` (replaced if there).
+pub fn int8_engine_of(checkpoint: &Path, profiles_file: &Path, dir: &Path, plan: Int8Plan) -> Engine {
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
-        checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
-        profiles: ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles,
+        checkpoint: checkpoint.to_path_buf(),
+        profiles: ProfileSet::from_file(profiles_file).unwrap().profiles,
         out: bundle.clone(),
         precisions: vec![Precision::Int8],
         variant: OpsetVariant::Opset24,
         fp16_plan: Fp16Plan::DEFAULT,
         int8_plan: Some(plan),
-        force: false,
+        force: true,
         golden: None,
     };
     export(&opts, &mut |_| {}).unwrap();
