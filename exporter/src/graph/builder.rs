@@ -435,7 +435,7 @@ impl<'w> GraphBuilder<'w> {
     ) -> Result<String> {
         let (codes, scales) = (format!("{name}.i8"), format!("{name}.i8_scales"));
         let code_dims = [k, n];
-        self.store_quantized(name, (&codes, &code_dims, ElemType::I8), (&scales, n), k, n, make, |w| {
+        self.store_quantized((name, (k, n)), (&codes, &code_dims, ElemType::I8), (&scales, n), make, |w| {
             let q = quantize::quantize_kn(w, k, n);
             (q.code_bytes(), q.scales)
         })?;
@@ -447,21 +447,17 @@ impl<'w> GraphBuilder<'w> {
         Ok(self.binary("Mul", &y, &scales))
     }
 
-    /// Stores the quantized form of the `[K, N]` f32 weight `name` once: `make` computes the weight (only the
-    /// first time `name` is seen), `quantize` turns it into code bytes and f32 scales, stored as `codes` (name,
+    /// Stores the quantized form of the `[K, N]` (`kn`) f32 weight `name` once: `make` computes the weight (only
+    /// the first time `name` is seen), `quantize` turns it into code bytes and f32 scales, stored as `codes` (name,
     /// dims, element type) and `scales` (name, length); both are typed in the graph.
-    #[allow(clippy::too_many_arguments)] // two (name, shape) pairs of one weight and its quantizer
     fn store_quantized(
         &mut self,
-        name: &str,
-        codes: (&str, &[usize], ElemType),
-        scales: (&str, usize),
-        k: usize,
-        n: usize,
+        (name, (k, n)): (&str, (usize, usize)),
+        (codes, code_dims, code_elem): (&str, &[usize], ElemType),
+        (scales, scale_len): (&str, usize),
         make: impl FnOnce() -> Result<Vec<f32>>,
         quantize: impl FnOnce(&[f32]) -> (Vec<u8>, Vec<f32>),
     ) -> Result<()> {
-        let ((codes, code_dims, code_elem), (scales, scale_len)) = (codes, scales);
         let mut quantized_scales: Option<Vec<f32>> = None;
         self.weights.add_codes(codes, code_dims, code_elem, || {
             let w = make()?;
@@ -520,18 +516,11 @@ impl<'w> GraphBuilder<'w> {
         let (codes, scales) = (format!("{name}.b8"), format!("{name}.b8_scales"));
         let blocks = k.div_ceil(quantize::BLOCK);
         let code_dims = [n, blocks, quantize::BLOCK];
-        self.store_quantized(
-            name,
-            (&codes, &code_dims, ElemType::U8),
-            (&scales, n * blocks),
-            k,
-            n,
-            make,
-            |w| {
-                let q = quantize::quantize_blocks(w, k, n);
-                (q.codes, q.scales)
-            },
-        )?;
+        let code_layout = (codes.as_str(), &code_dims[..], ElemType::U8);
+        self.store_quantized((name, (k, n)), code_layout, (&scales, n * blocks), make, |w| {
+            let q = quantize::quantize_blocks(w, k, n);
+            (q.codes, q.scales)
+        })?;
         let attrs = vec![
             ("K", Attr::Int(k as i64)),
             ("N", Attr::Int(n as i64)),

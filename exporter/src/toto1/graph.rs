@@ -48,8 +48,8 @@ pub struct GraphOptions {
     pub precision: Precision,
     /// The fp32 regions of an fp16 graph (ignored for fp32).
     pub plan: Fp16Plan,
-    /// The matmul roles of an int8 graph that run through `MatMulInteger` (ignored for fp32 and fp16; export
-    /// uses [`INT8_DEFAULT`]).
+    /// The matmul roles of an int8 graph and the kernel each runs through (ignored for fp32 and fp16; export
+    /// uses [`INT8_DEFAULT`] unless `--int8-roles` says otherwise).
     pub int8: Int8Plan,
     pub cache_update: CacheUpdate,
     /// Build the shape-polymorphic variant (rows and slots symbolic, the time mask an input; see
