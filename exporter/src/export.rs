@@ -152,12 +152,13 @@ pub(crate) fn export_inputs(
         ("precisions".to_string(), precisions),
         ("opset".to_string(), opts.variant.as_str().to_string()),
         ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
-        ("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.describe())),
         ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
     ]);
     if has_int8 {
-        // the int8 layout the graphs are written in: a bundle of an older one (whose `int8_plan` may read
-        // `default` too) is rebuilt, not reused
+        // what only int8 graphs depend on (an fp32 or fp16 export is not rebuilt for an `--int8-roles` change):
+        // the roles, and the layout they are written in, so a bundle of an older layout (whose `int8_plan` may
+        // read `default` too) is rebuilt, not reused
+        inputs.insert("int8_plan".to_string(), opts.int8_plan.map_or("default".into(), |p| p.describe()));
         inputs.insert("int8_weights".to_string(), crate::quantize::INT8_WEIGHTS_VERSION.to_string());
     }
     Ok(inputs)

@@ -58,8 +58,10 @@ fn export_and_build_engine_skip_unchanged_inputs_and_rebuild_changed_ones() {
     {
         assert!(m["inputs"][key].is_string(), "export inputs lack {key}: {}", m["inputs"]);
     }
-    // the int8 layout version is an input of int8 exports only
-    assert!(m["inputs"].get("int8_weights").is_none(), "{}", m["inputs"]);
+    // the int8 roles and layout version are inputs of int8 exports only
+    for key in ["int8_plan", "int8_weights"] {
+        assert!(m["inputs"].get(key).is_none(), "{key}: {}", m["inputs"]);
+    }
     let e: serde_json::Value =
         serde_json::from_slice(&fs::read(engine.join("manifest.json")).unwrap()).unwrap();
     for key in ["source.manifest.json", "onnxruntime", "target", "precision", "totoc", "memory_budget"] {
