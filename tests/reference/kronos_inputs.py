@@ -11,12 +11,15 @@ each of TICKERS are written as `ticker,date,open,high,low,close,volume`, every v
 (its dicts, not its pandas frame), so the data venv or any venv with the wheel on its path can run it.
 
 The Kronos fixture generator (regen_kronos_fixtures.py) reads this file, not the package, so the reference venv
-needs no copy of the data set.
+needs no copy of the data set. `bars` makes the other input, seeded synthetic 15-minute bars (minute and hour vary),
+for the fixtures and the benchmark (bench_kronos_reference.py).
 """
 
 import argparse
+import datetime
 import filecmp
 import json
+import math
 import os
 import sys
 import tempfile
@@ -26,6 +29,40 @@ OUT = os.path.join(os.path.dirname(HERE), "fixtures", "kronos", "inputs")
 TICKERS = ("GOOG", "AAPL", "IBM", "MSFT")
 ROWS = 300
 FIELDS = ("open", "high", "low", "close", "volume")
+
+
+def bars(seed, count):
+    """`count` 15-minute bars from 2024-03-04 09:30 (Mon) on weekdays: (stamps, {column: values}). Prices move by
+    a random walk (0.3% per bar, 1% overnight), to the cent; volume has the intraday U shape, in lots of 100;
+    amount is volume x the typical price (h + l + c)/3, to the cent."""
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    stamps, t = [], datetime.datetime(2024, 3, 4, 9, 30)
+    while len(stamps) < count:
+        if t.weekday() < 5:
+            stamps += [t + datetime.timedelta(minutes=15 * k) for k in range(26)]
+        t += datetime.timedelta(days=1)
+    stamps = stamps[:count]
+    cols = {k: [] for k in ("open", "high", "low", "close", "volume", "amount")}
+    close = round(100.0 * math.exp(0.3 * rng.standard_normal()), 2)
+    for i, s in enumerate(stamps):
+        first = i > 0 and s.date() != stamps[i - 1].date()
+        o = round(close * math.exp((0.01 if first else 0.0005) * rng.standard_normal()), 2)
+        c = round(o * math.exp(0.003 * rng.standard_normal()), 2)
+        hi = max(round(max(o, c) * (1 + 0.002 * abs(rng.standard_normal())), 2), o, c)
+        lo = min(round(min(o, c) * (1 - 0.002 * abs(rng.standard_normal())), 2), o, c)
+        k = (s.hour * 60 + s.minute - 570) // 15  # bar of the session, 0..25
+        vol = 100.0 * round(200 * (1 + 1.5 * ((k - 12.5) / 12.5) ** 2) * math.exp(0.4 * rng.standard_normal()))
+        amt = round(vol * (hi + lo + c) / 3 * (1 + 0.001 * rng.standard_normal()), 2)
+        for key, v in zip(cols, (o, hi, lo, c, vol, amt)):
+            cols[key].append(float(v))
+        close = c
+    return stamps, cols
+
+
+def stamp_text(dt, zulu=False):
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if zulu else "")
 
 
 def write(out_dir):
