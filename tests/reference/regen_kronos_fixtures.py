@@ -149,7 +149,7 @@ CASES = {
         "window_cut": {"call": "predict", "series": [daily("AAPL", 150, 12)], "max_context": 64},
         # 56 + 16 > 64: steps 0-8 grow the window, steps 9-15 slide (upstream's 400 + 120 pattern)
         "slide": {"call": "predict", "series": [daily("MSFT", 56, 16)], "max_context": 64},
-        "topp_t07": {"call": "predict", "series": [daily("IBM", 48, 8)], "max_context": 64, "samples": 1,
+        "topp_t07": {"call": "predict", "series": [daily("IBM", 48, 8)], "max_context": 64, "samples": 3,
                      "temperature": 0.7, "top_p": 0.9, "seed": 11},
     },
     "k4": {
