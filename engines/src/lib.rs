@@ -21,8 +21,8 @@
 //! Shared layers, the host side (what the static graphs leave out, f64 where the reference uses it):
 //! * [`request`]: the forecast request/response format shared with the Python reference harness, its
 //!   validation, and parsing one JSON request (files and tables are read by the binary's data layer);
-//! * [`host`]: numerics both families use — toto's causal patch scaler ([`host::scaler`]), the rotary and xPos
-//!   tables ([`host::rope`]) and torch's reduction order ([`host::sum`]);
+//! * [`host`]: numerics the families share — toto's causal patch scaler ([`host::scaler`]), the rotary and xPos
+//!   tables ([`host::rope`]), torch's reduction order ([`host::sum`]) and sample-path quantiles ([`host::quantile`]);
 //! * [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode passes);
 //!   [`memory`] is the budget the engine keeps its buckets within; [`budget`] how much one request may ask;
 //! * [`admission`]: the limits and context policy every family applies before its own checks;
