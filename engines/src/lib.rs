@@ -55,6 +55,7 @@ pub mod error;
 pub mod family;
 pub mod graph;
 pub mod host;
+pub mod kronos;
 pub mod machine;
 pub mod memory;
 pub mod plan;
