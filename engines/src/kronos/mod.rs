@@ -18,8 +18,14 @@
 //! `tests/data/kronos/gen_kronos_host_vectors.py` with the reference venv.
 
 pub mod columns;
+pub mod noise;
 pub mod normalize;
 pub mod numpy_sum;
+pub mod philox;
+pub mod sampler;
+#[cfg(test)]
+mod sampler_statistics;
+pub mod softmax;
 pub mod stamps;
 
 #[cfg(test)]

@@ -60,6 +60,22 @@ pub(crate) fn column(seed: u64, kind: u32, n: usize) -> Vec<f32> {
         .collect()
 }
 
+/// The generator's `logits(seed, vocab, scale, hot, ties)`.
+pub(crate) fn logits(seed: u64, vocab: usize, scale: f64, hot: usize, ties: usize) -> Vec<f32> {
+    let mut r = SplitMix::new(seed);
+    let mut v: Vec<f64> = (0..vocab).map(|_| scale * r.bell()).collect();
+    for _ in 0..hot {
+        let i = (r.next_u64() % vocab as u64) as usize;
+        v[i] += 6.0 * r.unit();
+    }
+    let mut x: Vec<f32> = v.iter().map(|&v| v as f32).collect();
+    let top = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for _ in 0..ties {
+        x[(r.next_u64() % vocab as u64) as usize] = top;
+    }
+    x
+}
+
 /// f32 values from 8 hex digits each (their IEEE bits).
 pub(crate) fn hex_f32(s: &str) -> Vec<f32> {
     (0..s.len()).step_by(8).map(|i| f32::from_bits(u32::from_str_radix(&s[i..i + 8], 16).unwrap())).collect()
