@@ -21,6 +21,7 @@ pub mod columns;
 pub mod noise;
 pub mod normalize;
 pub mod numpy_sum;
+pub mod paths;
 pub mod philox;
 pub mod sampler;
 #[cfg(test)]
