@@ -153,8 +153,10 @@ impl SamplingParams {
 pub struct Sampler {
     /// `logits / T`, `[V]`.
     scaled: Vec<f32>,
-    /// Top-p: the scaled row sorted descending, then its softmax; top-k: selection scratch.
+    /// Top-p: the scaled row sorted descending; top-k: selection scratch.
     sorted: Vec<f32>,
+    /// Top-p: the sort keys ([`order_key`]).
+    keys: Vec<u32>,
     /// Kept tokens, ascending.
     kept: Vec<u32>,
     /// `p` of the kept tokens (the final softmax), same order.
@@ -250,7 +252,11 @@ impl Sampler {
             return Err(bad(format!("{} logits: a vocabulary needs 1 to 2^32 − 1 entries", logits.len())));
         }
         self.scaled.clear();
-        self.scaled.extend(logits.iter().map(|&x| x / temperature));
+        if temperature == 1.0 {
+            self.scaled.extend_from_slice(logits); // x / 1 is x
+        } else {
+            self.scaled.extend(logits.iter().map(|&x| x / temperature));
+        }
         if let Some(i) = self.scaled.iter().position(|x| x.is_nan() || *x == f32::INFINITY) {
             return Err(bad(format!(
                 "token {i} has logit {} ({} after dividing by the temperature {temperature}): the model produced a \
@@ -288,9 +294,12 @@ impl Sampler {
     /// indices.
     fn keep_top_p(&mut self, top_p: f32) {
         let v = self.scaled.len();
+        // sorted descending through order-preserving integer keys (a third faster than comparing floats)
+        self.keys.clear();
+        self.keys.extend(self.scaled.iter().map(|&x| !order_key(x)));
+        self.keys.sort_unstable();
         self.sorted.clear();
-        self.sorted.extend_from_slice(&self.scaled);
-        self.sorted.sort_unstable_by(|a, b| b.total_cmp(a));
+        self.sorted.extend(self.keys.iter().map(|&k| from_order_key(!k)));
         // softmax of the sorted row (torch's kernel on `sorted_logits`), its exponentials in `probs` (scratch here)
         let max = self.sorted[0];
         self.probs.clear();
@@ -326,11 +335,26 @@ impl Sampler {
     }
 }
 
+/// An f32's place in the total order (−0 below +0) as a u32: sorting keys sorts the values.
+fn order_key(x: f32) -> u32 {
+    let b = x.to_bits();
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// The f32 of an [`order_key`].
+fn from_order_key(k: u32) -> f32 {
+    f32::from_bits(if k >> 31 == 1 { k & 0x7FFF_FFFF } else { !k })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kronos::noise::{Draw, NoiseStream, ReplayNoise};
-    use crate::kronos::testdata::{hex_f32, logits, vectors};
+    use crate::kronos::testdata::{bits, hex_f32, logits, vectors};
     use sha2::{Digest, Sha256};
 
     fn key() -> DrawKey {
@@ -391,6 +415,46 @@ mod tests {
             *settings.entry(case["setting"].as_str().unwrap().to_string()).or_default() += 1;
         }
         assert_eq!(settings.len(), 6, "{settings:?}");
+    }
+
+    /// Rows at the edges of the rules, logits bit for bit (sampler.json "edges"): a cumulative sum equal to
+    /// f32(0.99) — above 0.99 in f64, so an f64 comparison would drop the third token that torch keeps —, a top token
+    /// alone over top_p, −inf logits in an unfiltered row.
+    #[test]
+    fn edge_rows_match_torch() {
+        let v = vectors("sampler");
+        let mut sampler = Sampler::new();
+        for case in v["edges"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let x = hex_f32(case["logits"].as_str().unwrap());
+            let params = params_of(case);
+            let p = sampler.probabilities(&x, &params).unwrap();
+            assert_eq!(bits(&p), bits(&hex_f32(case["probs"].as_str().unwrap())), "{name}: probabilities");
+            let kept: Vec<u64> = sampler
+                .kept()
+                .iter()
+                .filter(|&&t| x[t as usize] > f32::NEG_INFINITY)
+                .map(|&t| u64::from(t))
+                .collect();
+            let want: Vec<u64> =
+                case["kept"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+            assert_eq!(kept, want, "{name}: kept tokens");
+            let mut replay = ReplayNoise::new(x.len());
+            replay.insert(key(), hex_f32(case["noise"].as_str().unwrap())).unwrap();
+            let choice = sampler.sample(&x, &params, &replay, key()).unwrap();
+            assert_eq!(u64::from(choice), case["choice"].as_u64().unwrap(), "{name}: choice");
+        }
+    }
+
+    #[test]
+    fn order_keys_sort_as_the_floats() {
+        let x = [3.5f32, -0.0, 0.0, f32::NEG_INFINITY, -2.0, 1e-40, -1e-40, f32::MAX, -7.25, 0.5];
+        let mut by_float = x.to_vec();
+        by_float.sort_by(f32::total_cmp);
+        let mut keys: Vec<u32> = x.iter().map(|&v| order_key(v)).collect();
+        keys.sort_unstable();
+        let by_key: Vec<f32> = keys.iter().map(|&k| from_order_key(k)).collect();
+        assert_eq!(bits(&by_key), bits(&by_float));
     }
 
     #[test]

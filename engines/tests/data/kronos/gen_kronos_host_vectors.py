@@ -330,7 +330,37 @@ def sampler_cases():
                 "noise": hex32(e[0].numpy()[kept]),
                 "probs_sha256": hashlib.sha256(np.ascontiguousarray(p[0].numpy(), dtype="<f4").tobytes()).hexdigest(),
             })
-    return {"cases": cases, "kernels": kernels.describe_setting()}
+    return {"cases": cases, "edges": sampler_edges(), "kernels": kernels.describe_setting()}
+
+
+def sampler_edges():
+    """Rows at the edges of the rules, logits given bit for bit: a cumulative sum equal to f32(0.99) (above the
+    f64 0.99, not above its f32: torch compares in f32 and keeps the next token), a top token alone over top_p,
+    and -inf logits in an unfiltered row."""
+    rows = [
+        ("cumsum == f32(top_p)", [0x00000000, 0xBE99999A, 0xC0814E0D], 1.0, 0, 0.99),
+        ("top token alone over top_p", [0x40A00000, 0x00000000, 0xBF800000, 0x3F800000], 1.0, 0, 0.9),
+        ("-inf logits, unfiltered", [0xFF800000, 0x3F000000, 0xFF800000, 0xBF000000, 0x00000000], 1.0, 0, 1.0),
+    ]
+    out = []
+    for n, (name, bits, t, top_k, top_p) in enumerate(rows):
+        x = np.array(bits, dtype=np.uint32).view(np.float32)
+        xt = torch.from_numpy(x.copy())[None]
+        if name.startswith("cumsum"):
+            c = torch.cumsum(F.softmax(torch.sort(xt, descending=True)[0], dim=-1), dim=-1)[0].numpy()
+            assert c[1] == np.float32(top_p) and float(c[1]) > top_p, c
+        torch.manual_seed(500 + n)
+        choice = int(sample_from_logits(xt.clone(), temperature=t, top_k=top_k, top_p=top_p, sample_logits=True).item())
+        torch.manual_seed(500 + n)
+        e = torch.empty_like(xt).exponential_(1)
+        y = top_k_top_p_filtering((xt / t).clone(), top_k=top_k, top_p=top_p) if (top_k > 0 or top_p < 1.0) else xt / t
+        p = F.softmax(y, dim=-1)
+        assert int(torch.argmax(p / e, dim=-1)) == choice, name
+        kept = torch.nonzero(y[0] > -math.inf).flatten().numpy()
+        out.append({"name": name, "logits": hex32(x), "temperature": t, "top_k": top_k, "top_p": top_p,
+                    "choice": choice, "kept": [int(k) for k in kept], "noise": hex32(e[0].numpy()),
+                    "probs": hex32(p[0].numpy())})
+    return out
 
 
 # ------------------------------------------------------------------------------------------ philox
