@@ -4,7 +4,7 @@
 //! * **Mean, in normalised space.** Upstream reshapes the decoded rows to `[B, S, W, 6]` (C order) and takes
 //!   `np.mean(axis=1)`. The reduced axis is not the contiguous one, so numpy adds whole `[W, 6]` blocks path after
 //!   path: per value a sequential f32 sum from `0.0` over the S paths, divided by `f32(S)` ([`path_mean`];
-//!   pairwise summation would differ from S = 9 on). Then the last H rows, de-normalised with the series'
+//!   pairwise summation would differ from S = 8 on). Then the last H rows, de-normalised with the series'
 //!   statistics. Checked against numpy for S = 1 … 1000 by `tests/data/kronos/paths.json`.
 //! * **Paths**, each de-normalised value by value (`pred · (std + 1e-5) + mean`, f32).
 //! * **Quantiles** over the de-normalised paths, per step and column: `torch.quantile` (linear interpolation),

@@ -223,6 +223,8 @@ impl Sampler {
 
     /// Steps 1-3 up to `p`: fills `kept` (ascending) and `probs`.
     fn filter_and_softmax(&mut self, logits: &[f32], params: &SamplingParams) -> Result<()> {
+        // a refused row leaves nothing to draw from (draw then fails rather than reuse the previous row)
+        self.kept.clear();
         self.scale(logits, params.temperature)?;
         let v = self.scaled.len();
         match params.filter {
@@ -544,6 +546,7 @@ mod tests {
             let e = s.sample(&x, &g, &NoiseStream::new(0), key()).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+        assert!(s.draw(&NoiseStream::new(0), key()).is_err(), "a refused row is not drawn from");
         let tiny = SamplingParams::new(1.5e-38, 0, 1.0).unwrap();
         let e = s.sample(&[1.0e10, 2.0], &tiny, &NoiseStream::new(0), key()).unwrap_err().to_string();
         assert!(e.contains("use a larger temperature"), "{e}");
