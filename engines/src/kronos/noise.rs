@@ -130,19 +130,16 @@ impl ReplayNoise {
         Ok(())
     }
 
-    /// The noise of `auto_regressive_inference` as torch draws it for `rows` rows of one batch (row = path for one
-    /// series; upstream numbers rows series-major, `b·S + s`): `data` is `[steps][2][rows][vocab]`, the
-    /// `exponential_` of the s1 draw then the s2 draw of every step.
-    pub fn from_upstream(vocab: usize, rows: usize, steps: usize, data: &[f32]) -> Result<Self> {
-        Error::check_len("replayed noise [steps][2][rows][vocab]", steps * 2 * rows * vocab, data.len())?;
+    /// The noise of one series as the reference fixtures record it (`series.b.s1_noise`, `series.b.s2_noise`,
+    /// tests/reference/README.md): `s1` and `s2` are each `[steps][paths][vocab]`, the `E` of every draw.
+    pub fn from_draws(vocab: usize, paths: usize, steps: usize, s1: &[f32], s2: &[f32]) -> Result<Self> {
         let mut out = ReplayNoise::new(vocab);
-        if vocab == 0 {
-            return Ok(out);
-        }
-        for (i, row) in data.chunks_exact(vocab).enumerate() {
-            let (step, draw, path) = (i / (2 * rows), i / rows % 2, i % rows);
-            let draw = if draw == 0 { Draw::S1 } else { Draw::S2 };
-            out.insert(DrawKey { path: path as u64, step: step as u64, draw }, row.to_vec())?;
+        for (draw, data) in [(Draw::S1, s1), (Draw::S2, s2)] {
+            Error::check_len("replayed noise [steps][paths][vocab]", steps * paths * vocab, data.len())?;
+            for (i, row) in data.chunks_exact(vocab.max(1)).enumerate() {
+                let key = DrawKey { path: (i % paths) as u64, step: (i / paths) as u64, draw };
+                out.insert(key, row.to_vec())?;
+            }
         }
         Ok(out)
     }
@@ -254,18 +251,19 @@ mod tests {
 
     #[test]
     fn replay_returns_the_recorded_rows() {
-        // two steps, two rows, vocabulary 3, laid out as torch draws them
-        let data: Vec<f32> = (1..=2 * 2 * 2 * 3).map(|x| x as f32).collect();
-        let r = ReplayNoise::from_upstream(3, 2, 2, &data).unwrap();
+        // two steps, two paths, vocabulary 3: s1 holds 1..=12, s2 holds 101..=112, each [step][path][vocab]
+        let s1: Vec<f32> = (1..=12).map(|x| x as f32).collect();
+        let s2: Vec<f32> = (101..=112).map(|x| x as f32).collect();
+        let r = ReplayNoise::from_draws(3, 2, 2, &s1, &s2).unwrap();
         let mut out = [0.0; 2];
         r.fill(key(1, 1, Draw::S1), &[2, 0], &mut out).unwrap();
-        // step 1, draw s1, row 1: offset ((1·2 + 0)·2 + 1)·3 = 15 → values 16, 17, 18
-        assert_eq!(out, [18.0, 16.0]);
-        r.fill(key(0, 0, Draw::S2), &[1, 2], &mut out).unwrap();
-        assert_eq!(out, [8.0, 9.0]);
+        // step 1, path 1: offset (1·2 + 1)·3 = 9 → values 10, 11, 12
+        assert_eq!(out, [12.0, 10.0]);
+        r.fill(key(0, 1, Draw::S2), &[1, 2], &mut out).unwrap();
+        assert_eq!(out, [108.0, 109.0]);
         assert!(r.fill(key(2, 0, Draw::S1), &[0, 1], &mut out).is_err());
         assert!(r.fill(key(0, 0, Draw::S1), &[3, 1], &mut out).is_err());
-        assert!(ReplayNoise::from_upstream(3, 2, 2, &data[1..]).is_err());
+        assert!(ReplayNoise::from_draws(3, 2, 2, &s1[1..], &s2).is_err());
         let mut bad = ReplayNoise::new(2);
         assert!(bad.insert(key(0, 0, Draw::S1), vec![1.0, 0.0]).is_err());
         assert!(bad.insert(key(0, 0, Draw::S1), vec![1.0, f32::NAN]).is_err());
