@@ -18,10 +18,11 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::kronos::columns::{prepare_columns, Column, ColumnValues, COLUMNS};
-use crate::kronos::noise::{Draw, DrawKey, NoiseSource, ReplayNoise};
+use crate::kronos::noise::{Draw, DrawKey, NoiseSource, NoiseStream, ReplayNoise};
 use crate::kronos::normalize::{clip_param, Normalizer};
 use crate::kronos::paths::{path_mean, summarize};
 use crate::kronos::sampler::{Sampler, SamplingParams};
+use crate::kronos::sampler_statistics::{chi_square, ALPHA, DRAWS};
 use crate::kronos::stamps::WallClock;
 use crate::kronos::testdata::bits;
 
@@ -198,4 +199,37 @@ fn host_numerics_reproduce_the_reference_fixtures() {
         case_files.len() >= 13 && series_checked >= 17 && sampled_draws > 0,
         "the fixtures were not all found"
     );
+}
+
+/// totoc's own noise on the fixtures' first-step s1 logits of the three sampled settings (T 0.7 + top_p 0.9 at
+/// V = 1,024; top_k 5 and T 1 unfiltered at V = 16): 20,000 draws follow the filtered softmax (chi-square, bins
+/// pooled to ≥ 5 expected, α = 0.001).
+#[test]
+fn own_noise_follows_the_fixture_logits() {
+    for (case, temperature, top_k, top_p) in [
+        ("k10/cases/topp_t07", 0.7, 0, 0.9),
+        ("k4/cases/topk5", 1.0, 5, 0.9),
+        ("k4/cases/unfiltered", 1.0, 0, 1.0),
+    ] {
+        let json: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("{case}.json"))).unwrap())
+                .unwrap();
+        let vocab = json["reference"]["series"][0]["meta"]["vocab"].as_u64().unwrap() as usize;
+        let tensors = read_safetensors(&fixtures().join(format!("{case}.safetensors")));
+        let logits = f32s(&tensors["series.0.s1_logits"])[..vocab].to_vec(); // step 0, path 0
+        let params = SamplingParams::new(temperature, top_k, top_p).unwrap();
+        let mut sampler = Sampler::new();
+        let p = sampler.probabilities(&logits, &params).unwrap();
+        let total: f64 = p.iter().map(|&q| f64::from(q)).sum();
+        let expected: Vec<f64> = p.iter().map(|&q| f64::from(q) / total * DRAWS as f64).collect();
+        sampler.prepare(&logits, &params).unwrap();
+        let noise = NoiseStream::new(20_000);
+        let mut counts = vec![0.0; vocab];
+        for path in 0..DRAWS as u64 {
+            counts[sampler.draw(&noise, DrawKey { path, step: 0, draw: Draw::S1 }).unwrap() as usize] += 1.0;
+        }
+        let (stat, df, pv) = chi_square(&counts, &expected);
+        eprintln!("{case}: kept {}, χ² = {stat:.1}, df {df}, p = {pv:.3}", sampler.kept().len());
+        assert!(pv > ALPHA, "{case}: χ² {stat:.1}, df {df}, p {pv:.2e}");
+    }
 }

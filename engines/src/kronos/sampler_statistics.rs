@@ -6,8 +6,8 @@ use crate::kronos::noise::{Draw, DrawKey, NoiseStream};
 use crate::kronos::sampler::{Sampler, SamplingParams};
 use crate::kronos::testdata::logits;
 
-const DRAWS: usize = 20_000;
-const ALPHA: f64 = 0.001;
+pub(super) const DRAWS: usize = 20_000;
+pub(super) const ALPHA: f64 = 0.001;
 
 /// ln Γ(x) for x > 0 (Lanczos, g = 7, n = 9: about 15 digits).
 fn ln_gamma(x: f64) -> f64 {
@@ -72,7 +72,7 @@ fn gamma_q(a: f64, x: f64) -> f64 {
 
 /// The chi-square statistic, its degrees of freedom and p-value of `observed` counts against `expected` counts,
 /// bins pooled (smallest expected first) until each pooled bin expects at least 5.
-fn chi_square(observed: &[f64], expected: &[f64]) -> (f64, usize, f64) {
+pub(super) fn chi_square(observed: &[f64], expected: &[f64]) -> (f64, usize, f64) {
     let mut order: Vec<usize> = (0..expected.len()).collect();
     order.sort_by(|&a, &b| expected[a].total_cmp(&expected[b]));
     let mut bins: Vec<(f64, f64)> = Vec::new();
