@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::calendar::{self, CalendarMode, CalendarOptions, MAX_HOLIDAYS};
 use super::error::{DataError, Loc, Result};
-use super::series::{place, Context, RawSeries};
+use super::series::{check_future, place, Context, RawSeries};
 use super::timestamps::{epoch, parse_text, EpochUnit, Stamp, StampStyle};
 use super::{ReadOptions, Series, TimeKind};
 
@@ -98,6 +98,7 @@ fn request(
         }
     }
     let request = fields.validate(at, overrides, limits)?;
+    check_future(time.as_ref(), request.horizon, at)?;
     Ok(Series { request, at: at.to_string(), target_names, time })
 }
 

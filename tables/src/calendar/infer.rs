@@ -1,0 +1,184 @@
+//! Inferring a series' weekly session from its timestamps.
+//!
+//! * [`infer`]: the session of sorted timestamps in one zone. A slot is open when observed in at least half of
+//!   the series' complete weeks, so the typical weeks decide: a holiday week (fewer rows) or the partial weeks at
+//!   either end (not counted) do not close a slot. A week may hold a few rows outside the session (an extra bar
+//!   after Friday's close, a holiday's odd hours): when at most one complete week in [`ATYPICAL_WEEKS`] has such
+//!   rows, they stay points of the series, off its session ([`super::positions`]); more such weeks, or such a row
+//!   in a partial week (where the series is continued from), leave the series continuous. So do fewer than
+//!   [`MIN_WEEKS`] complete weeks, a step that is not below one week or does not divide a day, and timestamps off
+//!   a common phase.
+//! * [`infer_auto`]: `--calendar auto`. When the stamps carry no zone (naive, `Z` or epoch: UTC) and give no
+//!   stable session, the market zones ([`MARKET_ZONES`]) are tried: a market that keeps its local hours across
+//!   daylight saving time (an FX week opens Sunday 17:00 New York time, 21:00 or 22:00 UTC) has a stable session
+//!   only in its own zone. The zone with the fewest rows off the session is taken, and its description says that
+//!   the zone was inferred.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use jiff::tz::{Offset, TimeZone};
+
+use super::{
+    series_zone, session_step, Calendar, CalendarError, CalendarOptions, Stamp, StampStyle, Zone, DAY,
+    MIN_WEEKS,
+};
+
+/// One complete week in this many may hold rows outside the session.
+pub const ATYPICAL_WEEKS: usize = 8;
+
+/// The zones `--calendar auto` tries, in this order, for stamps without a zone that give no stable session.
+pub const MARKET_ZONES: [&str; 4] = ["America/New_York", "Europe/London", "Asia/Tokyo", "Australia/Sydney"];
+
+/// What [`infer`] found.
+#[derive(Debug, Clone)]
+pub enum Inferred {
+    Session(Calendar),
+    /// The series stays on the fixed-step grid, and why (for tests and debugging).
+    Continuous(#[cfg_attr(not(test), allow(dead_code))] String),
+}
+
+/// A session and how well it fits, or why there is none.
+enum Fit {
+    Session(Calendar, Quality),
+    Continuous(String),
+}
+
+/// How well a session fits its series: fewer is better, compared in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Quality {
+    /// Open slots observed in fewer than 3 of 4 complete weeks: in UTC, the FX week's first hour is open in
+    /// summer only and its last in winter only.
+    shaky: usize,
+    /// Rows off the session.
+    off: usize,
+}
+
+/// Infers the session of sorted, distinct timestamps spaced by `step` (nanoseconds) in `zone`.
+pub fn infer(
+    stamps: &[Stamp],
+    step: i128,
+    zone: Zone,
+    holidays: &Arc<BTreeSet<i64>>,
+) -> Result<Inferred, CalendarError> {
+    Ok(match fit(stamps, step, zone, holidays)? {
+        Fit::Session(cal, _) => Inferred::Session(cal),
+        Fit::Continuous(why) => Inferred::Continuous(why),
+    })
+}
+
+/// `--calendar auto`: the session in the series' zone ([`series_zone`]). For stamps without a zone (UTC) whose
+/// session is not stable (none, or one with a shaky slot: see [`Quality`]), each market zone's is tried too, and
+/// the best fit is taken (the series' own on a tie).
+pub fn infer_auto(stamps: &[Stamp], step: i128, opts: &CalendarOptions) -> Result<Inferred, CalendarError> {
+    let (mut best, why) = match fit(stamps, step, series_zone(stamps, opts), &opts.holidays)? {
+        Fit::Session(cal, q) if q.shaky == 0 => return Ok(Inferred::Session(cal)),
+        Fit::Session(cal, q) => (Some((cal, q, false)), String::new()),
+        Fit::Continuous(why) => (None, why),
+    };
+    let utc = stamps.iter().all(|s| s.offset == Offset::UTC && s.style != StampStyle::Date);
+    if opts.zone.is_none() && utc {
+        for name in MARKET_ZONES {
+            let zone = Zone::Named(TimeZone::get(name).expect("the bundled database has the market zones"));
+            // A zone where a row falls on a holiday is not the series' zone.
+            if let Ok(Fit::Session(cal, q)) = fit(stamps, step, zone, &opts.holidays) {
+                if best.as_ref().is_none_or(|(_, fewest, _)| q < *fewest) {
+                    best = Some((cal, q, true));
+                }
+            }
+        }
+    }
+    Ok(match best {
+        Some((cal, _, true)) => Inferred::Session(cal.in_inferred_zone()),
+        Some((cal, _, false)) => Inferred::Session(cal),
+        None => Inferred::Continuous(why),
+    })
+}
+
+/// The session of the timestamps in `zone`, with the count of rows off it. Linear in the rows and the slots of
+/// a week.
+fn fit(
+    stamps: &[Stamp],
+    step: i128,
+    zone: Zone,
+    holidays: &Arc<BTreeSet<i64>>,
+) -> Result<Fit, CalendarError> {
+    let continuous = |why: &str| Ok(Fit::Continuous(why.to_string()));
+    if !session_step(step) {
+        return continuous("its step is not a whole number of slots per day");
+    }
+    let local: Vec<i128> =
+        stamps.iter().map(|s| s.at.as_nanosecond()).map(|t| t + zone.offset_at(t)).collect();
+    let (Some(&first), Some(&last)) = (local.first(), local.last()) else {
+        return continuous("it has no timestamp");
+    };
+    let phase = first.rem_euclid(step);
+    if local.iter().any(|l| l.rem_euclid(step) != phase) {
+        return continuous("its timestamps are not all at the same time past the step");
+    }
+    let per_day = DAY / step;
+    let slots = usize::try_from(7 * per_day).expect("session steps give at most 10,080 slots");
+    // Weeks (Monday 00:00 local + phase) that lie wholly between the first and the last timestamp.
+    let week_of = |l: i128| (l - phase).div_euclid(DAY).checked_add(3).map(|d| d.div_euclid(7));
+    let week_start = |w: i128| (w * 7 - 3) * DAY + phase;
+    let (Some(w0), Some(w1)) = (week_of(first), week_of(last)) else { return continuous("out of range") };
+    let first_full = if week_start(w0) >= first { w0 } else { w0 + 1 };
+    let last_full = if week_start(w1 + 1) <= last + step { w1 } else { w1 - 1 };
+    let complete = usize::try_from(last_full - first_full + 1).unwrap_or(0);
+    if complete < MIN_WEEKS {
+        return continuous("it spans fewer than 4 complete weeks");
+    }
+    // The slot of the week of each row: (week, slot).
+    let slot_of = |l: i128| {
+        let n = (l - phase).div_euclid(step);
+        let day = n.div_euclid(per_day);
+        let w = (day + 3).rem_euclid(7) * per_day + n.rem_euclid(per_day);
+        (week_of(l).expect("in range"), usize::try_from(w).expect("a slot of the week"), day)
+    };
+    let mut seen = vec![0usize; slots];
+    for &l in &local {
+        let (week, w, _) = slot_of(l);
+        if (first_full..=last_full).contains(&week) {
+            seen[w] += 1;
+        }
+    }
+    let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
+    let shaky = seen.iter().filter(|&&c| 2 * c >= complete && 4 * c < 3 * complete).count();
+    if !open.iter().any(|&o| o) {
+        // Rows too sparse for any weekly pattern: the fixed-step grid decides (and refuses mixed frequencies).
+        return continuous("no slot is observed in half of its complete weeks");
+    }
+    let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
+    if !holidays.is_empty() {
+        let on_holiday = |l: &i128| holidays.contains(&i64::try_from(slot_of(*l).2).expect("days fit"));
+        if let Some(i) = local.iter().position(on_holiday) {
+            return Err(CalendarError::Holiday(stamps[i].to_string()));
+        }
+    }
+    let (mut off, mut atypical, mut last_week, mut first_off) = (0usize, 0usize, None, None);
+    for (s, &l) in stamps.iter().zip(&local) {
+        let (week, w, _) = slot_of(l);
+        if cal.slots.open[w] {
+            continue;
+        }
+        if !(first_full..=last_full).contains(&week) {
+            return Ok(Fit::Continuous(format!(
+                "timestamp {s} is in a slot the calendar has closed, outside its complete weeks"
+            )));
+        }
+        off += 1;
+        first_off.get_or_insert(s);
+        if last_week != Some(week) {
+            atypical += 1;
+            last_week = Some(week);
+        }
+    }
+    if atypical * ATYPICAL_WEEKS > complete {
+        let s = first_off.expect("a row off the session");
+        return Ok(Fit::Continuous(format!(
+            "timestamp {s} is in a slot the calendar has closed of its weekly session, and {atypical} of its \
+             {complete} complete weeks have such rows (at most 1 in {ATYPICAL_WEEKS} may)"
+        )));
+    }
+    Ok(Fit::Session(cal, Quality { shaky, off }))
+}
