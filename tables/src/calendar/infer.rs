@@ -107,40 +107,45 @@ fn fit(
     if !session_step(step) {
         return continuous("its step is not a whole number of slots per day");
     }
-    let local: Vec<i128> =
-        stamps.iter().map(|s| s.at.as_nanosecond()).map(|t| t + zone.offset_at(t)).collect();
-    let (Some(&first), Some(&last)) = (local.first(), local.last()) else {
-        return continuous("it has no timestamp");
+    // Each row's slot number since 1970-01-01 00:00 local + phase: one i128 division a row, the rest in i64.
+    let local = |s: &Stamp| {
+        let t = s.at.as_nanosecond();
+        t + zone.offset_at(t)
     };
+    let Some(first) = stamps.first().map(local) else { return continuous("it has no timestamp") };
     let phase = first.rem_euclid(step);
-    if local.iter().any(|l| l.rem_euclid(step) != phase) {
-        return continuous("its timestamps are not all at the same time past the step");
+    let mut numbers = Vec::with_capacity(stamps.len());
+    for s in stamps {
+        let since = local(s) - phase;
+        let n = since.div_euclid(step);
+        if n * step != since {
+            return continuous("its timestamps are not all at the same time past the step");
+        }
+        numbers.push(i64::try_from(n).expect("timestamps are at least a minute apart in slots"));
     }
-    let per_day = DAY / step;
+    let per_day = i64::try_from(DAY / step).expect("at most 1,440 slots a day");
     let slots = usize::try_from(7 * per_day).expect("session steps give at most 10,080 slots");
-    // Weeks (Monday 00:00 local + phase) that lie wholly between the first and the last timestamp.
-    let week_of = |l: i128| (l - phase).div_euclid(DAY).checked_add(3).map(|d| d.div_euclid(7));
-    let week_start = |w: i128| (w * 7 - 3) * DAY + phase;
-    let (Some(w0), Some(w1)) = (week_of(first), week_of(last)) else { return continuous("out of range") };
-    let first_full = if week_start(w0) >= first { w0 } else { w0 + 1 };
-    let last_full = if week_start(w1 + 1) <= last + step { w1 } else { w1 - 1 };
+    // Slot `n`: its day, its week (Monday 00:00 local + phase) and its slot of the week.
+    let day_of = |n: i64| n.div_euclid(per_day);
+    let week_of = |n: i64| (day_of(n) + 3).div_euclid(7);
+    let slot_of = |n: i64| {
+        let w = (day_of(n) + 3).rem_euclid(7) * per_day + n.rem_euclid(per_day);
+        usize::try_from(w).expect("a slot of the week")
+    };
+    // Weeks that lie wholly between the first and the last timestamp.
+    let (n0, n1) = (numbers[0], *numbers.last().expect("a row"));
+    let week_start = |w: i64| (w * 7 - 3) * per_day;
+    let (w0, w1) = (week_of(n0), week_of(n1));
+    let first_full = if week_start(w0) >= n0 { w0 } else { w0 + 1 };
+    let last_full = if week_start(w1 + 1) <= n1 + 1 { w1 } else { w1 - 1 };
     let complete = usize::try_from(last_full - first_full + 1).unwrap_or(0);
     if complete < MIN_WEEKS {
         return continuous("it spans fewer than 4 complete weeks");
     }
-    // The slot of the week of each row: (week, slot).
-    let slot_of = |l: i128| {
-        let n = (l - phase).div_euclid(step);
-        let day = n.div_euclid(per_day);
-        let w = (day + 3).rem_euclid(7) * per_day + n.rem_euclid(per_day);
-        (week_of(l).expect("in range"), usize::try_from(w).expect("a slot of the week"), day)
-    };
+    let in_complete = |n: i64| (first_full..=last_full).contains(&week_of(n));
     let mut seen = vec![0usize; slots];
-    for &l in &local {
-        let (week, w, _) = slot_of(l);
-        if (first_full..=last_full).contains(&week) {
-            seen[w] += 1;
-        }
+    for &n in numbers.iter().filter(|&&n| in_complete(n)) {
+        seen[slot_of(n)] += 1;
     }
     let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
     let shaky = seen.iter().filter(|&&c| 2 * c >= complete && 4 * c < 3 * complete).count();
@@ -150,17 +155,16 @@ fn fit(
     }
     let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
     if !holidays.is_empty() {
-        let on_holiday = |l: &i128| holidays.contains(&i64::try_from(slot_of(*l).2).expect("days fit"));
-        if let Some(i) = local.iter().position(on_holiday) {
+        if let Some(i) = numbers.iter().position(|&n| holidays.contains(&day_of(n))) {
             return Err(CalendarError::Holiday(stamps[i].to_string()));
         }
     }
     let (mut off, mut atypical, mut last_week, mut first_off) = (0usize, 0usize, None, None);
-    for (s, &l) in stamps.iter().zip(&local) {
-        let (week, w, _) = slot_of(l);
-        if cal.slots.open[w] {
+    for (s, &n) in stamps.iter().zip(&numbers) {
+        if cal.slots.open[slot_of(n)] {
             continue;
         }
+        let week = week_of(n);
         if !(first_full..=last_full).contains(&week) {
             return Ok(Fit::Continuous(format!(
                 "timestamp {s} is in a slot the calendar has closed, outside its complete weeks"
