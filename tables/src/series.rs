@@ -342,7 +342,8 @@ fn grid_error(
         GridError::TooSparse { step, points, rows } => DataError::input(
             at,
             format!(
-                "a step of {step} puts {points} grid points between the first and the last of its {rows}                  timestamps, more than {MAX_GRID_PER_ROW} per row: the step is far below the series' own"
+                "a step of {step} puts {points} grid points between the first and the last of its {rows} \
+                 timestamps, more than {MAX_GRID_PER_ROW} per row: the step is far below the series' own"
             ),
             "give the series' own step with --freq (e.g. --freq 1d), or leave --freq out to infer it",
         ),
@@ -396,6 +397,32 @@ mod tests {
         // a: 1 January, (2 January missing), 3 and 4 January
         assert_eq!(s[1].request.target, vec![vec![Some(10.0), None, Some(30.0), Some(40.0)]]);
         assert_eq!(s[1].at, "t.csv: series a");
+    }
+
+    #[test]
+    fn a_forced_step_far_below_the_rows_is_an_error_naming_it() {
+        let c = collect(&[
+            ("a", "2024-01-01", Some(1.0)),
+            ("a", "2024-01-02", Some(2.0)),
+            ("a", "2024-01-03", None),
+        ]);
+        let names = vec!["y".to_string()];
+        let o = Overrides { horizon: Some(2), ..Overrides::default() };
+        let cx = Context {
+            source: "t.csv",
+            target_names: &names,
+            freq: Some(Freq::Fixed(1_000_000)),
+            calendar: &CalendarOptions::default(),
+            overrides: &o,
+            limits: &Limits::default(),
+        };
+        let e = assemble(c.series.into_iter().next().unwrap(), &cx).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.csv: series a: a step of 1 millisecond puts 172800001 grid points between the first and the last of \
+             its 3 timestamps, more than 64 per row: the step is far below the series' own; give the series' own \
+             step with --freq (e.g. --freq 1d), or leave --freq out to infer it"
+        );
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //!   [`MIN_WEEKS`] complete weeks, a step that is not below one week or does not divide a day, and timestamps off
 //!   a common phase.
 //! * [`infer_auto`]: `--calendar auto`. When the stamps carry no zone (naive, `Z` or epoch: UTC) and give no
-//!   stable session, the market zones ([`MARKET_ZONES`]) are tried: a market that keeps its local hours across
-//!   daylight saving time (an FX week opens Sunday 17:00 New York time, 21:00 or 22:00 UTC) has a stable session
-//!   only in its own zone. The zone with the fewest rows off the session is taken, and its description says that
-//!   the zone was inferred.
+//!   stable session (none, or one with a slot open in fewer than 3 complete weeks in 4), the market zones
+//!   ([`MARKET_ZONES`]) are tried: a market that keeps its local hours across daylight saving time (an FX week
+//!   opens Sunday 17:00 New York time, 21:00 or 22:00 UTC) has a stable session only in its own zone. The best
+//!   fit is taken (fewest such slots, then fewest rows off the session; UTC's on a tie), and when it is a market
+//!   zone, its description says that the zone was inferred.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -77,7 +78,7 @@ pub fn infer_auto(stamps: &[Stamp], step: i128, opts: &CalendarOptions) -> Resul
         Fit::Continuous(why) => (None, why),
     };
     let utc = stamps.iter().all(|s| s.offset == Offset::UTC && s.style != StampStyle::Date);
-    if opts.zone.is_none() && utc {
+    if opts.zone.is_none() && utc && session_step(step) {
         for name in MARKET_ZONES {
             let zone = Zone::Named(TimeZone::get(name).expect("the bundled database has the market zones"));
             // A zone where a row falls on a holiday is not the series' zone.
