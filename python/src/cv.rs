@@ -136,10 +136,16 @@ pub fn cross_validation(
         };
         let table = forecast_table(&bt, &[model]);
         let batch = tables::table_out::record_batch(&table, SOURCE).map_err(data_err)?;
-        Ok(batch)
+        Ok((batch, bt.warning))
     });
     drop(batches);
-    let batch = result.map_err(|(kind, message)| kind.err(message))?;
+    let (batch, warning) = result.map_err(|(kind, message)| kind.err(message))?;
+    if let Some(w) = warning {
+        // `totoc backtest` prints it on stderr; here it is a warning, as predict_df's notes are.
+        let text = std::ffi::CString::new(pythonic(w.trim_start_matches("note: "))).unwrap_or_default();
+        let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+        PyErr::warn(py, &category, &text, 3)?;
+    }
     Ok(ArrowTable::new(batch))
 }
 
@@ -184,16 +190,8 @@ pub fn cross_validation_py(
         chunk,
         model,
     };
-    let args = TableArgs {
-        id_column,
-        timestamp_column,
-        target: target.unwrap_or_else(|| vec!["y".to_string()]),
-        timestamp_unit,
-        freq,
-        calendar,
-        timezone,
-        holidays,
-    };
+    let args =
+        TableArgs { id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays };
     cross_validation(py, engine, df, &args, &w)
 }
 

@@ -29,7 +29,8 @@ pub const SOURCE: &str = "df";
 pub struct TableArgs {
     pub id_column: Option<String>,
     pub timestamp_column: Option<String>,
-    pub target: Vec<String>,
+    /// `None`: the target columns `totoc forecast` recognises.
+    pub target: Option<Vec<String>>,
     pub timestamp_unit: String,
     pub freq: Option<String>,
     pub calendar: String,
@@ -64,7 +65,7 @@ impl TableArgs {
         let calendar = CalendarOptions::from_flags(mode, self.timezone.as_deref(), self.holidays.as_deref())
             .map_err(|e| invalid(pythonic(&e)))?;
         let freq = self.freq.as_deref().map(parse_freq).transpose().map_err(|e| invalid(pythonic(&e)))?;
-        if self.target.is_empty() {
+        if self.target.as_ref().is_some_and(Vec::is_empty) {
             return Err(invalid(
                 "target is empty; name the target column (e.g. target=\"y\") or a list of them",
             ));
@@ -72,7 +73,7 @@ impl TableArgs {
         Ok(ReadOptions {
             id_column: self.id_column.clone(),
             timestamp_column: self.timestamp_column.clone(),
-            target_columns: Some(self.target.clone()),
+            target_columns: self.target.clone(),
             timestamp_unit,
             freq,
             calendar,
@@ -242,16 +243,8 @@ fn predict_table(
         strict_context,
         write_samples,
     };
-    let args = TableArgs {
-        id_column,
-        timestamp_column,
-        target: target.unwrap_or_else(|| vec!["y".to_string()]),
-        timestamp_unit,
-        freq,
-        calendar,
-        timezone,
-        holidays,
-    };
+    let args =
+        TableArgs { id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays };
     predict(py, engine, df, &args, &asked)
 }
 

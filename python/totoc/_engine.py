@@ -250,9 +250,9 @@ class Engine:
         df: Any,
         prediction_length: int,
         quantile_levels: Sequence[float] | None = None,
-        id_column: str | None = "unique_id",
-        timestamp_column: str | None = "ds",
-        target: str | Sequence[str] = "y",
+        id_column: str | None = None,
+        timestamp_column: str | None = None,
+        target: str | Sequence[str] | None = None,
         *,
         samples: int | None = None,
         seed: int | None = None,
@@ -273,12 +273,16 @@ class Engine:
             quantile_levels: levels in (0, 1), one column each. Default as ``totoc forecast``: Toto 1.0 none on
                 the mean path, ``[0.1, 0.5, 0.9]`` with ``samples``; Toto 2.0 none (ask for any in [0.1, 0.9];
                 levels between its knots are interpolated, with a warning).
-            id_column: the series id column (text or integers). ``None``: a column named as ``totoc forecast``
-                recognises ids (``unique_id``, ``item_id``, ``id``, ``series_id``), else the table is one series.
+            id_column: the series id column (text or integers). ``None`` (the default): a column named as
+                ``totoc forecast`` recognises ids (``unique_id``, ``item_id``, ``id``, ``series_id``: Nixtla's,
+                Chronos's and AutoGluon's names, any case), else the table is one series.
             timestamp_column: the time column (timestamps, dates, ISO 8601 text or integer epochs in
-                ``timestamp_unit``). ``None``: a column named ``ds``, ``timestamp``, ``date`` or ``time``, else
-                the rows are in time order without timestamps.
-            target: the value column, or a list of them (the variates of each series).
+                ``timestamp_unit``; a time zone such as pandas ``tz=`` is kept and read as the series' zone).
+                ``None`` (the default): a column named ``ds``, ``timestamp``, ``date`` or ``time``, else the rows
+                are in time order without timestamps.
+            target: the value column, or a list of them (the variates of each series). ``None`` (the default):
+                as ``totoc forecast``: with an id column, the one named ``y``, ``target`` or ``value`` (else every
+                other column); without, every column but the timestamp.
             samples: Toto 1.0: sample paths per series (the mean and quantiles come from them).
             seed: seed of the sample paths (default 0).
             freq: a step forced on every series (``"1h"``, ``"1d"``, ``"1mo"``...) instead of inferring each one's.
@@ -342,9 +346,9 @@ class Engine:
         n_windows: int,
         step_size: int | None = None,
         *,
-        id_column: str | None = "unique_id",
-        timestamp_column: str | None = "ds",
-        target: str = "y",
+        id_column: str | None = None,
+        timestamp_column: str | None = None,
+        target: str | None = None,
         model: str = "totoc",
         context: int | None = None,
         samples: int = 0,

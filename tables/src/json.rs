@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::calendar::{self, CalendarMode, CalendarOptions, MAX_HOLIDAYS};
 use super::error::{DataError, Loc, Result};
-use super::series::{place, Context, RawSeries};
+use super::series::{check_future, place, Context, RawSeries};
 use super::timestamps::{epoch, parse_text, EpochUnit, Stamp, StampStyle};
 use super::{ReadOptions, Series, TimeKind};
 
@@ -98,6 +98,7 @@ fn request(
         }
     }
     let request = fields.validate(at, overrides, limits)?;
+    check_future(time.as_ref(), request.horizon, at)?;
     Ok(Series { request, at: at.to_string(), target_names, time })
 }
 
@@ -221,5 +222,14 @@ mod tests {
         assert!(e("{\"target\": [[1, NaN]], \"horizon\": 1}").contains("use null to mark a missing point"));
         assert!(e("{\"target\": [[null]], \"horizon\": 1}").contains("variate 0 has no observed point"));
         assert!(e("\n\n").contains("no request"));
+        // Forecast steps past the year 9999 are the request's fault, found when it is read (not after a run).
+        let late = r#"{"target": [[1, 2, 3]], "horizon": 2, "timestamps": ["9999-12-27", "9999-12-28", "9999-12-29"]}"#;
+        assert_eq!(
+            e(late),
+            "r.jsonl:1: the forecast steps run past the year 9999, or past the last open slot of the series' \
+             calendar (thousands of holidays in a row); ask for a shorter horizon, or give fewer holidays"
+        );
+        let fits = r#"{"target": [[1, 2, 3]], "horizon": 1, "timestamps": ["9999-12-27", "9999-12-28", "9999-12-29"]}"#;
+        assert!(read_str(fits, true).is_ok());
     }
 }

@@ -280,11 +280,16 @@ fn dataset(
     limits: &Limits,
 ) -> Result<Dataset> {
     let target_names = layout.target_names();
+    // A timestamp column with an IANA zone (pandas `tz=`) reads its calendars in that zone unless --timezone says.
+    let mut calendar = opts.calendar.clone();
+    if calendar.zone.is_none() {
+        calendar.zone = parquet_in::column_zone(&kind);
+    }
     let cx = Context {
         source,
         target_names: &target_names,
         freq: opts.freq,
-        calendar: &opts.calendar,
+        calendar: &calendar,
         overrides,
         limits,
     };
