@@ -1713,12 +1713,18 @@ fn metric_sum(a: &Server, prefix: &str, with: &str) -> f64 {
         .sum()
 }
 
+/// The lines of the server's metrics that start with `prefix`.
+fn metric_lines(a: &Server, prefix: &str) -> String {
+    let m = http(a.http, "GET", "/metrics", &[AUTH], b"", Duration::from_secs(10)).unwrap();
+    String::from_utf8_lossy(&m.1).lines().filter(|l| l.starts_with(prefix)).collect::<Vec<_>>().join("; ")
+}
+
 /// Class 6, while serving: REST clients that leave while their request is computed (16 at once) get an access
 /// line and a metric (499), as gRPC ones do (16 calls dropped: CANCELLED); their engine work stops.
 fn class_6_clients_that_leave(a: &Server, rt: &tokio::runtime::Runtime) {
     let msg = pb::InferRequest {
         model_name: "toto".into(),
-        parameters: [("horizon".to_string(), param(8))].into(),
+        parameters: [("horizon".to_string(), param(160))].into(),
         inputs: vec![pb::Input {
             name: "target".into(),
             datatype: "FP32".into(),
@@ -1731,13 +1737,17 @@ fn class_6_clients_that_leave(a: &Server, rt: &tokio::runtime::Runtime) {
     let cancelled_before = metric_sum(a, "totoc_grpc_requests_total{", "code=\"Cancelled\"");
     rt.block_on(async {
         let client = h2_client();
+        // The connection first, so that every call below reaches the server before its client gives up on it.
+        let (code, msg, _) = grpc_call(&client, a.grpc, "ServerLive", None, full(grpc_frame(&[]))).await;
+        assert_eq!(code, 0, "{msg}");
         let calls: Vec<_> = (0..16)
             .map(|_| {
                 let (client, frame) = (client.clone(), frame.clone());
                 let addr = a.grpc;
                 tokio::spawn(async move {
                     let call = grpc_call(&client, addr, "ModelInfer", Some(TOKEN), full(frame));
-                    let _ = tokio::time::timeout(Duration::from_millis(150), call).await;
+                    // Each call takes over a second here (160 steps, 100 ms a graph run): gone while the engine works.
+                    let _ = tokio::time::timeout(Duration::from_millis(400), call).await;
                 })
             })
             .collect();
@@ -1747,17 +1757,21 @@ fn class_6_clients_that_leave(a: &Server, rt: &tokio::runtime::Runtime) {
     });
     let deadline = Instant::now() + Duration::from_secs(10);
     while metric_sum(a, "totoc_grpc_requests_total{", "code=\"Cancelled\"") < cancelled_before + 16.0 {
-        assert!(Instant::now() < deadline, "gRPC calls dropped by their clients were not all counted");
+        assert!(
+            Instant::now() < deadline,
+            "gRPC calls dropped by their clients were not all counted as Cancelled: {}",
+            metric_lines(a, "totoc_grpc_requests_total{")
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let body = json!({"parameters": {"horizon": 8},
+    let body = json!({"parameters": {"horizon": 160},
         "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 16], "data": vec![1.5; 16]}]})
     .to_string();
     at_once(16, |_| {
         let mut c = TcpStream::connect(a.http).unwrap();
         write!(c, "POST /v2/models/toto/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        std::thread::sleep(Duration::from_millis(150));
-        // gone, while the engine works
+        std::thread::sleep(Duration::from_millis(400));
+        // gone, while the engine works (a call takes over a second here)
     });
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -1768,6 +1782,8 @@ fn class_6_clients_that_leave(a: &Server, rt: &tokio::runtime::Runtime) {
         assert!(Instant::now() < deadline, "clients that left were counted {gone} times, not 16");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The well-behaved client goes on being served after them (each of its calls takes over a second here).
+    std::thread::sleep(Duration::from_secs(4));
 }
 
 /// One group on a fresh server (see the section's docs).
