@@ -25,6 +25,7 @@
 //!   tables ([`host::rope`]), torch's reduction order ([`host::sum`]) and sample-path quantiles ([`host::quantile`]);
 //! * [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode passes);
 //!   [`memory`] is the budget the engine keeps its buckets within; [`budget`] how much one request may ask;
+//! * [`bounded`]: decoding that charges what a client's bytes become as they become it (a serde wrapper);
 //! * [`admission`]: the limits and context policy every family applies before its own checks;
 //! * [`compare`]: tolerances against the reference (`1e-4·σ + 1e-6·|ref|`) and finding golden case files.
 //!
@@ -46,6 +47,7 @@
 
 pub mod admission;
 pub mod backend;
+pub mod bounded;
 pub mod budget;
 pub mod build_job;
 pub mod bundle;
