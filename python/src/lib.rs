@@ -258,6 +258,7 @@ impl NativeEngine {
         strict_context: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         guard(|| {
+            let engine = self.engine()?;
             let as_usize = |v: u64, name: &str| {
                 usize::try_from(v)
                     .map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
@@ -272,7 +273,7 @@ impl NativeEngine {
                 seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
                 strict_context,
             };
-            self.run_forecast(py, target, id_mask, &asked)
+            self.run_forecast(py, engine, target, id_mask, &asked)
         })
     }
 
@@ -356,11 +357,11 @@ impl NativeEngine {
     fn run_forecast<'py>(
         &self,
         py: Python<'py>,
+        engine: Arc<Engine>,
         target: &Bound<'py, PyAny>,
         id_mask: Option<&Bound<'py, PyAny>>,
         asked: &series::Asked,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let engine = self.engine()?;
         let targets = input::read(target, engine.info().limits.max_context)?;
         let masks = input::id_masks(id_mask, targets.series.len())?;
         let single = targets.single;
