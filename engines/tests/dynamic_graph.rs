@@ -102,6 +102,7 @@ fn check(precision: Precision) {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures/tiny/checkpoint"),
+        tokenizer: None,
         profiles,
         out: bundle.clone(),
         precisions: vec![precision],

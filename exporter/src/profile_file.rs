@@ -50,6 +50,10 @@ pub struct ConfigModel {
     pub generation: crate::registry::family::Family,
     /// The checkpoint's name (e.g. `Datadog/Toto-Open-Base-1.0`): CI's key for where to find it.
     pub checkpoint: String,
+    /// The name of the model's tokenizer checkpoint, for a family whose export reads one (`--tokenizer`;
+    /// `crate::registry::Capabilities::tokenizer_keys`): where CI finds it, as `checkpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
     /// Golden toto-ts cases of that checkpoint (`tests/reference/run_reference.py` output), for CI's
     /// `totoc verify`; a path like `checkpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,6 +79,21 @@ impl ConfigModel {
             });
         }
         Ok(())
+    }
+
+    /// A config that names a tokenizer checkpoint needs `--tokenizer` (and one that names none, a family without
+    /// one: the export refuses a stray `--tokenizer` itself).
+    pub fn check_tokenizer(&self, tokenizer: Option<&Path>, config_file: &str) -> Result<()> {
+        match (&self.tokenizer, tokenizer) {
+            (Some(name), None) => Err(Error::Profile {
+                message: format!(
+                    "{config_file} is for {} ({}) with the tokenizer {name}: pass its directory as --tokenizer",
+                    self.generation.as_str(),
+                    self.checkpoint
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -382,6 +401,23 @@ profiles:
     #[test]
     fn empty_list_is_an_error() {
         assert_eq!(err("\nprofiles: []\n"), "x.yaml: line 2: profiles must list at least one profile");
+    }
+
+    #[test]
+    fn a_model_block_may_name_a_tokenizer_and_then_needs_its_directory() {
+        let text = format!("model:\n  generation: toto-1.0\n  checkpoint: a/b\n  tokenizer: a/tok\n{GOOD}");
+        let set = ProfileSet::from_yaml(&text, "x.yaml").unwrap();
+        let model = set.model.unwrap();
+        assert_eq!(model.tokenizer.as_deref(), Some("a/tok"));
+        let e = model.check_tokenizer(None, "x.yaml").unwrap_err().to_string();
+        assert!(e.contains("x.yaml") && e.contains("a/tok") && e.contains("--tokenizer"), "{e}");
+        model.check_tokenizer(Some(Path::new("/some/dir")), "x.yaml").unwrap();
+        // without one, nothing is asked for (the export itself refuses a stray --tokenizer)
+        let set =
+            ProfileSet::from_yaml(&format!("model:\n  generation: toto-1.0\n  checkpoint: a/b\n{GOOD}"), "x")
+                .unwrap();
+        assert_eq!(set.model.as_ref().unwrap().tokenizer, None);
+        set.model.unwrap().check_tokenizer(None, "x").unwrap();
     }
 
     #[test]

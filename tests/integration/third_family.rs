@@ -64,7 +64,7 @@ const EDITS: &[Edit] = &[
         EXPORTER_FAMILY,
         "impl Family {\n",
         "const TOY: Capabilities = Capabilities {\n    name: \"toy\",\n    title: \"Toy\",\n    folder: \"toy\",\n    \
-         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    point_forecast: \"mean\",\n    samples: false,\n    \
+         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    tokenizer_keys: None,\n    point_forecast: \"mean\",\n    samples: false,\n    \
          quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n};\n\n",
     ),
     replace(

@@ -353,7 +353,11 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         format: BUNDLE_FORMAT.into(),
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: "0.0.0-test".into(),
-        checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
+        checkpoint: CheckpointInfo {
+            safetensors_sha256: "0".repeat(64),
+            config_sha256: "0".repeat(64),
+            tokenizer: None,
+        },
         model: exporter::registry::AnyConfig::Toto1(cfg),
         variant: OpsetVariant::Opset24,
         opset: 24,

@@ -46,6 +46,11 @@ pub struct Capabilities {
     pub reference: &'static str,
     /// `config.json` keys only this family's config has (how a checkpoint's family is told).
     pub config_keys: &'static [&'static str],
+    /// `Some`: the family's export reads a second checkpoint directory, the model's tokenizer (`--tokenizer`, the
+    /// profile YAML's `model.tokenizer`, `totoc.export(tokenizer=)`), whose `config.json` has these keys (and
+    /// none of [`Self::config_keys`]); such a config given as `--checkpoint` is refused naming `--tokenizer`.
+    /// `None`: one checkpoint directory, and `--tokenizer` is refused.
+    pub tokenizer_keys: Option<&'static [&'static str]>,
     /// Name of the point forecast in responses and tables: `mean` or `median`.
     pub point_forecast: &'static str,
     /// Whether the engine draws sample paths (`samples > 0` in requests).
@@ -65,6 +70,7 @@ const TOTO1: Capabilities = Capabilities {
     folder: "toto1",
     reference: "toto-ts 0.2.0",
     config_keys: &["embed_dim"],
+    tokenizer_keys: None,
     point_forecast: "mean",
     samples: true,
     quantile_knots: None,
@@ -77,7 +83,9 @@ const TOTO2: Capabilities = Capabilities {
     title: "Toto 2.0",
     folder: "toto2",
     reference: "toto-2 2.0.0",
-    config_keys: &["d_model"],
+    // `d_model` alone is not enough: other families' configs have it too; `layer_group_size` is Toto 2.0's own
+    config_keys: &["d_model", "layer_group_size"],
+    tokenizer_keys: None,
     point_forecast: "median",
     samples: false,
     quantile_knots: Some(&crate::toto2::config::KNOTS),
@@ -106,35 +114,56 @@ impl Family {
         self.capabilities().point_forecast
     }
 
-    /// The family of a `config.json` text: the one family whose config keys it has.
+    /// The family of a `config.json` text: the one family whose config keys it has. A family's tokenizer
+    /// config ([`Capabilities::tokenizer_keys`]) is refused with the flag it belongs to.
     pub fn detect(text: &str) -> Result<Self> {
         let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
             .map_err(|e| Error::Config { message: format!("not a JSON object: {e}") })?;
-        let claims = |f: &Family| f.capabilities().config_keys.iter().all(|k| obj.contains_key(*k));
+        let has = |keys: &[&str]| keys.iter().all(|k| obj.contains_key(*k));
+        let claims = |f: &Family| has(f.capabilities().config_keys);
         let found: Vec<Family> = Family::ALL.into_iter().filter(claims).collect();
-        match found.as_slice() {
-            [one] => Ok(*one),
-            _ => Err(Error::Config {
-                message: format!(
-                    "cannot tell the model family: {}; exactly one of them is required",
-                    Family::ALL
-                        .iter()
-                        .map(|f| {
-                            let c = f.capabilities();
-                            let keys =
-                                c.config_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-                            format!("a {} config has {keys} (present: {})", c.title, claims(f))
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            }),
+        if let [one] = found.as_slice() {
+            return Ok(*one);
         }
+        let tokenizer_of = Family::ALL.into_iter().find(|f| f.capabilities().tokenizer_keys.is_some_and(has));
+        if let (Some(f), []) = (tokenizer_of, found.as_slice()) {
+            let title = f.capabilities().title;
+            return Err(Error::Config {
+                message: format!(
+                    "this is a {title} tokenizer config, not a model's: give the {title} model's checkpoint \
+                     directory as --checkpoint and this directory as --tokenizer (the profile YAML's \
+                     `model.tokenizer`, `totoc.export(tokenizer=...)`)"
+                ),
+            });
+        }
+        Err(Error::Config {
+            message: format!(
+                "cannot tell the model family: {}; exactly one of them is required",
+                Family::ALL
+                    .iter()
+                    .map(|f| {
+                        let c = f.capabilities();
+                        let keys =
+                            c.config_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                        format!("a {} config has {keys} (present: {})", c.title, claims(f))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
     }
 
-    /// The family of the checkpoint directory `dir` (from its `config.json`).
+    /// The family of the checkpoint directory `dir` (from its `config.json`), whose config its family's parser
+    /// accepts; a family read with its tokenizer ([`Capabilities::tokenizer_keys`]) checks its two configs
+    /// together when it loads them.
     pub fn of_checkpoint(dir: &Path) -> Result<Self> {
-        Ok(AnyConfig::from_dir(dir)?.family())
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let family = Family::detect(&text).map_err(|e| e.in_file(&path))?;
+        if family.capabilities().tokenizer_keys.is_some() {
+            return Ok(family);
+        }
+        Ok(AnyConfig::from_json(&text).map_err(|e| e.in_file(&path))?.family())
     }
 }
 

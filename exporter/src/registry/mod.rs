@@ -19,12 +19,34 @@ use crate::export::{ExportEvent, ExportOptions};
 use crate::manifest::Manifest;
 
 /// `totoc export` by the checkpoint's family (from its `config.json`); on any error nothing is left at
-/// `opts.out`.
+/// `opts.out`. A tokenizer directory is required by the families whose export reads one and refused by the
+/// others ([`check_tokenizer`]).
 pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)) -> Result<Manifest> {
-    match Family::of_checkpoint(&opts.checkpoint)? {
+    let family = Family::of_checkpoint(&opts.checkpoint)?;
+    check_tokenizer(family, opts.tokenizer.as_deref())?;
+    match family {
         Family::Toto1 => crate::toto1::export::export_bundle(opts, progress),
         Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),
     }
+}
+
+/// `--tokenizer` where `family` reads a tokenizer checkpoint, and nowhere else.
+fn check_tokenizer(family: Family, tokenizer: Option<&std::path::Path>) -> Result<()> {
+    let c = family.capabilities();
+    let message = match (c.tokenizer_keys.is_some(), tokenizer) {
+        (true, None) => format!(
+            "a {} checkpoint is exported with its tokenizer: pass the tokenizer's checkpoint directory as \
+             --tokenizer (the profile YAML's `model.tokenizer` names it; `totoc.export(tokenizer=...)`)",
+            c.title
+        ),
+        (false, Some(dir)) => format!(
+            "--tokenizer {}: a {} checkpoint has no tokenizer checkpoint; remove --tokenizer",
+            dir.display(),
+            c.title
+        ),
+        _ => return Ok(()),
+    };
+    Err(crate::error::Error::Config { message })
 }
 
 #[cfg(test)]
@@ -50,9 +72,21 @@ mod tests {
         let e = Family::detect(r#"{"hidden_size": 4}"#).unwrap_err().to_string();
         assert!(e.contains("embed_dim") && e.contains("d_model"), "{e}");
         assert!(Family::detect("[1]").is_err());
+        // `d_model` alone claims nothing (other models' configs have it too)
+        let e = Family::detect(r#"{"d_model": 64, "n_layers": 2}"#).unwrap_err().to_string();
+        assert!(e.contains("`layer_group_size`"), "{e}");
         // a 2.0 config with a 1.0 key is refused by the 2.0 parser, naming the key
         let e =
             AnyConfig::from_json(&v2.replace("\"d_ff\"", "\"stride\":32,\"d_ff\"")).unwrap_err().to_string();
         assert!(e.contains("stride"), "{e}");
+    }
+
+    #[test]
+    fn a_tokenizer_is_refused_for_families_without_one() {
+        for f in Family::ALL.into_iter().filter(|f| f.capabilities().tokenizer_keys.is_none()) {
+            check_tokenizer(f, None).unwrap();
+            let e = check_tokenizer(f, Some(std::path::Path::new("/t"))).unwrap_err().to_string();
+            assert!(e.contains("--tokenizer /t") && e.contains("remove --tokenizer"), "{e}");
+        }
     }
 }
