@@ -10,6 +10,8 @@
 //!     context: 4096
 //!     horizon: 336
 //!     samples: 256    # optional, default 0
+//!     family:         # optional: settings of the model family's own, read by that family only
+//!       window: 512
 //!     buckets:        # optional: the profile's own ladder instead of the default one (crate::bucket)
 //!       prefill:
 //!         - {rows: 1, context: 512}
@@ -144,6 +146,10 @@ impl ProfileSet {
                 }
             }
             let samples = p.samples.map_or(0, |s| s.value);
+            if let Some(f) = p.family.as_ref().filter(|f| !f.value.is_object()) {
+                let message = "must be a mapping of the model family's settings (`key: value` lines)".into();
+                return Err(at(f.referenced.line(), field("family"), message));
+            }
             if let Some(b) = &p.decode_block {
                 if b.value == 0 {
                     return Err(at(b.referenced.line(), field("decode_block"), "must be ≥ 1".into()));
@@ -209,6 +215,7 @@ impl ProfileSet {
                 samples,
                 buckets,
                 decode_block: p.decode_block.map(|b| b.value),
+                family: p.family.map(|f| f.value),
             };
             profiles.push((profile, name_line));
         }
@@ -262,6 +269,8 @@ struct RawProfile {
     buckets: Option<Spanned<RawBuckets>>,
     #[serde(default)]
     decode_block: Option<Spanned<usize>>,
+    #[serde(default)]
+    family: Option<Spanned<serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -357,7 +366,8 @@ profiles:
                 horizon: 64,
                 samples: 16,
                 buckets: None,
-                decode_block: None
+                decode_block: None,
+                family: None
             }
         );
     }
@@ -399,11 +409,6 @@ profiles:
     }
 
     #[test]
-    fn empty_list_is_an_error() {
-        assert_eq!(err("\nprofiles: []\n"), "x.yaml: line 2: profiles must list at least one profile");
-    }
-
-    #[test]
     fn a_model_block_may_name_a_tokenizer_and_then_needs_its_directory() {
         let text = format!("model:\n  generation: toto-1.0\n  checkpoint: a/b\n  tokenizer: a/tok\n{GOOD}");
         let set = ProfileSet::from_yaml(&text, "x.yaml").unwrap();
@@ -418,6 +423,11 @@ profiles:
                 .unwrap();
         assert_eq!(set.model.as_ref().unwrap().tokenizer, None);
         set.model.unwrap().check_tokenizer(None, "x").unwrap();
+    }
+
+    #[test]
+    fn empty_list_is_an_error() {
+        assert_eq!(err("\nprofiles: []\n"), "x.yaml: line 2: profiles must list at least one profile");
     }
 
     #[test]

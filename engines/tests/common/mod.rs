@@ -212,6 +212,7 @@ pub fn tiny_profile() -> Profile {
         samples: 3,
         buckets: None,
         decode_block: None,
+        family: None,
     }
 }
 
