@@ -278,6 +278,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
                 nodes.push(node("Reshape", &["last", "shape_np"], &["x"], vec![]));
             }
             GraphKind::Decode => nodes.push(node("Identity", &["patches"], &["x"], vec![])),
+            other => unreachable!("synthetic Toto 1.0 buckets are prefill or decode, not {other:?}"),
         }
         nodes.push(node("MatMul", &["x", "w_wide"], &["xw_wide"], vec![]));
         nodes.push(node("Slice", &["xw_wide", "w_cols_start", "w_cols_end", "w_cols_axis"], &["xw"], vec![]));
@@ -326,6 +327,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
                     ));
                 }
             }
+            other => unreachable!("synthetic Toto 1.0 buckets are prefill or decode, not {other:?}"),
         }
         // every declared input must exist; unused ones (group_id, rope tables, ...) are fine for ORT
         let m = model(

@@ -62,6 +62,28 @@ pub struct Capabilities {
     /// Engine targets `totoc build-engine` builds (`cpu`, `cuda`, `tensorrt`); others are refused before any work
     /// (`engines::registry::build_engine`).
     pub targets: &'static [&'static str],
+    /// The rows of a series' `target` by name, in the default order, for a family that reads named columns;
+    /// `None`: unnamed variates (any number, up to the engine's limit).
+    pub columns: Option<&'static [InputColumn]>,
+    /// Whether the engine reads each point's own timestamp (its wall clock): requests then need `timestamps`, and
+    /// a table's rows are the series as given (a gap is no missing point; the calendar only continues it).
+    pub reads_timestamps: bool,
+    /// Whether a target may hold missing points (`null` / NaN); `false`: they are refused, naming the point.
+    pub missing_points: bool,
+    /// Whether requests may carry sampling controls (`temperature`, `top_k`, `top_p`).
+    pub sampling_controls: bool,
+    /// The request `params` the family takes, by name (each validated by the family).
+    pub params: &'static [&'static str],
+}
+
+/// One named row of a family's input (`Capabilities::columns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputColumn {
+    /// Its name in requests (`columns`) and tables.
+    pub name: &'static str,
+    /// `None`: required. `Some(rule)`: it may be absent, and the engine derives it by `rule` (what the
+    /// reference does), said in messages.
+    pub derived_when_absent: Option<&'static str>,
 }
 
 const TOTO1: Capabilities = Capabilities {
@@ -76,6 +98,11 @@ const TOTO1: Capabilities = Capabilities {
     quantile_knots: None,
     precisions: &[Precision::Fp32, Precision::Fp16, Precision::Int8],
     targets: &["cpu", "cuda", "tensorrt"],
+    columns: None,
+    reads_timestamps: false,
+    missing_points: true,
+    sampling_controls: false,
+    params: &[],
 };
 
 const TOTO2: Capabilities = Capabilities {
@@ -91,6 +118,11 @@ const TOTO2: Capabilities = Capabilities {
     quantile_knots: Some(&crate::toto2::config::KNOTS),
     precisions: &[Precision::Fp32],
     targets: &["cpu", "cuda", "tensorrt"],
+    columns: None,
+    reads_timestamps: false,
+    missing_points: true,
+    sampling_controls: false,
+    params: &[],
 };
 
 impl Family {
