@@ -31,6 +31,9 @@ pub enum Family {
     /// Toto 2.0 (toto-2 2.0.0): nine quantile knots.
     #[serde(rename = "toto-2.0")]
     Toto2,
+    /// Kronos (shiyu-coder/Kronos, kronos-finance 0.1.5): candlestick tokens, a predictor and its tokenizer.
+    #[serde(rename = "kronos")]
+    Kronos,
 }
 
 /// What a family does, asked by the code that serves every family (tables, requests, `bench`, `verify`).
@@ -125,14 +128,45 @@ const TOTO2: Capabilities = Capabilities {
     params: &[],
 };
 
+const KRONOS: Capabilities = Capabilities {
+    name: "kronos",
+    title: "Kronos",
+    folder: "kronos",
+    reference: "kronos-finance 0.1.5 (shiyu-coder/Kronos 67b630e) in eval mode",
+    config_keys: &crate::kronos::config::PREDICTOR_KEYS,
+    tokenizer_keys: Some(&crate::kronos::config::TOKENIZER_KEYS),
+    point_forecast: "mean",
+    samples: true,
+    quantile_knots: None,
+    precisions: &[Precision::Fp32],
+    targets: &["cpu"],
+    // upstream's `KronosPredictor.predict` (k:522-530): the prices are required, volume and amount derived
+    columns: Some(&[
+        InputColumn { name: "open", derived_when_absent: None },
+        InputColumn { name: "high", derived_when_absent: None },
+        InputColumn { name: "low", derived_when_absent: None },
+        InputColumn { name: "close", derived_when_absent: None },
+        InputColumn {
+            name: "volume",
+            derived_when_absent: Some("volume = amount = 0, even when amount is given"),
+        },
+        InputColumn { name: "amount", derived_when_absent: Some("volume × mean(open, high, low, close)") },
+    ]),
+    reads_timestamps: true,
+    missing_points: false,
+    sampling_controls: true,
+    params: &crate::kronos::config::PARAMS,
+};
+
 impl Family {
     /// Every family, in the order they were added.
-    pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];
+    pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Kronos];
 
     pub fn capabilities(self) -> &'static Capabilities {
         match self {
             Family::Toto1 => &TOTO1,
             Family::Toto2 => &TOTO2,
+            Family::Kronos => &KRONOS,
         }
     }
 
@@ -209,6 +243,9 @@ pub enum AnyConfig {
     Toto1(ModelConfig),
     #[serde(rename = "toto-2.0")]
     Toto2(Toto2Config),
+    /// Both of its configs: `{"predictor": {...}, "tokenizer": {...}}`.
+    #[serde(rename = "kronos")]
+    Kronos(crate::kronos::config::KronosConfig),
 }
 
 impl AnyConfig {
@@ -216,6 +253,7 @@ impl AnyConfig {
         match self {
             AnyConfig::Toto1(_) => Family::Toto1,
             AnyConfig::Toto2(_) => Family::Toto2,
+            AnyConfig::Kronos(_) => Family::Kronos,
         }
     }
 
@@ -235,6 +273,14 @@ impl AnyConfig {
         }
     }
 
+    /// The Kronos configs, if that is what this is.
+    pub fn kronos(&self) -> Option<&crate::kronos::config::KronosConfig> {
+        match self {
+            AnyConfig::Kronos(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// Reads `dir/config.json` with the parser of its family.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let path = dir.join(CONFIG_FILE);
@@ -246,13 +292,14 @@ impl AnyConfig {
         Ok(match Family::detect(text)? {
             Family::Toto1 => AnyConfig::Toto1(ModelConfig::from_json(text)?),
             Family::Toto2 => AnyConfig::Toto2(Toto2Config::from_json(text)?),
+            Family::Kronos => return Err(crate::kronos::config::KronosConfig::needs_tokenizer()),
         })
     }
 }
 
 /// Each family's graphs in an export manifest. Written flattened, as top-level manifest fields, so the manifest
 /// format (`totoc-export/4`) is unchanged: `profiles` and `dynamic_graphs` (Toto 1.0; empty in other bundles),
-/// `toto2_profiles` (Toto 2.0; absent in other bundles).
+/// `toto2_profiles` (Toto 2.0), `kronos_profiles` (Kronos; each absent in other bundles).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FamilyGraphs {
     /// Toto 1.0 profiles (empty in other bundles).
@@ -262,6 +309,9 @@ pub struct FamilyGraphs {
     pub toto2_profiles: Vec<crate::toto2::manifest::Toto2ProfileEntry>,
     /// Toto 1.0, opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
     pub dynamic_graphs: Vec<crate::toto1::manifest::DynamicGraphEntry>,
+    /// Kronos profiles (absent in other bundles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kronos_profiles: Vec<crate::kronos::manifest::KronosProfileEntry>,
 }
 
 impl FamilyGraphs {
@@ -271,6 +321,7 @@ impl FamilyGraphs {
             .iter()
             .map(|p| p.profile.name.as_str())
             .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))
+            .chain(self.kronos_profiles.iter().map(|p| p.profile.name.as_str()))
             .collect()
     }
 
@@ -278,5 +329,6 @@ impl FamilyGraphs {
     pub fn graph_count(&self) -> usize {
         self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
             + self.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>()
+            + self.kronos_profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
     }
 }

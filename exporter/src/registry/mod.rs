@@ -27,6 +27,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     match family {
         Family::Toto1 => crate::toto1::export::export_bundle(opts, progress),
         Family::Toto2 => crate::toto2::export::export_bundle(opts, progress),
+        Family::Kronos => crate::kronos::export::export_bundle(opts, progress),
     }
 }
 
@@ -88,5 +89,67 @@ mod tests {
             let e = check_tokenizer(f, Some(std::path::Path::new("/t"))).unwrap_err().to_string();
             assert!(e.contains("--tokenizer /t") && e.contains("remove --tokenizer"), "{e}");
         }
+    }
+
+    /// Every `config.json` under `dir`, recursively, sorted.
+    fn config_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(config_files(&path));
+            } else if path.file_name().is_some_and(|n| n == crate::safetensors::CONFIG_FILE) {
+                out.push(path);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The keys that tell the families apart must tell every committed checkpoint apart: each config is claimed
+    /// by exactly one family, as its model's config (`detect` returns it, and the family's parser reads it) or as
+    /// its tokenizer's (`detect` refuses it naming `--tokenizer`), whatever keys the families' configs share.
+    #[test]
+    fn every_committed_config_is_claimed_by_exactly_one_family() {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let files = config_files(&fixtures);
+        assert!(files.len() >= 9, "{files:?}");
+        let (mut models, mut tokenizers) = (0, 0);
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+            let has = |keys: &[&str]| keys.iter().all(|k| obj.contains_key(*k));
+            let model: Vec<Family> =
+                Family::ALL.into_iter().filter(|f| has(f.capabilities().config_keys)).collect();
+            let tokenizer: Vec<Family> = Family::ALL
+                .into_iter()
+                .filter(|f| f.capabilities().tokenizer_keys.is_some_and(has) && !model.contains(f))
+                .collect();
+            let shown = path.display();
+            assert_eq!(
+                model.len() + tokenizer.len(),
+                1,
+                "{shown}: model of {model:?}, tokenizer of {tokenizer:?}"
+            );
+            match (model.first(), tokenizer.first()) {
+                (Some(&f), _) => {
+                    assert_eq!(Family::detect(&text).unwrap_or_else(|e| panic!("{shown}: {e}")), f);
+                    if f == Family::Kronos {
+                        crate::kronos::config::PredictorConfig::from_json(&text).unwrap();
+                    } else {
+                        assert_eq!(AnyConfig::from_json(&text).unwrap().family(), f, "{shown}");
+                    }
+                    models += 1;
+                }
+                (None, Some(_)) => {
+                    let e = Family::detect(&text).unwrap_err().to_string();
+                    assert!(e.contains("tokenizer config") && e.contains("--tokenizer"), "{shown}: {e}");
+                    crate::kronos::config::TokenizerConfig::from_json(&text).unwrap();
+                    tokenizers += 1;
+                }
+                (None, None) => unreachable!(),
+            }
+        }
+        println!("{models} model configs, {tokenizers} tokenizer configs");
     }
 }
