@@ -271,13 +271,12 @@ fn merge_heads(g: &mut GraphBuilder, y: &str, rows: usize, tokens: usize, d: usi
     g.reshape(&y, &[rows, tokens, d])
 }
 
-/// RoPE rotate-half (m:284-312): `x·cos + [−x₂, x₁]·sin`, as `x·cos + [x₂, x₁]·[−sin₁, sin₂]` (one gather of
-/// the swapped halves; `(−a)·b` and `a·(−b)` are the same float); `cos` and the signed sin broadcast over
-/// `x [R, H, S, Dh]`.
+/// RoPE rotate-half (m:284-312): `x·cos + [−x₂, x₁]·sin`, as `x·cos + [x₂, x₁]·[−sin₁, sin₂]` (the halves
+/// swapped by a split and a concat, which copy; `(−a)·b` and `a·(−b)` are the same float); `cos` and the signed
+/// sin broadcast over `x [R, H, S, Dh]`.
 fn apply_rope(g: &mut GraphBuilder, x: &str, cos: &str, signed_sin: &str, dh: usize) -> String {
-    let h = dh / 2;
-    let swap = g.const_i64(&[dh], &(0..dh).map(|j| ((j + h) % dh) as i64).collect::<Vec<_>>());
-    let swapped = g.op("Gather", &[x, &swap], vec![("axis", Attr::Int(-1))]);
+    let halves = g.split(x, -1, &[dh / 2, dh / 2]);
+    let swapped = g.op("Concat", &[&halves[1], &halves[0]], vec![("axis", Attr::Int(-1))]);
     let a = g.binary("Mul", x, cos);
     let b = g.binary("Mul", &swapped, signed_sin);
     g.binary("Add", &a, &b)
