@@ -1,0 +1,443 @@
+//! The Kronos side of [`crate::engine::Engine`]: the graphs an engine runs ([`Ladder`]), the pool of loaded
+//! graphs within the memory budget, admission (a request becomes a [`KronosJob`], checked against the engine's
+//! limits and graphs), and the call ([`crate::kronos::driver`]). [`KronosEngine::forecast_jobs`] is the call with
+//! the test hooks ([`Hooks`]), reached through [`FamilyEngine::as_any`].
+//!
+//! A Kronos engine has one window T (the caches' slots): build-engine refuses profiles of several windows.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use exporter::bucket::Bucket;
+use exporter::kronos::config::KronosConfig;
+use exporter::kronos::manifest::KronosGraphFile;
+use exporter::kronos::signature::{self as sig, ModelDims};
+use exporter::signature::{DType, GraphKind};
+
+use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
+use crate::error::{Error, Result};
+use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::graph::GraphRunner;
+use crate::kronos::build::keep_within;
+use crate::kronos::columns::COLUMNS;
+use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
+use crate::kronos::hooks::Hooks;
+use crate::kronos::job::{named_columns, JobInput, JobLimits, KronosJob};
+use crate::kronos::plan::{KronosPins, Ladder};
+use crate::memory::human;
+use crate::pool::{LruPool, TakeError};
+use crate::request::{ContextCut, ForecastRequest, ForecastResponse, QuantileForecast};
+
+/// One graph the engine may run.
+#[derive(Debug, Clone)]
+struct Slot {
+    graph: KronosGraphFile,
+    profile: String,
+}
+
+/// What calls share, behind the engine's lock.
+#[derive(Default)]
+struct Exec {
+    pool: LruPool<Bucket, GraphRunner>,
+    /// Per bucket: runs, rows used, seconds.
+    totals: HashMap<Bucket, (u64, u64, f64)>,
+    last_call: Vec<RunRecord>,
+}
+
+/// A loaded Kronos engine (see the module docs).
+pub struct KronosEngine {
+    dims: ModelDims,
+    window: usize,
+    slots: HashMap<Bucket, Slot>,
+    buckets: Vec<Bucket>,
+    limits: JobLimits,
+    weights_bytes: u64,
+    budget: u64,
+    exec: Mutex<Exec>,
+}
+
+impl std::fmt::Debug for KronosEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KronosEngine")
+            .field("window", &self.window)
+            .field("buckets", &self.buckets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KronosEngine {
+    /// The engine of `manifest` (model `cfg`) within `budget` bytes, and its limits.
+    pub fn load(
+        manifest: &EngineManifest,
+        cfg: &KronosConfig,
+        dir: &Path,
+        budget: u64,
+    ) -> Result<(EngineLimits, Self)> {
+        let refuse = |message: String| Error::Engine { path: dir.to_path_buf(), message };
+        let profiles = &manifest.family.kronos_profiles;
+        let window =
+            profiles.iter().map(|p| p.window).max().ok_or_else(|| refuse("no Kronos profile".into()))?;
+        if let Some(p) = profiles.iter().find(|p| p.window != window) {
+            return Err(refuse(format!(
+                "profile {:?} has window {} but another has {window}: a Kronos engine runs one window; build one \
+                 engine per window (`totoc build-engine --profile NAME`)",
+                p.profile.name, p.window
+            )));
+        }
+        let weights_bytes = manifest.resident_weight_bytes();
+        let mut slots: HashMap<Bucket, Slot> = HashMap::new();
+        for p in profiles {
+            let (kept, _) = keep_within(p, weights_bytes, budget);
+            super::build::check_complete(&kept).map_err(refuse)?;
+            for g in kept.graphs {
+                slots.entry(g.bucket).or_insert_with(|| Slot { graph: g, profile: p.profile.name.clone() });
+            }
+        }
+        let mut buckets: Vec<Bucket> = slots.keys().copied().collect();
+        buckets.sort();
+        let max = |f: fn(&exporter::profile::Profile) -> usize| {
+            profiles.iter().map(|p| f(&p.profile)).max().unwrap_or(0)
+        };
+        let context =
+            buckets.iter().filter(|b| b.kind == GraphKind::Encode).map(|b| b.slots).max().unwrap_or(0);
+        let limits = JobLimits {
+            window,
+            context,
+            horizon: max(|p| p.horizon).min(window),
+            samples: max(|p| p.samples),
+        };
+        let engine = KronosEngine {
+            dims: ModelDims::of(cfg),
+            window,
+            slots,
+            buckets,
+            limits,
+            weights_bytes,
+            budget,
+            exec: Mutex::new(Exec::default()),
+        };
+        let engine_limits = EngineLimits {
+            // a series' columns are not variates: a request's `target` holds up to six of them
+            max_variates: COLUMNS.len(),
+            max_context: limits.context,
+            max_horizon: limits.horizon,
+            max_samples: limits.samples,
+        };
+        Ok((engine_limits, engine))
+    }
+
+    /// The bounds jobs are checked against.
+    pub fn job_limits(&self) -> JobLimits {
+        self.limits
+    }
+
+    /// The model's sizes the graphs take.
+    pub fn dims(&self) -> ModelDims {
+        self.dims
+    }
+
+    /// The ladder of this engine's graphs, with `pins`.
+    pub fn ladder(&self, pins: KronosPins) -> Ladder {
+        Ladder::new(self.buckets.clone(), pins)
+    }
+
+    /// Whether this engine's graphs hold `job` (`Err`: what it needs).
+    pub fn check_fits(&self, job: &KronosJob, at: &str) -> Result<()> {
+        let ladder = self.ladder(KronosPins::default());
+        let (n, h, m) = (job.rows(), job.horizon, job.max_context);
+        let mut needs = vec![
+            (GraphKind::Encode, n),
+            (GraphKind::Prefill, n.min(m)),
+            (GraphKind::Detokenize, (n + h).min(m)),
+        ];
+        if n + h - 1 > m {
+            needs.push((GraphKind::Recompute, m));
+        }
+        for (kind, slots) in needs {
+            if !ladder.holds(kind, slots) {
+                return Err(Error::Unservable {
+                    at: at.to_string(),
+                    why: format!(
+                        "no {} graph within the memory budget holds {slots} positions",
+                        kind.as_str()
+                    ),
+                });
+            }
+        }
+        if !ladder.has_lanes() {
+            return Err(Error::Unservable {
+                at: at.to_string(),
+                why: "no decode and refine graphs of equal rows fit the memory budget".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Forecasts `jobs` with `hooks` (the equivalence tests' and `totoc verify`'s call): one result per job.
+    pub fn forecast_jobs(
+        &self,
+        call: Call<'_>,
+        jobs: &[&KronosJob],
+        hooks: Hooks<'_>,
+        cancel: Option<crate::family::Cancel<'_>>,
+    ) -> Vec<Result<SeriesForecast>> {
+        let ladder = self.ladder(hooks.pins);
+        let cfg = CallConfig { ladder: &ladder, dims: self.dims, window: self.window, cancel, hooks };
+        let mut exec = self.lock();
+        exec.last_call.clear();
+        let mut pool = Pool { engine: self, call, exec: &mut exec };
+        run_call(&mut pool, &cfg, jobs)
+    }
+
+    /// The job of request `req` (the adapter from the shared request to the engine's input).
+    pub fn job_of(&self, req: &ForecastRequest, at: &str) -> Result<KronosJob> {
+        let target: Vec<Vec<Option<f64>>> =
+            req.target.iter().map(|v| v.iter().map(|x| x.map(f64::from)).collect()).collect();
+        let columns = named_columns(at, None, &target)?;
+        let input = JobInput {
+            id: req.id.clone(),
+            columns,
+            horizon: req.horizon,
+            samples: req.samples,
+            seed: req.seed,
+            quantiles: Some(req.quantiles.clone()),
+            strict_context: req.strict_context,
+            ..JobInput::default()
+        };
+        let job = KronosJob::new(at, input, &self.limits)?;
+        self.check_fits(&job, at)?;
+        Ok(job)
+    }
+
+    fn label(&self, bucket: Bucket) -> String {
+        match self.slots.get(&bucket) {
+            Some(s) => bucket.stem(&s.profile),
+            None => format!("{bucket:?}"),
+        }
+    }
+
+    fn profile_name(&self) -> String {
+        let mut names: Vec<&str> = self.slots.values().map(|s| s.profile.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.join("+")
+    }
+
+    /// The engine's state for one call (or a report): calls hold this lock throughout, so runners still out of
+    /// the pool now were lost to a panic and are evicted (see [`crate::pool`]).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Exec> {
+        let mut exec = self.exec.lock().unwrap_or_else(|p| {
+            self.exec.clear_poison();
+            p.into_inner()
+        });
+        exec.pool.evict_lost();
+        exec
+    }
+}
+
+/// The response of a job's forecast: `mean` `[6][H]` (upstream's columns), `samples` `[path][6][H]` when it
+/// sampled, quantiles `[6][H]` per level.
+pub fn response(
+    job: &KronosJob,
+    f: &SeriesForecast,
+    profile: &str,
+    engine: &str,
+    buckets: Vec<String>,
+) -> ForecastResponse {
+    let h = job.horizon;
+    let columns = |rows: &[f32]| -> Vec<Vec<f32>> {
+        (0..COLUMNS.len()).map(|c| (0..h).map(|t| rows[t * COLUMNS.len() + c]).collect()).collect()
+    };
+    let per_path = h * COLUMNS.len();
+    ForecastResponse {
+        id: job.id.clone(),
+        mean: Some(columns(&f.forecast.mean)),
+        median: None,
+        quantiles: job
+            .quantiles
+            .iter()
+            .zip(&f.forecast.quantiles)
+            .map(|(&q, v)| QuantileForecast { q, values: columns(v) })
+            .collect(),
+        samples: (job.samples > 0).then(|| f.forecast.paths.chunks(per_path).map(columns).collect()),
+        context_truncated: job.context_cut,
+        buckets,
+        profile: profile.to_string(),
+        engine: engine.to_string(),
+    }
+}
+
+/// The engine's graphs as a call sees them (see [`Graphs`]).
+struct Pool<'e> {
+    engine: &'e KronosEngine,
+    call: Call<'e>,
+    exec: &'e mut Exec,
+}
+
+impl Graphs for Pool<'_> {
+    fn take(&mut self, bucket: Bucket) -> Result<GraphRunner> {
+        let slot = self.engine.slots.get(&bucket).ok_or_else(|| Error::Session {
+            graph: format!("{bucket:?}"),
+            message: "not a graph of this engine".into(),
+        })?;
+        let need = slot.graph.memory_bytes;
+        let bundle = self.call.bundle;
+        let load = || load_graph(bundle, &slot.graph);
+        let taken =
+            self.exec.pool.take(bucket, need, self.engine.weights_bytes, self.engine.budget, &[], load);
+        taken.map_err(|e| match e {
+            TakeError::InUse => Error::Session { graph: self.engine.label(bucket), message: "already in use by this call".into() },
+            TakeError::OverBudget { used } => Error::Engine {
+                path: self.call.dir.to_path_buf(),
+                message: format!(
+                    "graph {} needs {} beside the weights ({}) and the graphs in use ({}): over the memory budget ({}); \
+                     give a larger --memory-budget",
+                    self.engine.label(bucket),
+                    human(need),
+                    human(self.engine.weights_bytes),
+                    human(used),
+                    human(self.engine.budget)
+                ),
+            },
+            TakeError::Load(e) => e,
+        })
+    }
+
+    fn put(&mut self, bucket: Bucket, runner: GraphRunner) {
+        self.exec.pool.put(bucket, runner);
+    }
+
+    fn record(&mut self, run: RunRecord) {
+        let t = self.exec.totals.entry(run.bucket).or_default();
+        t.0 += 1;
+        t.1 += run.rows_used as u64;
+        t.2 += run.seconds;
+        self.exec.last_call.push(run);
+    }
+}
+
+/// Loads one graph; a decode graph's caches start as zeros (the slots a step has not written are masked, and
+/// masked values must be finite: −inf + a NaN would not vanish).
+fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner> {
+    let mut r = bundle.load_graph(&GraphFile {
+        file: &g.file,
+        label: &g.file,
+        inputs: &g.inputs,
+        outputs: &g.outputs,
+        shared: false,
+        gpu_graph_id: None,
+        memory_pattern: true,
+    })?;
+    let caches: Vec<String> = r.cache_inputs().map(str::to_string).collect();
+    for c in caches {
+        r.input_mut::<f32>(&c)?.fill(0.0);
+    }
+    Ok(r)
+}
+
+/// Runs a graph once on placeholder inputs (zeros, every length 1).
+fn warm(runner: &mut GraphRunner) -> Result<()> {
+    let inputs: Vec<(String, DType)> = runner.inputs().map(|s| (s.name.clone(), s.dtype)).collect();
+    for (name, dtype) in inputs {
+        match dtype {
+            DType::I64 => runner.input_mut::<i64>(&name)?.fill(i64::from(name == sig::LENGTH)),
+            _ => runner.fill_f32(&name, 0.0)?,
+        }
+    }
+    runner.run()
+}
+
+impl FamilyEngine for KronosEngine {
+    fn warm_up(&self, call: Call<'_>) -> Result<usize> {
+        let mut exec = self.lock();
+        for &b in &self.buckets {
+            let mut pool = Pool { engine: self, call, exec: &mut exec };
+            let mut runner = pool.take(b)?;
+            let result = warm(&mut runner);
+            pool.put(b, runner);
+            result?;
+        }
+        Ok(self.buckets.len())
+    }
+
+    /// A request becomes a job (every Kronos check, the context policy), which some graphs must hold.
+    fn admit(
+        &self,
+        _limits: &EngineLimits,
+        req: &mut ForecastRequest,
+        at: &str,
+    ) -> Result<Option<ContextCut>> {
+        let job = self.job_of(req, at)?;
+        Ok(job.context_cut)
+    }
+
+    fn forecast(
+        &self,
+        call: Call<'_>,
+        reqs: Vec<ForecastRequest>,
+        opts: RunOptions,
+    ) -> Vec<Result<Forecast>> {
+        let mut out: Vec<Option<Result<Forecast>>> = (0..reqs.len()).map(|_| None).collect();
+        let (mut jobs, mut index) = (Vec::new(), Vec::new());
+        for (i, req) in reqs.iter().enumerate() {
+            match self.job_of(req, &format!("request {}", i + 1)) {
+                Ok(j) => {
+                    jobs.push(j);
+                    index.push(i);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let refs: Vec<&KronosJob> = jobs.iter().collect();
+        let results = self.forecast_jobs(call, &refs, Hooks::default(), opts.cancel);
+        let profile = self.profile_name();
+        for ((i, job), r) in index.into_iter().zip(&jobs).zip(results) {
+            out[i] = Some(r.map(|f| {
+                let names = f.buckets.iter().map(|&b| self.label(b)).collect();
+                Forecast { response: response(job, &f, &profile, &call.info.label, names), steps: Vec::new() }
+            }));
+        }
+        out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    fn buckets(&self) -> Vec<Bucket> {
+        self.buckets.clone()
+    }
+
+    fn bucket_name(&self, bucket: Bucket) -> String {
+        self.label(bucket)
+    }
+
+    fn bucket_stats(&self) -> Vec<BucketStats> {
+        let exec = self.lock();
+        let mut v: Vec<BucketStats> = self
+            .buckets
+            .iter()
+            .map(|&b| {
+                let (runs, rows_used, seconds) = exec.totals.get(&b).copied().unwrap_or_default();
+                BucketStats {
+                    name: self.label(b),
+                    kind: b.kind,
+                    rows: b.rows,
+                    slots: b.slots,
+                    runs,
+                    rows_used,
+                    seconds,
+                    loaded: exec.pool.is_loaded(b),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn last_call(&self) -> Vec<RunRecord> {
+        self.lock().last_call.clone()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
