@@ -118,3 +118,85 @@ fn every_fixture_matches_upstream() {
         }
     }
 }
+
+/// Whether `q` shows a defect: a token that differs, or a value at least 10× its tolerance.
+fn caught(q: &[Quantity]) -> Option<&Quantity> {
+    q.iter().filter(|x| x.worst >= 10.0).max_by(|a, b| a.worst.total_cmp(&b.worst))
+}
+
+fn case(config: &str, name: &str) -> KronosCase {
+    let mut c =
+        KronosCase::read(&fixtures().join(config).join("cases").join(format!("{name}.json"))).unwrap();
+    c.name = format!("{config}/{name}");
+    c
+}
+
+#[test]
+fn planted_defects_fail_a_fixture() {
+    use crate::kronos::defects::{plant, Defects};
+    let dir = tempfile::tempdir().unwrap();
+    let (k10, k4) = (engine("k10", &dir.path().join("k10")), engine("k4", &dir.path().join("k4")));
+    let off = Defects::default();
+    let defects = [
+        ("bits MSB-first", Defects { bits_msb_first: true, ..off }, vec!["k10/greedy_daily"]),
+        ("the dependency layer causal", Defects { dep_causal: true, ..off }, vec!["k10/greedy_daily"]),
+        ("the next row's stamp", Defects { next_stamp: true, ..off }, vec!["k4/greedy_intraday"]),
+        ("std with ddof 1", Defects { std_ddof1: true, ..off }, vec!["k10/greedy_daily"]),
+        (
+            "temperature after filtering",
+            Defects { temperature_after_filter: true, ..off },
+            vec!["k10/topp_t07", "k4/samples4"],
+        ),
+        (
+            "top-p without the right shift",
+            Defects { top_p_no_shift: true, ..off },
+            vec!["k10/topp_t07", "k4/samples4"],
+        ),
+        (
+            "the window after the slide off by one",
+            Defects { slide_off_by_one: true, ..off },
+            vec!["k10/slide"],
+        ),
+        (
+            "the final decode over the wrong window",
+            Defects { final_window_wrong: true, ..off },
+            vec!["k10/slide"],
+        ),
+    ];
+    for (what, d, fixtures) in defects {
+        let mut hits = Vec::new();
+        for f in &fixtures {
+            let (config, name) = f.split_once('/').unwrap();
+            let e = if config == "k10" { &k10 } else { &k4 };
+            let c = case(config, name);
+            let clean = check(e, &c, CheckOptions::default());
+            assert!(clean.iter().all(Quantity::ok), "{}: fails without the defect", c.name);
+            let q = {
+                let _planted = plant(d);
+                check(e, &c, CheckOptions::default())
+            };
+            match caught(&q) {
+                Some(hit) => {
+                    eprintln!(
+                        "{what:<40} {:<18} {} series {}: worst/tol {:.1} ({} of {} over)",
+                        c.name, hit.what, hit.series, hit.worst, hit.failures, hit.count
+                    );
+                    hits.push(c.name.clone());
+                }
+                None => eprintln!("{what:<40} {:<18} not caught", c.name),
+            }
+        }
+        assert!(!hits.is_empty(), "{what}: no fixture of {fixtures:?} fails by a token or 10× a tolerance");
+    }
+    // a graph defect: the dependency query scaled by √D (its export only)
+    exporter::kronos::graph::planted::scale_dep_query(true);
+    let scaled = engine("k10", &dir.path().join("k10-scaled"));
+    exporter::kronos::graph::planted::scale_dep_query(false);
+    let c = case("k10", "greedy_daily");
+    let q = check(&scaled, &c, CheckOptions::default());
+    let hit = caught(&q).expect("the dependency query × √D does not fail k10/greedy_daily");
+    eprintln!(
+        "{:<40} {:<18} {} series {}: worst/tol {:.1}",
+        "the dependency query × √D", c.name, hit.what, hit.series, hit.worst
+    );
+}
