@@ -200,3 +200,139 @@ fn planted_defects_fail_a_fixture() {
         "the dependency query × √D", c.name, hit.what, hit.series, hit.worst
     );
 }
+
+/// The Kolmogorov distribution's survival function Q(λ) = 2 Σ (−1)^(k−1) e^(−2k²λ²).
+fn kolmogorov_q(lambda: f64) -> f64 {
+    if lambda < 0.2 {
+        return 1.0;
+    }
+    let sum: f64 = (1..=100)
+        .map(|k| (if k % 2 == 1 { 1.0 } else { -1.0 }) * (-2.0 * (k * k) as f64 * lambda * lambda).exp())
+        .sum();
+    (2.0 * sum).clamp(0.0, 1.0)
+}
+
+/// The two-sample Kolmogorov–Smirnov statistic D of `a` and `b` and its asymptotic p-value (Stephens' small-sample
+/// correction of λ).
+fn ks_two_sample(a: &mut [f64], b: &mut [f64]) -> (f64, f64) {
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (n, m) = (a.len() as f64, b.len() as f64);
+    let (mut i, mut j, mut d) = (0, 0, 0.0f64);
+    while i < a.len() && j < b.len() {
+        let x = a[i].min(b[j]);
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / n - j as f64 / m).abs());
+    }
+    let ne = (n * m / (n + m)).sqrt();
+    (d, kolmogorov_q((ne + 0.12 + 0.11 / ne) * d))
+}
+
+/// The standard normal's upper quantile z with P(Z > z) = `p` (bisection on erfc, Abramowitz–Stegun 7.1.26).
+fn normal_upper_quantile(p: f64) -> f64 {
+    let erfc = |x: f64| {
+        let t = 1.0 / (1.0 + 0.327_591_1 * x);
+        let poly = t
+            * (0.254_829_592
+                + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+        poly * (-x * x).exp()
+    };
+    let (mut lo, mut hi) = (0.0, 10.0);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if 0.5 * erfc(mid / std::f64::consts::SQRT_2) > p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// totoc's own noise over the whole chain: 1,000 paths of every sampled fixture's request (its seed, its
+/// settings) against upstream's stored 1,000 (`<case>.paths.safetensors`): per step and column a two-sample KS
+/// test (Bonferroni over steps × columns, family-wise α = 0.01), and each column's horizon mean (per path, the
+/// mean over the steps) within a Bonferroni-corrected z bound (six columns, α = 0.01).
+#[test]
+fn own_paths_follow_upstreams_1000() {
+    const PATHS: usize = 1000;
+    const ALPHA: f64 = 0.01;
+    let dir = tempfile::tempdir().unwrap();
+    let mut engines: Vec<(&str, Engine)> = Vec::new();
+    for f in ["k10/topp_t07", "k4/topk5", "k4/unfiltered", "k4/samples4", "k5g5/topp_t07"] {
+        let (config, name) = f.split_once('/').unwrap();
+        if !engines.iter().any(|(c, _)| *c == config) {
+            engines.push((config, engine(config, &dir.path().join(config))));
+        }
+        let e = &engines.iter().find(|(c, _)| *c == config).unwrap().1;
+        let c = case(config, name);
+        let request = crate::kronos::json::KronosRequest { samples: Some(PATHS), ..c.requests[0].clone() };
+        let job = request.job(f, &kronos(e).job_limits()).unwrap();
+        let t0 = std::time::Instant::now();
+        let got = kronos(e).forecast_jobs(e.call(), &[&job], Default::default(), None).remove(0).unwrap();
+        let runs = e.last_call();
+        let graph_s: f64 = runs.iter().map(|r| r.seconds).sum();
+        eprintln!(
+            "{f}: {PATHS} paths in {:.2} s ({} graph runs, {graph_s:.2} s)",
+            t0.elapsed().as_secs_f64(),
+            runs.len()
+        );
+        let up_file = fixtures().join(config).join("cases").join(format!("{name}.paths.safetensors"));
+        let arrays = exporter::safetensors::read_tensors(&up_file).unwrap();
+        let up = arrays.iter().find(|a| a.name == "series.0.paths").unwrap();
+        let up: Vec<f32> =
+            up.bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let h = job.horizon;
+        assert_eq!((got.forecast.paths.len(), up.len()), (PATHS * h * 6, PATHS * h * 6), "{f}");
+        let value = |v: &[f32], p: usize, t: usize, col: usize| f64::from(v[(p * h + t) * 6 + col]);
+        // per step and column: KS, Bonferroni over h × 6 tests
+        let per_test = ALPHA / (h * 6) as f64;
+        let mut worst = (1.0f64, 0, 0, 0.0);
+        for t in 0..h {
+            for col in 0..6 {
+                let mut a: Vec<f64> = (0..PATHS).map(|p| value(&got.forecast.paths, p, t, col)).collect();
+                let mut b: Vec<f64> = (0..PATHS).map(|p| value(&up, p, t, col)).collect();
+                let (d, pv) = ks_two_sample(&mut a, &mut b);
+                if pv < worst.0 {
+                    worst = (pv, t, col, d);
+                }
+            }
+        }
+        eprintln!(
+            "{f}: smallest KS p {:.4} (step {}, column {}, D {:.4}); per-test α {per_test:.2e}",
+            worst.0, worst.1, worst.2, worst.3
+        );
+        assert!(
+            worst.0 >= per_test,
+            "{f}: KS step {} column {}: D {:.4}, p {:.2e} < {per_test:.2e}",
+            worst.1,
+            worst.2,
+            worst.3,
+            worst.0
+        );
+        // each column's horizon mean: Welch's z, Bonferroni over 6 columns
+        let bound = normal_upper_quantile(ALPHA / 12.0);
+        for col in 0..6 {
+            let mean_of = |v: &[f32]| -> Vec<f64> {
+                (0..PATHS).map(|p| (0..h).map(|t| value(v, p, t, col)).sum::<f64>() / h as f64).collect()
+            };
+            let (a, b) = (mean_of(&got.forecast.paths), mean_of(&up));
+            let stats = |x: &[f64]| {
+                let m = x.iter().sum::<f64>() / x.len() as f64;
+                (m, x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64)
+            };
+            let ((ma, va), (mb, vb)) = (stats(&a), stats(&b));
+            let se = (va / PATHS as f64 + vb / PATHS as f64).sqrt();
+            let z = if se > 0.0 { (ma - mb) / se } else { 0.0 };
+            eprintln!(
+                "{f}: column {col} horizon mean {ma:.6e} vs upstream {mb:.6e}: z = {z:.2} (bound {bound:.2})"
+            );
+            assert!(z.abs() <= bound, "{f}: column {col}: z {z:.2} beyond {bound:.2}");
+        }
+    }
+}
