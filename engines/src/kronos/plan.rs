@@ -28,11 +28,12 @@ pub struct Ladder {
 /// Pins for tests and diagnostics: the same series on other buckets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KronosPins {
-    /// Lanes on the decode/refine graphs of exactly these rows (and every per-path graph packed at most this many
-    /// rows a run).
+    /// Lanes on the decode/refine graphs of exactly these rows.
     pub rows: Option<usize>,
     /// Windows on the largest slots of their kind instead of the smallest that hold them.
     pub largest_slots: bool,
+    /// Every packed item (an encode, a prefill, a recompute, a final decode) in a run of its own.
+    pub alone: bool,
 }
 
 /// One graph run of a [`pack`]: its bucket and the items it holds (in row order).
@@ -96,12 +97,13 @@ impl Ladder {
         }
     }
 
-    /// The most rows of one `kind` run at `slots` slots (within the pin).
+    /// The most items of one `kind` run at `slots` slots hold (1 when pinned alone).
     fn max_rows(&self, kind: GraphKind, slots: usize) -> Option<usize> {
-        let rows = self.of(kind).filter(|b| b.slots == slots).map(|b| b.rows);
-        match (self.pins.rows, kind) {
-            (Some(p), GraphKind::Recompute | GraphKind::Detokenize) => rows.filter(|&r| r <= p).max(),
-            _ => rows.max(),
+        let most = self.of(kind).filter(|b| b.slots == slots).map(|b| b.rows).max();
+        if self.pins.alone {
+            most.map(|_| 1)
+        } else {
+            most
         }
     }
 
@@ -243,7 +245,7 @@ mod tests {
 
     #[test]
     fn pins_choose_other_buckets() {
-        let l = ladder(KronosPins { rows: Some(1), largest_slots: true });
+        let l = ladder(KronosPins { rows: Some(1), largest_slots: true, alone: true });
         let lanes = l.lanes(&[3]);
         assert_eq!(
             lanes.iter().map(|l| (l.rows, l.paths.len())).collect::<Vec<_>>(),
@@ -253,5 +255,12 @@ mod tests {
         assert_eq!(runs.iter().map(|r| r.bucket).collect::<Vec<_>>(), [Bucket::of(Recompute, 1, 128); 2]);
         let (runs, _) = l.pack(Prefill, &[(0, 30)]);
         assert_eq!(runs[0].bucket, Bucket::of(Prefill, 1, 128));
+        // alone: a 12-row detokenize bucket holds one path a run
+        let (runs, _) = l.pack(Detokenize, &[(0, 30), (1, 30)]);
+        let got: Vec<(Bucket, usize)> = runs.iter().map(|r| (r.bucket, r.items.len())).collect();
+        assert_eq!(got, [(Bucket::of(Detokenize, 12, 128), 1); 2]);
+        // lanes of 12 rows for 3 paths
+        let l = ladder(KronosPins { rows: Some(12), ..KronosPins::default() });
+        assert_eq!(l.lanes(&[3])[0].rows, 12);
     }
 }
