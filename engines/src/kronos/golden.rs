@@ -210,6 +210,8 @@ pub struct Quantity {
     pub failures: usize,
     /// The worst |diff| / tolerance (tokens: `inf` if any differs, else 0).
     pub worst: f64,
+    /// The largest |diff| (tokens: 0).
+    pub max_abs: f64,
     /// Where the worst one is.
     pub at: String,
 }
@@ -316,7 +318,7 @@ fn tokens(what: &'static str, series: usize, want: &[&Vec<i64>], got: &[&Vec<i64
         }
     }
     let worst = if failures > 0 { f64::INFINITY } else { 0.0 };
-    Quantity { what, series, count, failures, worst, at }
+    Quantity { what, series, count, failures, worst, max_abs: 0.0, at }
 }
 
 fn close(
@@ -326,7 +328,8 @@ fn close(
     got: &[f32],
     tol: impl Fn(usize, f32) -> f64,
 ) -> Quantity {
-    let mut q = Quantity { what, series, count: want.len(), failures: 0, worst: 0.0, at: String::new() };
+    let mut q =
+        Quantity { what, series, count: want.len(), failures: 0, worst: 0.0, max_abs: 0.0, at: String::new() };
     if got.len() != want.len() {
         q.failures = want.len().max(1);
         q.worst = f64::INFINITY;
@@ -335,7 +338,9 @@ fn close(
     }
     for (i, (&w, &g)) in want.iter().zip(got).enumerate() {
         // a NaN difference counts as infinitely far
-        let ratio = match (f64::from(g) - f64::from(w)).abs() / tol(i, w) {
+        let diff = (f64::from(g) - f64::from(w)).abs();
+        q.max_abs = q.max_abs.max(if diff.is_nan() { f64::INFINITY } else { diff });
+        let ratio = match diff / tol(i, w) {
             r if r.is_nan() => f64::INFINITY,
             r => r,
         };
