@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use engines::engine::{Engine, LoadOptions};
+use engines::kronos::columns::{Column, ColumnValues, COLUMNS};
 use engines::kronos::engine::KronosEngine;
 use engines::kronos::hooks::Hooks;
 use engines::kronos::job::{JobInput, KronosJob};
-use engines::kronos::columns::{Column, ColumnValues, COLUMNS};
 use engines::kronos::stamps::WallClock;
 use exporter::kronos::config::KronosConfig;
 use exporter::signature::GraphKind;
@@ -54,12 +54,60 @@ pub struct Workload {
 }
 
 pub const WORKLOADS: [Workload; 6] = [
-    Workload { name: "greedy_392_120", context: 392, horizon: 120, series: 1, samples: 0, max_context: 512, goal: Some(20.0) },
-    Workload { name: "s1_392_120", context: 392, horizon: 120, series: 1, samples: 1, max_context: 512, goal: Some(20.0) },
-    Workload { name: "s8_392_120", context: 392, horizon: 120, series: 1, samples: 8, max_context: 512, goal: Some(50.0) },
-    Workload { name: "batch8_392_120", context: 392, horizon: 120, series: 8, samples: 1, max_context: 512, goal: Some(40.0) },
-    Workload { name: "s1_400_120", context: 400, horizon: 120, series: 1, samples: 1, max_context: 512, goal: Some(7.5) },
-    Workload { name: "mini_2000_48", context: 2000, horizon: 48, series: 1, samples: 1, max_context: 2048, goal: None },
+    Workload {
+        name: "greedy_392_120",
+        context: 392,
+        horizon: 120,
+        series: 1,
+        samples: 0,
+        max_context: 512,
+        goal: Some(20.0),
+    },
+    Workload {
+        name: "s1_392_120",
+        context: 392,
+        horizon: 120,
+        series: 1,
+        samples: 1,
+        max_context: 512,
+        goal: Some(20.0),
+    },
+    Workload {
+        name: "s8_392_120",
+        context: 392,
+        horizon: 120,
+        series: 1,
+        samples: 8,
+        max_context: 512,
+        goal: Some(50.0),
+    },
+    Workload {
+        name: "batch8_392_120",
+        context: 392,
+        horizon: 120,
+        series: 8,
+        samples: 1,
+        max_context: 512,
+        goal: Some(40.0),
+    },
+    Workload {
+        name: "s1_400_120",
+        context: 400,
+        horizon: 120,
+        series: 1,
+        samples: 1,
+        max_context: 512,
+        goal: Some(7.5),
+    },
+    Workload {
+        name: "mini_2000_48",
+        context: 2000,
+        horizon: 48,
+        series: 1,
+        samples: 1,
+        max_context: 2048,
+        goal: None,
+    },
 ];
 
 fn workload(name: &str) -> anyhow::Result<Workload> {
@@ -94,7 +142,10 @@ pub fn bars(seed: u64, count: usize) -> (Vec<WallClock>, [Vec<f64>; 6]) {
         if weekday < 5 {
             for k in 0..26u32 {
                 let minutes = 570 + 15 * k;
-                stamps.push(WallClock::new(2024, month, dom, minutes / 60, minutes % 60, 0, 0).expect("a valid stamp"));
+                stamps.push(
+                    WallClock::new(2024, month, dom, minutes / 60, minutes % 60, 0, 0)
+                        .expect("a valid stamp"),
+                );
             }
         }
         day += 1;
@@ -109,7 +160,8 @@ pub fn bars(seed: u64, count: usize) -> (Vec<WallClock>, [Vec<f64>; 6]) {
         let hi = cent(o.max(c) * (1.0 + 0.002 * normal().abs())).max(o).max(c);
         let lo = cent(o.min(c) * (1.0 - 0.002 * normal().abs())).min(o).min(c);
         let k = (i % 26) as f64;
-        let vol = 100.0 * (200.0 * (1.0 + 1.5 * ((k - 12.5) / 12.5).powi(2)) * (0.4 * normal()).exp()).round();
+        let vol =
+            100.0 * (200.0 * (1.0 + 1.5 * ((k - 12.5) / 12.5).powi(2)) * (0.4 * normal()).exp()).round();
         let amt = cent(vol * (hi + lo + c) / 3.0);
         for (col, v) in cols.iter_mut().zip([o, hi, lo, c, vol, amt]) {
             col.push(v);
@@ -192,12 +244,25 @@ fn prefill_rate(engine: &Engine) -> anyhow::Result<f64> {
         .max()
         .context("no prefill graph")?
         .min(k.job_limits().window);
-    let w = Workload { name: "prefill", context: window, horizon: 1, series: 1, samples: 0, max_context: window, goal: None };
+    let w = Workload {
+        name: "prefill",
+        context: window,
+        horizon: 1,
+        series: 1,
+        samples: 0,
+        max_context: window,
+        goal: None,
+    };
     let jobs = jobs(&w, k)?;
     let mut times = Vec::new();
     for _ in 0..6 {
         run_jobs(engine, &jobs)?;
-        let s: f64 = engine.last_call().iter().filter(|r| r.bucket.kind == GraphKind::Prefill).map(|r| r.seconds).sum();
+        let s: f64 = engine
+            .last_call()
+            .iter()
+            .filter(|r| r.bucket.kind == GraphKind::Prefill)
+            .map(|r| r.seconds)
+            .sum();
         times.push(Duration::from_secs_f64(s));
     }
     Ok(window as f64 / (median_ms(&times[1..]) / 1e3))
@@ -247,14 +312,26 @@ struct Sizes {
 impl Sizes {
     fn of(cfg: &KronosConfig) -> Self {
         let p = &cfg.predictor;
-        Sizes { d: p.d_model as f64, ff: p.ff_dim as f64, layers: p.n_layers as f64, vocab: (1u64 << cfg.bits()) as f64 }
+        Sizes {
+            d: p.d_model as f64,
+            ff: p.ff_dim as f64,
+            layers: p.n_layers as f64,
+            vocab: (1u64 << cfg.bits()) as f64,
+        }
     }
 
     /// Bytes of the weights one decode step reads (every layer, the token fusion, the dependency keys/values, the
     /// s1 head).
     fn decode_weights(&self) -> f64 {
         let Sizes { d, ff, layers, vocab } = *self;
-        4.0 * (layers * (4.0 * d * d + 4.0 * d + 3.0 * d * ff + 2.0 * d) + 2.0 * d * d + d + 2.0 * d * d + 2.0 * d + vocab * d + vocab + d)
+        4.0 * (layers * (4.0 * d * d + 4.0 * d + 3.0 * d * ff + 2.0 * d)
+            + 2.0 * d * d
+            + d
+            + 2.0 * d * d
+            + 2.0 * d
+            + vocab * d
+            + vocab
+            + d)
     }
 
     /// Bytes of the weights one refine run reads (the dependency query and output, its norm, the s2 head).
@@ -303,14 +380,18 @@ fn counts(w: &Workload, s: &Sizes) -> Counts {
         let l = n + i;
         let win = l.min(m) as f64;
         // upstream: the whole window every step, both heads and the dependency keys/values on every row
-        c.upstream_flops += series * paths * (s.pass_macs(win) + win * s.vocab * d + 2.0 * d * d * win + s2(win) + win * s.vocab * d);
+        c.upstream_flops += series
+            * paths
+            * (s.pass_macs(win) + win * s.vocab * d + 2.0 * d * d * win + s2(win) + win * s.vocab * d);
         if i == 0 {
             c.exact_flops += series * paths * s2(win);
             c.step_bytes += s.refine_weights() + series * paths * 4.0 * 2.0 * d * win;
             continue;
         }
         if l <= m {
-            c.exact_flops += series * paths * (s.position_macs() + s.layers * 2.0 * win * d + 2.0 * d * d + s.vocab * d + s2(win));
+            c.exact_flops += series
+                * paths
+                * (s.position_macs() + s.layers * 2.0 * win * d + 2.0 * d * d + s.vocab * d + s2(win));
             // one decode and one refine run for all the call's rows: the weights once, each row's valid caches
             c.step_bytes += s.decode_weights() + series * paths * 4.0 * 2.0 * s.layers * d * win;
         } else {
@@ -349,14 +430,21 @@ struct Row {
 }
 
 /// Runs the Kronos benchmark (every `--engine` must be a Kronos engine).
-pub fn run(a: &BenchArgs, engines_arg: &[(String, PathBuf)], budget: Option<u64>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    a: &BenchArgs,
+    engines_arg: &[(String, PathBuf)],
+    budget: Option<u64>,
+) -> anyhow::Result<ExitCode> {
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget: budget };
     let mut loaded = Vec::new();
     for (label, dir) in engines_arg {
-        let engine =
-            Engine::load(dir, &opts).with_context(|| format!("loading engine {label} ({})", dir.display()))?;
+        let engine = Engine::load(dir, &opts)
+            .with_context(|| format!("loading engine {label} ({})", dir.display()))?;
         if engine.info().model != exporter::registry::Family::Kronos {
-            bail!("engine {label} holds {}, not Kronos: bench each family separately", engine.info().model.as_str());
+            bail!(
+                "engine {label} holds {}, not Kronos: bench each family separately",
+                engine.info().model.as_str()
+            );
         }
         loaded.push((label.clone(), dir.clone(), engine));
     }
@@ -390,9 +478,11 @@ pub fn run(a: &BenchArgs, engines_arg: &[(String, PathBuf)], budget: Option<u64>
                 times.push(t.elapsed());
             }
             let c = counts(&w, &sizes);
-            let bound_ms = (c.pass_tokens / rates.prefill_tokens_per_s + c.step_bytes / rates.read_bytes_per_s) * 1e3;
+            let bound_ms =
+                (c.pass_tokens / rates.prefill_tokens_per_s + c.step_bytes / rates.read_bytes_per_s) * 1e3;
             let rss = if a.no_rss { None } else { child_rss(a, dir, w.name).ok() };
-            let budget_mb = 1.5 * (engine.manifest().weights_bytes as f64 + cache_bytes(&w, &sizes, engine)) / 1e6;
+            let budget_mb =
+                1.5 * (engine.manifest().weights_bytes as f64 + cache_bytes(&w, &sizes, engine)) / 1e6;
             rows.push(Row {
                 engine: label.clone(),
                 workload: w,
@@ -417,7 +507,8 @@ pub fn run(a: &BenchArgs, engines_arg: &[(String, PathBuf)], budget: Option<u64>
         let v = json!({"model": "kronos", "threads": threads, "cpu": engines::cpu::cpu_summary(), "read_bytes_per_s": read,
             "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(), "rows": out,
             "reference": reference});
-        std::fs::write(path, serde_json::to_vec_pretty(&v)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_vec_pretty(&v)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -432,7 +523,18 @@ fn print_table(rows: &[Row], reference: Option<&Value>, threads: usize, read: f6
     );
     println!(
         "{:<10} {:<16} {:>10} {:>10} {:>7} {:>11} {:>7} {:>10} {:>8} {:>9} {:>6} {:>12}",
-        "engine", "workload", "totoc ms", "bound ms", "/bound", "upstream ms", "×", "cached ms", "×cached", "goal", "FLOP×", "ms/cand/path"
+        "engine",
+        "workload",
+        "totoc ms",
+        "bound ms",
+        "/bound",
+        "upstream ms",
+        "×",
+        "cached ms",
+        "×cached",
+        "goal",
+        "FLOP×",
+        "ms/cand/path"
     );
     let case = |w: &str| reference.and_then(|r| r["cases"].get(w)).filter(|c| c.get("skipped").is_none());
     let fmt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
@@ -478,7 +580,10 @@ fn print_table(rows: &[Row], reference: Option<&Value>, threads: usize, read: f6
 
 /// The reference checkpoints under `root` (itself or its subdirectories: each `predictor/` + `tokenizer/`, as
 /// `make_kronos_checkpoints.py --out` writes them) that match the engines' predictors by hash, in engine order.
-fn reference_pairs(root: &Path, engines: &[(String, PathBuf, Engine)]) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+fn reference_pairs(
+    root: &Path,
+    engines: &[(String, PathBuf, Engine)],
+) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     let mut dirs = vec![root.to_path_buf()];
     for e in std::fs::read_dir(root).with_context(|| format!("reading {}", root.display()))? {
         dirs.push(e?.path());
@@ -493,7 +598,10 @@ fn reference_pairs(root: &Path, engines: &[(String, PathBuf, Engine)]) -> anyhow
         let want = &e.manifest().source.checkpoint.safetensors_sha256;
         match found.iter().find(|(sha, _, _)| sha == want) {
             Some((_, p, t)) => pairs.push((p.clone(), t.clone())),
-            None => eprintln!("note: no reference checkpoint under {} matches engine {label}'s predictor", root.display()),
+            None => eprintln!(
+                "note: no reference checkpoint under {} matches engine {label}'s predictor",
+                root.display()
+            ),
         }
     }
     if pairs.is_empty() {
@@ -510,7 +618,8 @@ fn reference_pairs(root: &Path, engines: &[(String, PathBuf, Engine)]) -> anyhow
 /// second as the mini model.
 fn run_reference(a: &BenchArgs, pairs: &[(PathBuf, PathBuf)]) -> anyhow::Result<Value> {
     let python = a.reference_python.clone().unwrap_or_else(|| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/totoc/reference-venv/bin/python")
+        PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join(".cache/totoc/reference-venv/bin/python")
     });
     if !python.exists() {
         bail!(
@@ -534,8 +643,14 @@ fn run_reference(a: &BenchArgs, pairs: &[(PathBuf, PathBuf)]) -> anyhow::Result<
     if let Some((p, t)) = pairs.get(1) {
         cmd.arg("--mini-predictor").arg(p).arg("--mini-tokenizer").arg(t);
     }
-    eprintln!("timing upstream Kronos and the cached torch loop ({} runs each; this takes a while) ...", a.runs);
-    let out = cmd.stderr(std::process::Stdio::inherit()).output().with_context(|| format!("running {}", python.display()))?;
+    eprintln!(
+        "timing upstream Kronos and the cached torch loop ({} runs each; this takes a while) ...",
+        a.runs
+    );
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", python.display()))?;
     if out.stdout.is_empty() {
         bail!("the Kronos reference benchmark failed ({})", out.status);
     }
@@ -547,13 +662,21 @@ fn child_rss(a: &BenchArgs, dir: &Path, name: &str) -> anyhow::Result<(f64, f64)
     let exe = std::env::current_exe().context("locating the totoc executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("bench").arg("--engine").arg(dir).args(["--rss-probe", name]);
-    crate::cmd::bench_support::engine_options(&mut cmd, a.threads, a.memory_budget.as_deref(), a.ort.ort_lib.as_deref());
+    crate::cmd::bench_support::engine_options(
+        &mut cmd,
+        a.threads,
+        a.memory_budget.as_deref(),
+        a.ort.ort_lib.as_deref(),
+    );
     let out = cmd.stderr(std::process::Stdio::null()).output()?;
     if !out.status.success() {
         bail!("RSS probe of {name} failed ({})", out.status);
     }
     let v: Value = serde_json::from_slice(&out.stdout)?;
-    Ok((v["peak_rss_mb"].as_f64().context("no peak_rss_mb")?, v["ort_rss_mb"].as_f64().context("no ort_rss_mb")?))
+    Ok((
+        v["peak_rss_mb"].as_f64().context("no peak_rss_mb")?,
+        v["ort_rss_mb"].as_f64().context("no ort_rss_mb")?,
+    ))
 }
 
 /// Child mode (`--rss-probe WORKLOAD` on a Kronos engine): ONNX Runtime loaded, its RSS; then the engine and the
@@ -584,9 +707,10 @@ mod tests {
         // Friday 8 March, then Monday 11 March
         let (s, _) = bars(1, 26 * 6);
         assert_eq!((s[26 * 5].day(), s[26 * 5].weekday()), (11, 0));
-        for i in 0..60 {
-            assert!(cols[1][i] >= cols[0][i].max(cols[3][i]) && cols[2][i] <= cols[0][i].min(cols[3][i]));
-            assert!(cols[4][i] > 0.0 && cols[5][i] > 0.0);
+        let row = |i: usize| cols.each_ref().map(|c| c[i]);
+        for [o, h, l, c, v, a] in (0..60).map(row) {
+            assert!(h >= o.max(c) && l <= o.min(c));
+            assert!(v > 0.0 && a > 0.0);
         }
     }
 

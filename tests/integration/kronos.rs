@@ -1,8 +1,9 @@
-//! `totoc export` of a Kronos model, two checkpoint directories: the predictor (`--checkpoint`) and its tokenizer
-//! (`--tokenizer`), on a tiny random-weight model (`exporter::kronos::synth`) and `configs/kronos-tiny.yaml`.
-//! The graphs' numbers against upstream are the engine's equivalence tests' (on the reference fixtures); here:
-//! what the command takes and refuses, the bundle it writes, byte-identical re-exports, the build cache over both
-//! directories, the ONNX checker, and the engine build that this totoc does not have yet.
+//! Kronos through the CLI: `totoc export` of a model of two checkpoint directories, the predictor (`--checkpoint`)
+//! and its tokenizer (`--tokenizer`), on a tiny random-weight model (`exporter::kronos::synth`) and
+//! `configs/kronos-tiny.yaml`; `build-engine`, `verify` on the reference fixtures the bundle carries, `bundle info`.
+//! The numbers against upstream, case by case, are the engine's equivalence tests' (engines/src/kronos/
+//! equivalence.rs); here: what the commands take and refuse, the bundles they write, byte-identical re-exports,
+//! the build cache over both directories, the ONNX checker.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -130,15 +131,70 @@ fn a_kronos_model_exports_from_both_directories() {
     assert!(res.status.success());
     assert!(String::from_utf8_lossy(&res.stderr).contains("tokenizer.config.json:"), "{res:?}");
 
-    // this totoc exports Kronos bundles but builds no Kronos engine yet: said, not crashed
-    let err = totoc_err(&[
-        "build-engine",
-        "--artifacts",
-        out.to_str().unwrap(),
-        "--out",
-        tmp.path().join("engine").to_str().unwrap(),
-    ]);
-    assert!(err.contains("Kronos engines are built by the Kronos engine") && err.contains("not in"), "{err}");
+    // an fp32 CPU engine builds; other precisions and targets are refused by the family's capabilities
+    let engine = tmp.path().join("engine");
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    let info = totoc_ok(&["bundle", "info", engine.to_str().unwrap()]);
+    assert!(info.contains("small.decode.n12.t128.onnx") && info.contains("refine"), "{info}");
+    for (flag, value, want) in
+        [("--target", "cuda", "not built for Kronos bundles"), ("--precision", "fp16", "fp16")]
+    {
+        let e = totoc_err(&[
+            "build-engine",
+            "--artifacts",
+            out.to_str().unwrap(),
+            "--out",
+            tmp.path().join("other").to_str().unwrap(),
+            flag,
+            value,
+        ]);
+        assert!(e.contains(want), "{flag} {value}: {e}");
+    }
+}
+
+/// The k10 fixture checkpoints exported with configs/kronos-tiny.yaml and their reference cases (`--golden`):
+/// `totoc verify` runs every case from the engine's own `golden/` and passes, printing each quantity.
+#[test]
+fn verify_runs_the_reference_cases_a_kronos_bundle_carries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k10 = root().join("tests/fixtures/kronos/k10");
+    let (out, engine) = (tmp.path().join("bundle"), tmp.path().join("engine"));
+    let cases = k10.join("cases");
+    let res = export(
+        &k10.join("predictor"),
+        Some(&k10.join("tokenizer")),
+        &out,
+        &["--golden", cases.to_str().unwrap()],
+    );
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    assert!(out.join("golden/slide.safetensors").is_file(), "the cases' arrays travel with them");
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    let report = totoc_ok(&["verify", "--engine", engine.to_str().unwrap()]);
+    for case in ["greedy_daily", "slide", "topp_t07", "window_cut"] {
+        assert!(report.contains(case), "{report}");
+    }
+    assert!(
+        report.contains("s2 logits") && report.contains("encode tokens") && !report.contains("FAIL"),
+        "{report}"
+    );
+    assert!(report.contains("checks passed"), "{report}");
+    // a tampered reference token fails verify (exit 1), naming the quantity
+    let golden = engine.join("golden/greedy_daily.json");
+    let text = std::fs::read_to_string(&golden).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let first = v["reference"]["series"][0]["tokens"]["s1"][0][0].as_i64().unwrap();
+    let mut v2 = v.clone();
+    v2["reference"]["series"][0]["tokens"]["s1"][0][0] = serde_json::json!((first + 1) % 1024);
+    let fixtures = tmp.path().join("tampered");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::write(fixtures.join("greedy_daily.json"), serde_json::to_string(&v2).unwrap()).unwrap();
+    std::fs::copy(engine.join("golden/greedy_daily.safetensors"), fixtures.join("greedy_daily.safetensors"))
+        .unwrap();
+    let res =
+        totoc(&["verify", "--engine", engine.to_str().unwrap(), "--fixtures", fixtures.to_str().unwrap()]);
+    assert_eq!(res.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(stdout.contains("FAIL") && stdout.contains("tokens"), "{stdout}");
 }
 
 #[test]
@@ -173,6 +229,15 @@ fn the_tokenizer_is_asked_for_and_checked() {
     .unwrap();
     let e = err(export(&p, Some(&d.join("t")), &out, &[]));
     assert!(e.contains("4/4 but the tokenizer's 2/2"), "{e}");
+    // a predictor whose halves differ (upstream decodes such tokens into the wrong bits without a word)
+    let uneven = tmp.path().join("uneven");
+    write_checkpoint(&uneven, &d.join("t2"), &tiny_config(), 6).unwrap();
+    let text = fs::read_to_string(uneven.join("config.json")).unwrap();
+    let changed = text.replace("\"s2_bits\": 4", "\"s2_bits\": 3");
+    assert_ne!(text, changed);
+    fs::write(uneven.join("config.json"), changed).unwrap();
+    let e = err(export(&uneven, Some(&t), &out, &[]));
+    assert!(e.contains("s1_bits 4 ≠ s2_bits 3"), "{e}");
     // fp32 only, CPU only
     let e = err(export(&p, Some(&t), &out, &["--precision", "fp16"]));
     assert!(e.contains("fp32 only"), "{e}");

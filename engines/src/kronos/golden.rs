@@ -328,8 +328,15 @@ fn close(
     got: &[f32],
     tol: impl Fn(usize, f32) -> f64,
 ) -> Quantity {
-    let mut q =
-        Quantity { what, series, count: want.len(), failures: 0, worst: 0.0, max_abs: 0.0, at: String::new() };
+    let mut q = Quantity {
+        what,
+        series,
+        count: want.len(),
+        failures: 0,
+        worst: 0.0,
+        max_abs: 0.0,
+        at: String::new(),
+    };
     if got.len() != want.len() {
         q.failures = want.len().max(1);
         q.worst = f64::INFINITY;
