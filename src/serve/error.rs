@@ -77,6 +77,9 @@ pub enum Overload {
     InFlight,
     /// The bodies being received hold `--max-bytes-in-flight` (503; gRPC RESOURCE_EXHAUSTED).
     BytesInFlight,
+    /// The engine's estimated work ahead would make the request miss its deadline (429; gRPC
+    /// RESOURCE_EXHAUSTED), see `serve::cost`.
+    Backlog,
 }
 
 impl Overload {
@@ -88,6 +91,7 @@ impl Overload {
             Overload::Draining => "draining",
             Overload::InFlight => "in_flight",
             Overload::BytesInFlight => "bytes_in_flight",
+            Overload::Backlog => "engine_backlog",
         }
     }
 }
@@ -120,9 +124,14 @@ pub enum ServeError {
         "the request body did not arrive within {ms} ms; send it faster, or raise --body-read-timeout-ms"
     )]
     BodyTimeout { ms: u128 },
-    /// Overloaded or not serving (429 for a full queue, else 503), with the seconds to wait before retrying.
+    /// Overloaded or not serving (429 for a full queue or engine backlog, else 503), with the seconds to wait
+    /// before retrying.
     #[error("{message}")]
     Overloaded { kind: Overload, message: String, retry_after_s: u64 },
+    /// The request's estimated engine time exceeds what it may take (429; gRPC RESOURCE_EXHAUSTED; no
+    /// `Retry-After`: only a smaller request fits), see `serve::cost`.
+    #[error("{0}")]
+    TooCostly(String),
     /// The engine failed on a valid request (500).
     #[error("{0}")]
     Internal(String),
@@ -135,7 +144,11 @@ impl ServeError {
 
     pub fn overloaded(kind: Overload, message: impl Into<String>) -> Self {
         let retry_after_s = match kind {
-            Overload::QueueFull | Overload::Deadline | Overload::InFlight | Overload::BytesInFlight => 1,
+            Overload::QueueFull
+            | Overload::Deadline
+            | Overload::InFlight
+            | Overload::BytesInFlight
+            | Overload::Backlog => 1,
             Overload::NotReady => 5,
             Overload::Draining => 10,
         };
@@ -151,7 +164,8 @@ impl ServeError {
             ServeError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServeError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ServeError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            ServeError::Overloaded { kind: Overload::QueueFull, .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServeError::Overloaded { kind: Overload::QueueFull | Overload::Backlog, .. }
+            | ServeError::TooCostly(_) => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ServeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -172,9 +186,11 @@ impl ServeError {
             ServeError::NotFound(_) => tonic::Code::NotFound,
             ServeError::MethodNotAllowed(_) => tonic::Code::Unimplemented,
             ServeError::PayloadTooLarge { .. }
-            | ServeError::Overloaded { kind: Overload::QueueFull | Overload::BytesInFlight, .. } => {
-                tonic::Code::ResourceExhausted
-            }
+            | ServeError::TooCostly(_)
+            | ServeError::Overloaded {
+                kind: Overload::QueueFull | Overload::BytesInFlight | Overload::Backlog,
+                ..
+            } => tonic::Code::ResourceExhausted,
             ServeError::BodyTimeout { .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { kind: Overload::Deadline, .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { .. } => tonic::Code::Unavailable,
@@ -246,6 +262,14 @@ mod tests {
             assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
             assert!(e.into_response().headers().contains_key(header::RETRY_AFTER));
         }
+        let backlog = ServeError::overloaded(Overload::Backlog, "busy");
+        assert_eq!(backlog.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(backlog.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(backlog.into_response().headers().contains_key(header::RETRY_AFTER));
+        let costly = ServeError::TooCostly("too slow".into());
+        assert_eq!(costly.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(costly.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(!costly.into_response().headers().contains_key(header::RETRY_AFTER), "retrying cannot help");
         let bad = ServeError::bad_request("no").into_response();
         assert!(!bad.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(bad.headers()[header::CONTENT_TYPE], "application/json");

@@ -1,7 +1,8 @@
 //! [`Service`]: the protocol-neutral core every front end calls (REST `/v1/forecast`, REST v2, gRPC v2). It
 //! owns the engine handle, the batcher, the readiness state, the shadow and the metrics, and does the steps
 //! that are the same whatever the wire format: the in-flight limit, the model name check, admission (the
-//! engine's limits and context policy), the deadline, the batched forecast, and handing samples to the shadow.
+//! engine's limits and context policy), the deadline, the estimated engine time against it ([`super::cost`]),
+//! the batched forecast, and handing samples to the shadow.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -242,8 +243,13 @@ impl Service {
         })?;
         let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
         let deadline = Instant::now() + budget;
+        // Cost in seconds: a request that cannot finish within what it may take is refused before it is queued.
+        let sizes: Vec<RequestSize> = requests.iter().map(RequestSize::of).collect();
+        let allowance = super::cost::admit(&self.engine, &sizes, budget, self.limits.request_timeout)
+            .inspect_err(|_| self.metrics.reject(super::cost::REJECT_REASON))?;
+        drop(sizes);
         let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
-        let rx = self.batcher.submit(requests, deadline, request_id)?;
+        let rx = self.batcher.submit(requests, deadline, request_id, allowance)?;
         let done = match tokio::time::timeout_at(deadline.into(), rx).await {
             Err(_) => {
                 self.metrics.reject(Overload::Deadline.label());

@@ -1,0 +1,127 @@
+//! Cost in seconds at admission: a request's estimated engine time (the engine's own plan of it, priced at the
+//! rates it measured at warm-up: `engines::cost`) against the time it may take, alone and behind the work
+//! already queued.
+//!
+//! * **Margin.** An estimate is trusted within [`MARGIN`]× (what `totoc bench cost` checks: an admitted request
+//!   finishes within twice its estimate), so a request is admitted only if [`MARGIN`] × its estimate — with the
+//!   work queued ahead of it — fits what it may take.
+//! * **What a request may take** ([`Allowance`]): its deadline (the client's, within `--request-timeout-ms`). A
+//!   request that is not small — whose margined estimate exceeds the reserve, [`RESERVE_SHARE`] of the server's
+//!   deadline — may take at most the server's deadline less the reserve, so that however the engine's queue fills
+//!   with expensive work, a small request always finds room within its deadline.
+//! * **Alone** ([`admit`]): a request whose estimate exceeds that is refused before it is queued (429 /
+//!   RESOURCE_EXHAUSTED, no `Retry-After`: waiting cannot help), naming the estimate, the limit and the smallest
+//!   changes that fit (`engines::cost::smallest_fit`).
+//! * **Behind the queue** (the batcher, under its lock): the estimated work ahead (what is left of the running
+//!   call, and every queued request's estimate) plus the request's own must fit the same limit, else 429 with
+//!   `Retry-After` (the work ahead drains).
+//!
+//! An engine without rates (a family that gives none) is bounded by the request budget alone.
+
+use std::time::Duration;
+
+use engines::budget::RequestSize;
+use engines::engine::Engine;
+
+use super::error::ServeError;
+
+/// The `reason` of `totoc_rejected_total` for a request refused on its estimate alone.
+pub const REJECT_REASON: &str = "estimated_time";
+
+/// How far an estimate is trusted: a request is admitted if this many times its estimate fits.
+pub const MARGIN: f64 = 2.0;
+
+/// The share of the server's deadline (`--request-timeout-ms`) kept for small requests: what a request whose
+/// margined estimate exceeds it may not use.
+pub const RESERVE_SHARE: f64 = 0.1;
+
+/// What one admitted request may take, in estimated seconds (the time it may take over [`MARGIN`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Allowance {
+    /// Its own estimate.
+    pub own: f64,
+    /// The most estimated work it may finish behind, its own included.
+    pub cap: f64,
+}
+
+impl Allowance {
+    /// The allowance of a request estimated at `own` seconds with `deadline` to go, on a server whose deadline
+    /// is `server` (see the module docs).
+    pub fn new(own: f64, deadline: Duration, server: Duration) -> Self {
+        let reserve = server.as_secs_f64() * RESERVE_SHARE;
+        let deadline = deadline.as_secs_f64();
+        let time = match MARGIN * own <= reserve {
+            true => deadline,
+            false => deadline.min(server.as_secs_f64() - reserve),
+        };
+        Allowance { own, cap: time / MARGIN }
+    }
+
+    /// Whether it fits behind `ahead` estimated seconds of work.
+    pub fn fits_behind(&self, ahead: f64) -> bool {
+        ahead + self.own <= self.cap
+    }
+}
+
+/// A request's allowance (`sizes`: its series as admitted; `deadline`: its time to go), or the refusal of one
+/// whose estimate alone exceeds it. `None`: the engine gives no estimate.
+pub fn admit(
+    engine: &Engine,
+    sizes: &[RequestSize],
+    deadline: Duration,
+    server: Duration,
+) -> Result<Option<Allowance>, ServeError> {
+    let Some(estimate) = engine.estimate(sizes) else { return Ok(None) };
+    let Some(own) = engine.rates().seconds(&estimate) else { return Ok(None) };
+    let allowance = Allowance::new(own, deadline, server);
+    if allowance.fits_behind(0.0) {
+        return Ok(Some(allowance));
+    }
+    let time = allowance.cap * MARGIN;
+    let limit = match time < deadline.as_secs_f64() {
+        true => format!(
+            "the {time:.1} s a request of its size may take (the server's {:.1} s deadline less the tenth kept for \
+             small requests)",
+            server.as_secs_f64()
+        ),
+        false => format!("its deadline of {time:.1} s"),
+    };
+    let fits = |s: &[RequestSize]| {
+        engine.estimate_seconds(s).is_some_and(|t| Allowance::new(t, deadline, server).fits_behind(0.0))
+    };
+    let changes = engines::cost::smallest_fit(sizes, &fits);
+    let fix = match changes.is_empty() {
+        true => "no single change fits: send a much smaller request".to_string(),
+        false => format!("it fits with {}", changes.join(", or ")),
+    };
+    Err(ServeError::TooCostly(format!(
+        "the request's estimated engine time is {own:.1} s ({} row-steps in {} graph runs, at the rates this engine \
+         measured at warm-up); {MARGIN}× that must fit {limit}; {fix}",
+        estimate.row_steps(),
+        estimate.runs()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_requests_may_use_the_reserve_and_others_may_not() {
+        let server = Duration::from_secs(30);
+        // reserve: 3 s of time, so 1.5 s of estimate
+        let small = Allowance::new(1.5, server, server);
+        assert_eq!(small.cap, 15.0);
+        assert!(small.fits_behind(13.5) && !small.fits_behind(13.6));
+        let large = Allowance::new(1.6, server, server);
+        assert_eq!(large.cap, 13.5);
+        assert!(large.fits_behind(11.9) && !large.fits_behind(12.0));
+        // a client's shorter deadline is the limit for both
+        let short = Duration::from_secs(5);
+        assert_eq!(Allowance::new(1.0, short, server).cap, 2.5);
+        assert_eq!(Allowance::new(2.0, short, server).cap, 2.5);
+        // alone: a request estimated over half of the server's deadline less the reserve never fits
+        assert!(!Allowance::new(13.6, server, server).fits_behind(0.0));
+        assert!(Allowance::new(13.5, server, server).fits_behind(0.0));
+    }
+}

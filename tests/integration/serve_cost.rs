@@ -1,0 +1,89 @@
+//! Cost in seconds (issue 36, class 5) with `totoc serve`'s default limits and deadline on the tiny engine: the
+//! ~1 KB request that costs far more than its bytes (100 series × 4 variates of one point each, horizon 160, 256
+//! sample paths: the response budget's largest) is refused up front — 429 over REST v2 and `/v1/forecast`
+//! (RESOURCE_EXHAUSTED over gRPC: `serve_hostile`, group 5) — naming its estimate, the time it may take and the
+//! smallest changes that fit; every golden case and the
+//! README's examples (the tour's CO2 forecast, the tritonclient call at the tiny engine's longest horizon) are
+//! admitted and answered; the model metadata reports the graph rates measured at warm-up.
+//!
+//! The refusal rests on the engine's measured speed: the request's estimate is ~30 s on the 2-core reference
+//! machine (docs/serving.md, "Cost in seconds") and it is refused above 13.5 s, so it holds on a machine up to ~2×
+//! faster; on a much faster one the request would finish within the deadline and admitting it would be right.
+use std::fs;
+
+use serde_json::{json, Value};
+
+use crate::common::root;
+use crate::serve::{case, engine, error_of, get, metric, post, post_json, Server};
+
+/// The class-5 request: ~1 KB of JSON.
+fn class5() -> Value {
+    json!({"parameters": {"horizon": 160, "samples": 256},
+           "inputs": [{"name": "target", "datatype": "FP32", "shape": [100, 4, 1], "data": vec![1; 400]}]})
+}
+
+#[test]
+fn the_class_5_request_is_refused_up_front_and_the_examples_are_admitted() {
+    let s = Server::ready(engine(), &[]);
+    // The rates measured at warm-up, one per bucket.
+    let (status, meta) = get(&s.url("/v2/models/toto"));
+    assert_eq!(status, 200);
+    let meta: Value = serde_json::from_str(&meta).unwrap();
+    let rates = meta["parameters"]["rates"]["graphs"].as_array().expect("rates measured at warm-up");
+    assert_eq!(rates.len(), 16, "the tiny engine's 16 bucket graphs: {rates:?}");
+    for r in rates {
+        assert!(r["seconds_per_run"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["graph"].as_str().unwrap().contains(".n"), "{r}");
+    }
+
+    let body = class5().to_string();
+    assert!(body.len() < 1100, "about 1 KB: {} bytes", body.len());
+    let t = std::time::Instant::now();
+    let (status, headers, out) = post(&s.url("/v2/models/toto/infer"), &[], body.as_bytes());
+    let e = error_of(&out);
+    eprintln!("class 5, {} bytes: {status} in {:?}: {e}", body.len(), t.elapsed());
+    assert_eq!(status, 429, "{e}");
+    assert!(!headers.contains_key("retry-after"), "waiting cannot help");
+    assert!(e.contains("estimated engine time is") && e.contains("2× that must fit"), "{e}");
+    assert!(e.contains("it fits with") && e.contains("(it asks 256)"), "{e}");
+    assert!(t.elapsed().as_secs() < 5, "refused up front, not after running: {:?}", t.elapsed());
+    // The same over /v1/forecast: 100 JSON lines of one request each.
+    let line = json!({"target": [[1.0], [2.0], [3.0], [4.0]], "horizon": 160, "samples": 256}).to_string();
+    let v1 = format!("{line}\n").repeat(100);
+    let (status, _, out) =
+        post(&s.url("/v1/forecast"), &[("content-type", "application/x-ndjson")], v1.as_bytes());
+    assert_eq!(status, 429, "{}", error_of(&out));
+    assert!(error_of(&out).contains("estimated engine time"), "{}", error_of(&out));
+    assert_eq!(metric(&s.metrics(), "totoc_rejected_total{reason=\"estimated_time\"}"), 2.0);
+
+    // Every golden case, alone and all at once.
+    let names = ["mean_1v", "mean_4v_groups", "mean_short", "sampled_256", "sampled_2v"];
+    let mut all = String::new();
+    for name in names {
+        let req = case(name)["request"].clone();
+        all.push_str(&format!("{req}\n"));
+        let (status, out) = post_json(&s.url("/v1/forecast"), &req);
+        assert_eq!(status, 200, "golden case {name}: {out}");
+    }
+    let (status, _, out) =
+        post(&s.url("/v1/forecast"), &[("content-type", "application/x-ndjson")], all.as_bytes());
+    assert_eq!(status, 200, "the golden cases together: {}", String::from_utf8_lossy(&out));
+
+    // The README's tour: the CO2 series, 52 weeks ahead, 256 sample paths and three quantiles.
+    let co2: Vec<f64> = fs::read_to_string(root().join("tests/fixtures/data/co2_wide.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let tour =
+        json!({"target": [co2], "horizon": 52, "samples": 256, "quantiles": [0.1, 0.5, 0.9], "seed": 7});
+    let (status, out) = post_json(&s.url("/v1/forecast"), &tour);
+    assert_eq!(status, 200, "the README's tour: {out}");
+    // The README's tritonclient call ([1, 512], 100 samples, seed 7) at the tiny engine's longest horizon.
+    let x: Vec<f32> = (0..512).map(|t| 100.0 + (t as f32 / 9.0).sin()).collect();
+    let triton = json!({"parameters": {"horizon": 160, "samples": 100, "seed": 7},
+                        "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 512], "data": x}]});
+    let (status, out) = post_json(&s.url("/v2/models/toto/infer"), &triton);
+    assert_eq!(status, 200, "the README's tritonclient call: {out}");
+}
