@@ -11,14 +11,15 @@
 //! * **Queue delay**: a batch is flushed when the oldest waiting request has waited `queue_delay`, when
 //!   `max_batch` series are waiting, or at shutdown. Requests that arrive while the engine is busy are packed into
 //!   the next call anyway, so even a zero delay batches under load.
-//! * **Bounded queue**: at most `capacity` series wait; a request that does not fit is refused at once (429 with
-//!   `Retry-After`), so memory never grows with load. A request with more series than `capacity` can never fit
-//!   and is a 400.
+//! * **Bounded queue**: at most `capacity` series wait, and a tenth more from small requests (of at most a tenth
+//!   of `capacity` series each: one large request waiting never refuses them); a request that does not fit is
+//!   refused at once (429 with `Retry-After`), so memory never grows with load. A request with more series than
+//!   `capacity` can never fit and is a 400.
 //! * **Deadlines**: a request whose deadline passes while queued is answered 503 without running; one whose
 //!   client went away (its receiver dropped) is skipped. Both are dropped before packing, so they cost nothing.
 //! * **Packing**: FIFO; a batch takes whole requests while it holds at most `max_batch` series (the first request
 //!   always goes, whatever its size) and while the packed call's estimated time (the engine's plan of the whole
-//!   batch at its measured rates) lets every member finish within its deadline. Requests are never split or
+//!   batch at its measured rates, with admission's margin) lets every member finish within its deadline. Requests are never split or
 //!   reordered, so a request's series stay together.
 //! * **Cost in seconds** (see [`super::cost`]): each queued request carries its own estimate; a request is queued
 //!   only if the work ahead of it (what is left of the running call's estimate, plus every queued request's)
@@ -250,13 +251,18 @@ impl Batcher {
                 cfg.capacity
             )));
         }
+        // A small request may use the queue's reserve too, so that one large request waiting never refuses it.
+        let room = match n <= queue_reserve(cfg.capacity) {
+            true => cfg.capacity + queue_reserve(cfg.capacity),
+            false => cfg.capacity,
+        };
         let (reply, rx) = oneshot::channel();
         let mut st = self.shared.lock();
         if st.closed {
             self.shared.metrics.reject(Overload::Draining.label());
             return Err(ServeError::overloaded(Overload::Draining, "the server is shutting down"));
         }
-        if st.queued + n > cfg.capacity {
+        if st.queued + n > room {
             // Requests whose clients gave up (deadline, disconnect) still hold their place until the engine
             // thread pops them; drop them now rather than refuse a live request for their sake.
             let before = st.queue.len();
@@ -267,16 +273,13 @@ impl Batcher {
                 self.shared.metrics.abandoned.inc_by(dropped as u64);
             }
         }
-        if st.queued + n > cfg.capacity {
+        if st.queued + n > room {
             let queued = st.queued;
             drop(st);
             self.shared.metrics.reject(Overload::QueueFull.label());
             return Err(ServeError::overloaded(
                 Overload::QueueFull,
-                format!(
-                    "the queue is full ({queued} of {} series waiting); retry after the Retry-After delay",
-                    cfg.capacity
-                ),
+                format!("the queue is full ({queued} of {room} series waiting); retry after the Retry-After delay"),
             ));
         }
         if let Some(a) = allowance {
@@ -348,19 +351,25 @@ impl Drop for Batcher {
     }
 }
 
+/// Series of the queue kept for small requests (of at most this many series): a tenth of its capacity, beyond
+/// it. A request of more series may fill the capacity, and a small one still finds room.
+fn queue_reserve(capacity: usize) -> usize {
+    capacity / 10
+}
+
 /// The refusal of a request whose estimate does not fit behind `ahead` seconds of estimated work: 429 with the
 /// seconds until enough of that work is done.
 fn backlog(ahead: f64, a: Allowance) -> ServeError {
-    let wait = (ahead + a.own - a.cap).ceil().clamp(1.0, 3600.0) as u64;
+    let wait = (ahead - a.ahead).ceil().clamp(1.0, 3600.0) as u64;
     ServeError::Overloaded {
         kind: Overload::Backlog,
         message: format!(
-            "the engine has an estimated {ahead:.1} s of work ahead of this request; with its own {:.2} s that \
-             exceeds the {:.1} s of estimated work it may finish behind (its time over {}: estimates are trusted \
-             within {}×); retry after the Retry-After delay",
+            "the engine has an estimated {ahead:.1} s of work ahead of this request, whose own estimate is {:.2} s: \
+             it may wait behind at most {:.1} s to finish within {:.1} s (estimates count {}× in admission); \
+             retry after the Retry-After delay",
             a.own,
-            a.cap,
-            super::cost::MARGIN,
+            a.ahead.max(0.0),
+            a.time,
             super::cost::MARGIN
         ),
         retry_after_s: wait,
@@ -401,10 +410,11 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
             if series + n > cfg.max_batch {
                 break;
             }
-            // Would the packed call make any member (this one included) miss its deadline?
+            // Would the packed call make any member (this one included) miss its deadline? (Its estimate counts
+            // with the margin admission gives every estimate.)
             let packed: Vec<RequestSize> = sizes.iter().chain(&job.sizes).copied().collect();
             let by = earliest.map_or(job.deadline, |e| e.min(job.deadline));
-            if backend.seconds(&packed).is_some_and(|t| now + secs(t) > by) {
+            if backend.seconds(&packed).is_some_and(|t| now + secs(t * super::cost::MARGIN) > by) {
                 break;
             }
         }
@@ -435,11 +445,15 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
     }
     shared.metrics.queued_series.set(st.queued as i64);
     st.running = !batch.is_empty();
+    // The running call's end, by its members' own estimates (those they were admitted with: what the work
+    // queued ahead of later requests was bounded by); else by the packed call's.
     st.running_until = match batch.is_empty() {
         true => None,
-        false => backend
-            .seconds(&sizes)
-            .or_else(|| batch.iter().map(|j| j.seconds).sum::<Option<f64>>())
+        false => batch
+            .iter()
+            .map(|j| j.seconds)
+            .sum::<Option<f64>>()
+            .or_else(|| backend.seconds(&sizes))
             .map(|t| now + secs(t)),
     };
     if batch.is_empty() {
@@ -778,6 +792,26 @@ mod tests {
     }
 
     #[test]
+    fn small_requests_find_room_beside_a_large_one_waiting() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let b = Batcher::start(echo, config(0, 1, 20), Arc::new(Metrics::new()));
+        let busy = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        // a large request takes the whole capacity while it waits
+        let large = b.submit(vec![series(2.0); 20], far(), "t", None).unwrap();
+        // small ones (at most 2 series: a tenth) use the reserve of 2 series
+        let small = b.submit(vec![series(3.0); 2], far(), "t", None).unwrap();
+        let e = b.submit(vec![series(4.0)], far(), "t", None).unwrap_err();
+        assert!(e.to_string().contains("queue is full (22 of 22 series waiting)"), "{e}");
+        // a request of 3 series is not small: the capacity alone
+        let e = b.submit(vec![series(4.0); 3], far(), "t", None).unwrap_err();
+        assert!(e.to_string().contains("of 20 series waiting"), "{e}");
+        for rx in [busy, large, small] {
+            wait(rx).unwrap();
+        }
+    }
+
+    #[test]
     fn abandoned_requests_give_their_place_to_live_ones() {
         let echo = Echo::new(Duration::ZERO);
         let b = Batcher::start(echo.clone(), config(300, 64, 2), Arc::new(Metrics::new()));
@@ -854,10 +888,11 @@ mod tests {
 
     #[test]
     fn a_request_is_not_packed_where_the_call_would_make_a_member_miss_its_deadline() {
-        // 0.3 s per series by the estimate: two series together take 0.6 s.
+        // 0.3 s per series by the estimate: two series together take 0.6 s, 1.2 s with admission's margin, more
+        // than the second one's deadline leaves when the batch forms (~0.9 s).
         let echo = Echo::costing(Duration::ZERO, 0.3);
         let b = Batcher::start(echo.clone(), config(100, 64, 64), Arc::new(Metrics::new()));
-        let soon = Instant::now() + Duration::from_millis(500);
+        let soon = Instant::now() + Duration::from_millis(1000);
         let a = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
         let s = b.submit(vec![series(2.0)], soon, "t", None).unwrap();
         assert_eq!(means(&wait(a).unwrap()), vec![1.0]);
@@ -880,21 +915,21 @@ mod tests {
         let echo = Echo::new(Duration::from_millis(300));
         let m = Arc::new(Metrics::new());
         let b = Batcher::start(echo.clone(), config(0, 64, 64), m.clone());
-        let allow = |own: f64, cap: f64| Some(Allowance { own, cap });
-        let first = b.submit(vec![series(1.0)], far(), "t", allow(20.0, 27.0)).unwrap();
-        // 20 s ahead (queued or running, by its estimate) + 10 > 27: refused, retry when 3 s of it are done
-        let e = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 27.0)).unwrap_err();
+        let allow = |own: f64, ahead: f64| Some(Allowance { own, ahead, time: 30.0 });
+        let first = b.submit(vec![series(1.0)], far(), "t", allow(20.0, 7.0)).unwrap();
+        // 20 s ahead (queued or running, by its estimate), 17 allowed: refused, retry when 3 s of it are done
+        let e = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(e.retry_after_s(), Some(3));
         assert!(e.to_string().contains("estimated 20.0 s of work ahead"), "{e}");
         assert!(m.render().contains("totoc_rejected_total{reason=\"engine_backlog\"} 1"), "{}", m.render());
         // a cheap one still fits behind it
-        let cheap = b.submit(vec![series(3.0)], far(), "t", allow(1.0, 30.0)).unwrap();
+        let cheap = b.submit(vec![series(3.0)], far(), "t", allow(1.0, 28.0)).unwrap();
         assert_eq!(means(&wait(first).unwrap()), vec![1.0]);
         assert_eq!(means(&wait(cheap).unwrap()), vec![3.0]);
         // once the engine is idle nothing is ahead
         assert!(b.wait_idle(Duration::from_secs(2)));
-        let again = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 27.0)).unwrap();
+        let again = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap();
         assert_eq!(means(&wait(again).unwrap()), vec![2.0]);
     }
 
@@ -906,8 +941,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         // 0.5 s to go, 0.4 s of its own: by its turn (after ~0.3 s) it cannot finish
         let deadline = Instant::now() + Duration::from_millis(500);
-        let doomed =
-            b.submit(vec![series(2.0)], deadline, "t", Some(Allowance { own: 0.4, cap: 10.0 })).unwrap();
+        let allowance = Some(Allowance { own: 0.4, ahead: 10.0, time: 30.0 });
+        let doomed = b.submit(vec![series(2.0)], deadline, "t", allowance).unwrap();
         let e = wait(doomed).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.to_string().contains("cannot be met (its estimated engine time is 0.40 s"), "{e}");

@@ -3,12 +3,13 @@
 //! already queued.
 //!
 //! * **Margin.** An estimate is trusted within [`MARGIN`]× (what `totoc bench cost` checks: an admitted request
-//!   finishes within twice its estimate), so a request is admitted only if [`MARGIN`] × its estimate — with the
-//!   work queued ahead of it — fits what it may take.
+//!   finishes within twice its estimate), so a request is admitted only if [`MARGIN`] × (the estimated work queued
+//!   ahead of it + its own estimate) fits the time it may take.
 //! * **What a request may take** ([`Allowance`]): its deadline (the client's, within `--request-timeout-ms`). A
 //!   request that is not small — whose margined estimate exceeds the reserve, [`RESERVE_SHARE`] of the server's
-//!   deadline — may take at most the server's deadline less the reserve, so that however the engine's queue fills
-//!   with expensive work, a small request always finds room within its deadline.
+//!   deadline — may take at most the server's deadline less the reserve: so the work queued by such requests
+//!   never exceeds half of that, and however the queue fills with it, a small request always finds room within
+//!   its deadline.
 //! * **Alone** ([`admit`]): a request whose estimate exceeds that is refused before it is queued (429 /
 //!   RESOURCE_EXHAUSTED, no `Retry-After`: waiting cannot help), naming the estimate, the limit and the smallest
 //!   changes that fit (`engines::cost::smallest_fit`).
@@ -35,13 +36,15 @@ pub const MARGIN: f64 = 2.0;
 /// margined estimate exceeds it may not use.
 pub const RESERVE_SHARE: f64 = 0.1;
 
-/// What one admitted request may take, in estimated seconds (the time it may take over [`MARGIN`]).
+/// What one request may wait behind, in estimated seconds of work (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Allowance {
     /// Its own estimate.
     pub own: f64,
-    /// The most estimated work it may finish behind, its own included.
-    pub cap: f64,
+    /// The most estimated work ahead of it it may wait behind (negative: it does not fit even alone).
+    pub ahead: f64,
+    /// The time this allows (its deadline, or the server's deadline less the reserve), for messages.
+    pub time: f64,
 }
 
 impl Allowance {
@@ -54,12 +57,12 @@ impl Allowance {
             true => deadline,
             false => deadline.min(server.as_secs_f64() - reserve),
         };
-        Allowance { own, cap: time / MARGIN }
+        Allowance { own, ahead: time / MARGIN - own, time }
     }
 
     /// Whether it fits behind `ahead` estimated seconds of work.
     pub fn fits_behind(&self, ahead: f64) -> bool {
-        ahead + self.own <= self.cap
+        ahead <= self.ahead
     }
 }
 
@@ -77,7 +80,7 @@ pub fn admit(
     if allowance.fits_behind(0.0) {
         return Ok(Some(allowance));
     }
-    let time = allowance.cap * MARGIN;
+    let time = allowance.time;
     let limit = match time < deadline.as_secs_f64() {
         true => format!(
             "the {time:.1} s a request of its size may take (the server's {:.1} s deadline less the tenth kept for \
@@ -109,17 +112,21 @@ mod tests {
     #[test]
     fn small_requests_may_use_the_reserve_and_others_may_not() {
         let server = Duration::from_secs(30);
-        // reserve: 3 s of time, so 1.5 s of estimate
+        // reserve: 3 s of time, so 1.5 s of estimate; a small one: 2 × (ahead + own) within its deadline
         let small = Allowance::new(1.5, server, server);
-        assert_eq!(small.cap, 15.0);
+        assert_eq!((small.ahead, small.time), (13.5, 30.0));
         assert!(small.fits_behind(13.5) && !small.fits_behind(13.6));
+        // a large one: 2 × (ahead + own) within 27 s
         let large = Allowance::new(1.6, server, server);
-        assert_eq!(large.cap, 13.5);
+        assert_eq!(large.time, 27.0);
+        assert!((large.ahead - 11.9).abs() < 1e-9);
         assert!(large.fits_behind(11.9) && !large.fits_behind(12.0));
+        // however much work large requests queue (at most 13.5 s), a small request fits behind it
+        assert!(Allowance::new(1.5, server, server).fits_behind(Allowance::new(13.5, server, server).own));
         // a client's shorter deadline is the limit for both
         let short = Duration::from_secs(5);
-        assert_eq!(Allowance::new(1.0, short, server).cap, 2.5);
-        assert_eq!(Allowance::new(2.0, short, server).cap, 2.5);
+        assert_eq!(Allowance::new(1.0, short, server).ahead, 1.5);
+        assert_eq!(Allowance::new(2.0, short, server).ahead, 0.5);
         // alone: a request estimated over half of the server's deadline less the reserve never fits
         assert!(!Allowance::new(13.6, server, server).fits_behind(0.0));
         assert!(Allowance::new(13.5, server, server).fits_behind(0.0));
