@@ -916,3 +916,263 @@ fn connect_from(from: &str, to: SocketAddr, rcvbuf: Option<i32>) -> Option<TcpSt
         Some(TcpStream::from_raw_fd(fd))
     }
 }
+
+// --- group 5 (issue 36, class 5): requests small on the wire whose work is far larger than any byte limit sees.
+// Self-contained: its own server (the tiny engine with the default request budget and a 10 s deadline), its own
+// clients; the helpers above (Golden, http, grpc_call) as they are.
+
+/// Group 5's server: default limits, `--request-timeout-ms 10000` (so an admitted expensive request takes
+/// seconds, not half a minute), one intra-op thread, the test token.
+fn cost_server(engine: &Path) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let token = dir.path().join("token");
+    fs::write(&token, TOKEN).unwrap();
+    let extra = [
+        "--token-file",
+        token.to_str().unwrap(),
+        "--threads",
+        "1",
+        "--queue-delay-ms",
+        "0",
+        "--request-timeout-ms",
+        "10000",
+    ];
+    let (child, http, grpc) = super::serve::spawn_serve(server_bin(), engine, &extra, "warn", &log);
+    let s = Server { child, http: http.parse().unwrap(), grpc: grpc.parse().unwrap(), log, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !s.ready() {
+        assert!(Instant::now() < deadline, "not ready after 120 s:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s
+}
+
+/// One trigger of class 5 and what it must get.
+#[derive(Debug, Clone, Copy)]
+enum Costly {
+    /// ~1 KB of v2 JSON: 100 series × 4 variates of one point, horizon 160, 256 sample paths: refused.
+    SamplesJson,
+    /// The same as binary tensor data: refused.
+    SamplesBinary,
+    /// The same as 100 `/v1/forecast` JSON lines: refused.
+    SamplesV1,
+    /// The same over gRPC: RESOURCE_EXHAUSTED.
+    SamplesGrpc,
+    /// 256 series × 4 variates, the longest horizon, mean forecasts: served, or refused behind the work ahead.
+    ManySeries,
+    /// 8 series × 4 variates × 256 paths at the longest horizon: seconds of work; served or refused.
+    SomeSamples,
+    /// A cheap request with a 2 s deadline sent beside the expensive ones (to be packed with them): served, or
+    /// refused behind the work ahead; never made to miss its deadline by a packed call.
+    CheapBeside,
+}
+
+impl Costly {
+    const ALL: [Costly; 7] = [
+        Costly::SamplesJson,
+        Costly::SamplesBinary,
+        Costly::SamplesV1,
+        Costly::SamplesGrpc,
+        Costly::ManySeries,
+        Costly::SomeSamples,
+        Costly::CheapBeside,
+    ];
+
+    /// Whether its estimate alone exceeds what it may take (429 / RESOURCE_EXHAUSTED up front, whatever else runs).
+    fn refused_alone(self) -> bool {
+        matches!(self, Costly::SamplesJson | Costly::SamplesBinary | Costly::SamplesV1 | Costly::SamplesGrpc)
+    }
+
+    /// Sends it once: (HTTP status, or 1000 + the gRPC code; the error message).
+    fn send(self, s: &Server) -> (u16, String) {
+        let v2 = |shape: [usize; 3], horizon: usize, samples: usize| {
+            let n = shape.iter().product::<usize>();
+            let body = json!({"parameters": {"horizon": horizon, "samples": samples},
+                "inputs": [{"name": "target", "datatype": "FP32", "shape": shape, "data": vec![1.5; n]}]});
+            body.to_string().into_bytes()
+        };
+        let answer = |(status, body): (u16, Vec<u8>)| (status, error_text(&body));
+        match self {
+            Costly::SamplesJson => answer(infer(s.http, &[], &v2([100, 4, 1], 160, 256))),
+            Costly::SamplesBinary => {
+                let header = json!({"parameters": {"horizon": 160, "samples": 256}, "inputs": [
+                    {"name": "target", "datatype": "FP32", "shape": [100, 4, 1], "parameters": {"binary_data_size": 1600}}]});
+                let (body, n) = binary_body(&header, &[0x3f; 1600]);
+                answer(infer(s.http, &[("Inference-Header-Content-Length", &n)], &body))
+            }
+            Costly::SamplesV1 => {
+                let line = json!({"target": [[1.0], [2.0], [3.0], [4.0]], "horizon": 160, "samples": 256});
+                let body = format!("{line}\n").repeat(100);
+                let h = [AUTH, ("Content-Type", "application/x-ndjson")];
+                answer(
+                    http(s.http, "POST", "/v1/forecast", &h, body.as_bytes(), Duration::from_secs(30))
+                        .unwrap(),
+                )
+            }
+            Costly::SamplesGrpc => {
+                let req = pb::InferRequest {
+                    model_name: "toto".into(),
+                    parameters: [("horizon".to_string(), param(160)), ("samples".to_string(), param(256))]
+                        .into(),
+                    inputs: vec![pb::Input {
+                        name: "target".into(),
+                        datatype: "FP32".into(),
+                        shape: vec![100, 4, 1],
+                        contents: Some(pb::Contents { fp32: vec![1.5; 400], int64: vec![] }),
+                    }],
+                    raw: vec![],
+                };
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let frame = grpc_frame(&prost::Message::encode_to_vec(&req));
+                let (code, msg, _) =
+                    rt.block_on(grpc_call(&h2_client(), s.grpc, "ModelInfer", Some(TOKEN), full(frame)));
+                (1000 + code as u16, percent_decoded(&msg))
+            }
+            Costly::ManySeries => answer(infer(s.http, &[], &v2([256, 4, 1], 160, 0))),
+            Costly::SomeSamples => answer(infer(s.http, &[], &v2([8, 4, 1], 160, 256))),
+            Costly::CheapBeside => {
+                answer(infer(s.http, &[("x-request-timeout-ms", "2000")], &v2([1, 2, 64], 20, 64)))
+            }
+        }
+    }
+}
+
+/// A `grpc-message` as sent: percent-encoded UTF-8.
+fn percent_decoded(text: &str) -> String {
+    let (b, mut out, mut i) = (text.as_bytes(), Vec::new(), 0);
+    while i < b.len() {
+        let hex = b.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A well-behaved client: the golden ~1 KB request every 200 ms until `stop`; its answers' statuses (each must be
+/// 200), the errors of the others, and its worst latency.
+fn well_behaved(
+    s: &Server,
+    body: Vec<u8>,
+    len: String,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (Vec<u16>, Vec<String>, Duration) {
+    let (mut statuses, mut errors, mut worst) = (Vec::new(), Vec::new(), Duration::ZERO);
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let t = Instant::now();
+        let (status, answer) = infer(s.http, &[("Inference-Header-Content-Length", &len)], &body);
+        worst = worst.max(t.elapsed());
+        statuses.push(status);
+        if status != 200 {
+            errors.push(format!("{status} after {:?}: {}", t.elapsed(), error_text(&answer)));
+        }
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(t.elapsed()));
+    }
+    (statuses, errors, worst)
+}
+
+/// A liveness prober: `/v2/health/live` every 100 ms until `stop`; (probes, worst answer time, failures).
+fn live_prober(s: &Server, stop: &std::sync::atomic::AtomicBool) -> (usize, Duration, usize) {
+    let (mut n, mut worst, mut failed) = (0, Duration::ZERO, 0);
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let t = Instant::now();
+        let ok = http(s.http, "GET", "/v2/health/live", &[], b"", Duration::from_secs(1))
+            .is_ok_and(|(st, _)| st == 200);
+        worst = worst.max(t.elapsed());
+        n += 1;
+        failed += usize::from(!ok);
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(t.elapsed()));
+    }
+    (n, worst, failed)
+}
+
+#[test]
+fn expensive_but_small_requests_are_refused_up_front_and_starve_nobody() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut s = cost_server(crate::serve::engine());
+    let rt = rt();
+    let golden = Golden::new(&s, &rt);
+    golden.check(&mut s, &rt, "group 5 start");
+    let stop = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (polite, live, hostile) = std::thread::scope(|scope| {
+        let polite =
+            scope.spawn(|| well_behaved(&s, golden.rest_body.clone(), golden.rest_len.clone(), &stop));
+        let live = scope.spawn(|| live_prober(&s, &stop));
+        // Two rounds of 16 at once.
+        let mut hostile = Vec::new();
+        for round in 0..2 {
+            let barrier = std::sync::Barrier::new(16);
+            let answers: Vec<(Costly, (u16, String))> = std::thread::scope(|inner| {
+                let handles: Vec<_> = (0..16)
+                    .map(|i| {
+                        let kind = Costly::ALL[(i + round * 3) % Costly::ALL.len()];
+                        let (s, barrier) = (&s, &barrier);
+                        inner.spawn(move || {
+                            barrier.wait();
+                            (kind, kind.send(s))
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            hostile.extend(answers);
+        }
+        // The well-behaved client goes on a little after the attack.
+        std::thread::sleep(Duration::from_secs(1));
+        stop.store(true, Ordering::SeqCst);
+        (polite.join().unwrap(), live.join().unwrap(), hostile)
+    });
+    let mut served = 0;
+    for (kind, (status, msg)) in &hostile {
+        if kind.refused_alone() {
+            let refused = *status == 429 || *status == 1000 + RESOURCE_EXHAUSTED as u16;
+            assert!(refused, "{kind:?}: {status} {msg}");
+            assert!(
+                msg.contains("estimated engine time is") && msg.contains("it fits with"),
+                "{kind:?}: {msg}"
+            );
+        } else {
+            // served, or refused on its estimate behind the work ahead; never a missed deadline or a failure
+            assert!(*status == 200 || *status == 429, "{kind:?}: {status} {msg}");
+            served += usize::from(*status == 200);
+        }
+    }
+    let mut outcomes: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (kind, (status, _)) in &hostile {
+        *outcomes.entry(format!("{kind:?} {status}")).or_default() += 1;
+    }
+    eprintln!("group 5 answers (kind, status or 1000 + gRPC code): {outcomes:?}");
+    let (statuses, errors, worst) = polite;
+    let (probes, live_worst, live_failed) = live;
+    eprintln!(
+        "group 5: {} hostile requests in {:.1} s ({served} of the admissible ones served); well-behaved client: {} \
+         requests, all 200: {}, worst latency {:?}; /v2/health/live: {probes} probes, worst {:?}, {live_failed} failed",
+        hostile.len(),
+        t0.elapsed().as_secs_f64(),
+        statuses.len(),
+        statuses.iter().all(|&c| c == 200),
+        worst,
+        live_worst
+    );
+    assert!(statuses.len() >= 5 && errors.is_empty(), "well-behaved answers: {statuses:?}: {errors:?}");
+    assert!(
+        live_failed == 0 && live_worst < Duration::from_secs(1),
+        "liveness: worst {live_worst:?}, {live_failed} failed"
+    );
+    let metrics = http(s.http, "GET", "/metrics", &[AUTH], b"", Duration::from_secs(10)).unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.1).to_string();
+    assert!(
+        metrics.contains("totoc_rejected_total{reason=\"estimated_time\"}"),
+        "no estimated_time rejections"
+    );
+    golden.check(&mut s, &rt, "group 5: expensive-but-small requests, 2 rounds of 16 at once");
+}
