@@ -66,6 +66,25 @@ impl Allowance {
     }
 }
 
+/// Logs what the warm-up measured for the cost estimates, or that the engine gives none.
+pub fn log_rates(engine: &Engine) {
+    match engine.rates().get() {
+        Some(r) => {
+            let slowest = r.graphs.iter().map(|g| g.seconds_per_run).fold(0.0, f64::max);
+            tracing::info!(
+                graphs = r.graphs.len(),
+                slowest_run_ms = slowest * 1e3,
+                host_factor = r.host_factor,
+                "timed every graph for the cost estimates"
+            )
+        }
+        None => tracing::warn!(
+            "this engine's model family gives no graph rates: requests are bounded by the request budget \
+             (--max-request-cost) alone, not by their estimated seconds"
+        ),
+    }
+}
+
 /// A request's allowance (`sizes`: its series as admitted; `deadline`: its time to go), or the refusal of one
 /// whose estimate alone exceeds it. `None`: the engine gives no estimate.
 pub fn admit(

@@ -961,7 +961,8 @@ enum Costly {
     SamplesGrpc,
     /// 256 series × 4 variates, the longest horizon, mean forecasts: served, or refused behind the work ahead.
     ManySeries,
-    /// 8 series × 4 variates × 256 paths at the longest horizon: seconds of work; served or refused.
+    /// 8 series × 4 variates × 256 paths at the longest horizon: seconds of work; served, or refused (alone or
+    /// behind the work ahead).
     SomeSamples,
     /// A cheap request with a 2 s deadline sent beside the expensive ones (to be packed with them): served, or
     /// refused behind the work ahead; never made to miss its deadline by a packed call.
