@@ -11,9 +11,10 @@
 //!   just ran it) and then [`TIMED_RUNS`] times timed, or [`MIN_TIMED_RUNS`] for a slow graph ([`time_runs`]);
 //!   its rate is the median run's seconds over its rows. The shared
 //!   code only multiplies: seconds = Σ row-steps × rate, times a host factor for the work around the graphs
-//!   (scalers, sampling, quantiles, copies) that the placeholder runs leave out, and for a machine slower now than
-//!   at warm-up: [`HOST_FACTOR`], or what the last calls took over their graph estimate when that is more
-//!   ([`SharedRates::observe`]: calls of at least [`CALIBRATE_MIN_SECONDS`], the last [`CALIBRATE_CALLS`]).
+//!   (scalers, sampling, quantiles, copies) that the placeholder runs leave out, and for a machine busier or
+//!   quieter now than at warm-up: [`HOST_FACTOR`] until calls have run, then what the last calls took over their
+//!   graph estimate ([`SharedRates::observe`]: calls of at least [`CALIBRATE_MIN_SECONDS`], the last
+//!   [`CALIBRATE_CALLS`]).
 //! * **Fits** ([`smallest_fit`]): when a request's estimate does not fit its deadline, the smallest single change
 //!   that does (fewer samples, a shorter horizon, fewer series, fewer variates, a shorter context), found by
 //!   bisection on the same estimate.
@@ -41,10 +42,15 @@ pub const SLOW_SECONDS: f64 = 2.0;
 /// The pause before each timed run (see [`time_runs`]).
 pub const IDLE_BEFORE_RUN: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// The least factor on the graphs' time for the host's own work: preparing inputs, drawing sample paths, the
-/// scaler and quantiles, cache copies (see docs/serving.md, "Cost in seconds", for what `totoc bench cost`
-/// measured); the last calls raise it when they took longer ([`SharedRates::observe`]).
-pub const HOST_FACTOR: f64 = 1.5;
+/// The factor on the graphs' time for the host's own work (preparing inputs, drawing sample paths, the scaler and
+/// quantiles, cache copies) until calls have run: `totoc bench cost` measured calls of 50 ms or more at up to
+/// 1.8× their graphs' time (sampled forecasts on the base-size engine, 2 cores; docs/serving.md, "Cost in
+/// seconds"). Then the last calls set it ([`SharedRates::observe`]), within [`HOST_FACTOR_RANGE`].
+pub const HOST_FACTOR: f64 = 2.0;
+
+/// The least and most host factor the last calls may set: below 1, the rates were measured on a machine busier
+/// than now (a warm-up during other work); the bounds keep a few odd calls from making every estimate absurd.
+pub const HOST_FACTOR_RANGE: (f64, f64) = (0.25, 100.0);
 
 /// Calls whose graph estimate is shorter than this (seconds) do not calibrate the host factor: their fixed costs
 /// (a response to build, a lock to take) would read as a slow machine.
@@ -202,7 +208,7 @@ impl SharedRates {
 
     /// Records a call whose graphs were estimated at `graph_seconds` and which took `took` seconds: over the last
     /// [`CALIBRATE_CALLS`] calls of at least [`CALIBRATE_MIN_SECONDS`], the host factor becomes the time they
-    /// took over their graph estimate when that exceeds [`HOST_FACTOR`], else [`HOST_FACTOR`].
+    /// took over their graph estimate (within [`HOST_FACTOR_RANGE`]).
     pub fn observe(&self, graph_seconds: f64, took: f64) {
         if !(graph_seconds >= CALIBRATE_MIN_SECONDS && took.is_finite() && took >= 0.0) {
             return;
@@ -217,7 +223,7 @@ impl SharedRates {
         m.calls.push_back((graph_seconds, took));
         let (estimated, taken) = m.calls.iter().fold((0.0, 0.0), |(e, t), &(a, b)| (e + a, t + b));
         if let Some(r) = m.rates.as_mut() {
-            r.host_factor = (taken / estimated).max(HOST_FACTOR);
+            r.host_factor = (taken / estimated).clamp(HOST_FACTOR_RANGE.0, HOST_FACTOR_RANGE.1);
         }
     }
 
@@ -403,9 +409,9 @@ mod tests {
         shared.set(Some(Rates::new(vec![rate("a", 10, 1.0)])));
         assert_eq!(shared.seconds(&e), Some(HOST_FACTOR));
         assert_eq!(shared.graph_seconds(&e), Some(1.0));
-        // faster than the default factor: the default stays
+        // a call took 1.1× its graphs' time: so do estimates now
         shared.observe(1.0, 1.1);
-        assert_eq!(shared.get().unwrap().host_factor, HOST_FACTOR);
+        assert_eq!(shared.get().unwrap().host_factor, 1.1);
         // a slower machine: 1.1 + 4.9 s for 2 s of graphs
         shared.observe(1.0, 4.9);
         assert_eq!(shared.get().unwrap().host_factor, 3.0);
@@ -414,11 +420,17 @@ mod tests {
         shared.observe(CALIBRATE_MIN_SECONDS / 2.0, 100.0);
         shared.observe(1.0, f64::NAN);
         assert_eq!(shared.get().unwrap().host_factor, 3.0);
-        // only the last calls count: fast calls bring it back down
+        // only the last calls count: fast calls bring it down (rates measured on a busier machine: below 1)
         for _ in 0..CALIBRATE_CALLS {
-            shared.observe(1.0, 1.0);
+            shared.observe(1.0, 0.5);
         }
-        assert_eq!(shared.get().unwrap().host_factor, HOST_FACTOR);
+        assert_eq!(shared.get().unwrap().host_factor, 0.5);
+        // within bounds
+        shared.observe(1.0, 1e-9);
+        for _ in 0..CALIBRATE_CALLS {
+            shared.observe(1.0, 1e6);
+        }
+        assert_eq!(shared.get().unwrap().host_factor, HOST_FACTOR_RANGE.1);
         // a new warm-up starts again
         shared.observe(1.0, 4.0);
         shared.set(Some(Rates::new(vec![rate("a", 10, 1.0)])));

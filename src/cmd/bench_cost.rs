@@ -5,7 +5,9 @@
 //! from the engine's limits) prints its estimate — graph runs, row-steps, seconds — and whether `totoc serve`
 //! with `--request-timeout-ms` = `--deadline-s` would admit it alone. An admitted request is then forecast
 //! alone `--runs` times and its median time printed beside the estimate; a refused one prints the smallest
-//! changes that fit. Exits 1 if an admitted request took more than [`MAX_RATIO`] × its estimate. The requests
+//! changes that fit. Exits 1 if an admitted request estimated at [`CALIBRATE_MIN_SECONDS`] or more took more than
+//! [`MAX_RATIO`] × its estimate (shorter ones are printed too: their few milliseconds are mostly the fixed cost of
+//! each graph run — waking the intra-op threads, the scheduler on a busy machine — which no rate holds). The requests
 //! are built from the engine's limits and its family's capabilities only (no family is named here).
 
 use std::process::ExitCode;
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use engines::budget::RequestSize;
+use engines::cost::CALIBRATE_MIN_SECONDS;
 use engines::engine::{Engine, LoadOptions};
 use engines::request::ForecastRequest;
 
@@ -106,10 +109,13 @@ pub fn run(a: BenchCostArgs) -> anyhow::Result<ExitCode> {
         }
         rows.push(row);
     }
-    let worst = rows.iter().filter_map(|r| r.ratio).fold(0.0f64, f64::max);
+    let held = |r: &&Row| r.estimate_s.is_some_and(|t| t >= CALIBRATE_MIN_SECONDS);
+    let worst = rows.iter().filter(held).filter_map(|r| r.ratio).fold(0.0f64, f64::max);
+    let worst_short = rows.iter().filter(|r| !held(r)).filter_map(|r| r.ratio).fold(0.0f64, f64::max);
     println!(
-        "\nworst measured / estimate of an admitted request: {worst:.2} (must be at most {MAX_RATIO}); deadline \
-         {:.1} s",
+        "\nworst measured / estimate of an admitted request estimated at {:.0} ms or more: {worst:.2} (must be at \
+         most {MAX_RATIO}); of the shorter ones: {worst_short:.2}; deadline {:.1} s",
+        CALIBRATE_MIN_SECONDS * 1e3,
         a.deadline_s
     );
     if let Some(path) = &a.json {

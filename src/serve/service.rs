@@ -244,10 +244,14 @@ impl Service {
         let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
         let deadline = Instant::now() + budget;
         // Cost in seconds: a request that cannot finish within what it may take is refused before it is queued.
+        // Planning it (and, refused, bisecting the changes that fit) is CPU work: off the runtime's workers.
         let sizes: Vec<RequestSize> = requests.iter().map(RequestSize::of).collect();
-        let allowance = super::cost::admit(&self.engine, &sizes, budget, self.limits.request_timeout)
-            .inspect_err(|_| self.metrics.reject(super::cost::REJECT_REASON))?;
-        drop(sizes);
+        let (engine, server_deadline) = (self.engine.clone(), self.limits.request_timeout);
+        let allowance =
+            tokio::task::spawn_blocking(move || super::cost::admit(&engine, &sizes, budget, server_deadline))
+                .await
+                .map_err(|e| ServeError::Internal(format!("cost estimate task: {e}")))?
+                .inspect_err(|_| self.metrics.reject(super::cost::REJECT_REASON))?;
         let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
         let rx = self.batcher.submit(requests, deadline, request_id, allowance)?;
         let done = match tokio::time::timeout_at(deadline.into(), rx).await {
