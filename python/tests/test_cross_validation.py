@@ -85,3 +85,16 @@ def test_too_many_windows_is_the_cli_error(engine, engine_dir, ort_lib, tmp_path
         engine.cross_validation(long_table(n_series=1, length=h + 50), h, 1)
     with pytest.raises(totoc_module.InvalidInput, match="n_windows is 0"):
         engine.cross_validation(df, 3, 0)
+
+
+def test_series_that_end_apart_are_warned_about_and_untimed_ones_pool_from_the_end(engine):
+    df = long_table(n_series=2, length=60)  # hourly, 60 and 67 rows from the same start: they end apart
+    with pytest.warns(UserWarning, match=r"the series end at different times \(s0 at .*, s1 at"):
+        engine.cross_validation(df, 3, 2)
+    # Without timestamps (100 and 120 points): positions count from each series' end, so window i of both
+    # shares its cutoff (89, 99, 109 for h = 10, 3 windows), as fev pools them.
+    untimed = pd.DataFrame({"unique_id": ["a"] * 100 + ["b"] * 120,
+                            "y": np.concatenate([np.arange(100.0), np.arange(120.0) * 3])})
+    cv = engine.cross_validation(untimed, 10, 3)
+    cutoffs = cv.groupby("unique_id")["cutoff"].unique().to_dict()
+    assert {k: list(v) for k, v in cutoffs.items()} == {"a": ["89", "99", "109"], "b": ["89", "99", "109"]}

@@ -224,3 +224,42 @@ def test_categorical_ids_zoned_timestamps_an_index_and_a_lazy_frame(engine):
     assert list(indexed["ds"]) == list(plain["ds"])
     lazy = engine.predict_df(pl.from_pandas(base).lazy(), 3)
     assert isinstance(lazy, pl.DataFrame) and np.array_equal(lazy["mean"].to_numpy(), plain["mean"].to_numpy())
+
+
+def test_a_forced_step_far_below_the_data_is_invalid_input_not_an_abort(engine, totoc_module):
+    # freq="1ms" on daily rows would be a grid of 86,400,000 points a day: refused before it is made.
+    daily = pd.DataFrame({"unique_id": "a", "ds": pd.date_range("2024-01-01", periods=60, freq="D"),
+                          "y": np.arange(60.0)})
+    with pytest.raises(totoc_module.InvalidInput, match=r"a step of 1 millisecond puts .* more than 64 per row"):
+        engine.predict_df(daily, H, freq="1ms")
+    with pytest.raises(totoc_module.InvalidInput, match="more than 64 per row"):
+        engine.cross_validation(daily, 3, 2, freq="1ms")
+
+
+def test_a_new_york_zone_across_dst_forecasts_as_iso_text_with_offsets_does(engine):
+    # Daily at New York midnight from 1 February to 31 March 2024: the clocks moved on 10 March (a 23-hour day).
+    zoned = pd.DataFrame({"unique_id": "ny", "ds": pd.date_range("2024-02-01", periods=60, freq="D",
+                                                                 tz="America/New_York"),
+                          "y": 10 + np.sin(np.arange(60) / 3)})
+    out = engine.predict_df(zoned, 5)
+    assert str(out["ds"].dt.tz) == "America/New_York"
+    assert [t.isoformat() for t in out["ds"]] == [f"2024-04-0{d}T00:00:00-04:00" for d in range(1, 6)]
+    # The same data as ISO 8601 text with offsets (-05:00, then -04:00): the same forecast, bit for bit.
+    text = zoned.assign(ds=[t.isoformat() for t in zoned["ds"]])
+    assert text["ds"].iloc[0] == "2024-02-01T00:00:00-05:00" and text["ds"].iloc[-1] == "2024-03-31T00:00:00-04:00"
+    want = engine.predict_df(text, 5)
+    assert list(want["ds"]) == [t.isoformat() for t in out["ds"]]
+    assert np.array_equal(out["mean"].to_numpy(), want["mean"].to_numpy())
+
+
+def test_chronos_and_nixtla_column_names_are_recognised_without_arguments(engine):
+    nixtla = long_table(n_series=2, length=60)
+    chronos = nixtla.rename(columns={"unique_id": "item_id", "ds": "timestamp", "y": "target"})
+    got = engine.predict_df(chronos, H)
+    assert list(got.columns) == ["item_id", "timestamp", "mean", "context_truncated"]
+    want = engine.predict_df(nixtla, H)
+    assert np.array_equal(got["mean"].to_numpy(), want["mean"].to_numpy())
+    assert list(got["timestamp"]) == list(want["ds"])
+    cv = engine.cross_validation(chronos, 3, 2)
+    assert list(cv.columns)[:4] == ["unique_id", "timestamp", "cutoff", "y"]
+    assert np.array_equal(cv["totoc"].to_numpy(), engine.cross_validation(nixtla, 3, 2)["totoc"].to_numpy())

@@ -56,7 +56,9 @@ def as_kind(table: Any, kind: str) -> Any:
     return pa.table(table)
 
 
-def _targets(target: str | Sequence[str]) -> list[str]:
+def _targets(target: str | Sequence[str] | None) -> list[str] | None:
+    if target is None:
+        return None
     return [target] if isinstance(target, str) else list(target)
 
 
@@ -73,9 +75,9 @@ def predict_df(
     df: Any,
     prediction_length: int,
     quantile_levels: Sequence[float] | None = None,
-    id_column: str | None = "unique_id",
-    timestamp_column: str | None = "ds",
-    target: str | Sequence[str] = "y",
+    id_column: str | None = None,
+    timestamp_column: str | None = None,
+    target: str | Sequence[str] | None = None,
     *,
     samples: int | None = None,
     seed: int | None = None,
@@ -154,7 +156,7 @@ def _time_columns_as_input(out: Any, df: Any, kind: str, time_column: str | None
 def _reading(
     id_column: str | None,
     timestamp_column: str | None,
-    target: str | Sequence[str],
+    target: str | Sequence[str] | None,
     timestamp_unit: str,
     freq: str | None,
     calendar: str,
@@ -181,9 +183,9 @@ def cross_validation(
     n_windows: int,
     step_size: int | None = None,
     *,
-    id_column: str | None = "unique_id",
-    timestamp_column: str | None = "ds",
-    target: str = "y",
+    id_column: str | None = None,
+    timestamp_column: str | None = None,
+    target: str | None = None,
     model: str = "totoc",
     context: int | None = None,
     samples: int = 0,
@@ -216,4 +218,19 @@ def cross_validation(
     names = table.column_names
     out = as_kind(table, kind)
     time_name = names[1]
-    return _time_columns_as_input(out, source, kind, timestamp_column, [time_name, "cutoff"])
+    # Without timestamp_column, the column recognised by its name (the output keeps the input's name), if any.
+    time_column = timestamp_column if timestamp_column is not None else time_name
+    if time_column not in _column_names(source):
+        return out
+    return _time_columns_as_input(out, source, kind, time_column, [time_name, "cutoff"])
+
+
+def _column_names(df: Any) -> list[str]:
+    """The column names of a pandas, polars or Arrow table."""
+    if hasattr(df, "collect_schema"):
+        return list(df.collect_schema().names())
+    if hasattr(df, "column_names"):
+        return list(df.column_names)
+    if hasattr(df, "columns"):
+        return [str(c) for c in df.columns]
+    return []

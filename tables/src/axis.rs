@@ -23,12 +23,15 @@ pub struct TimeAxis {
     /// The series' session ([`super::calendar`]): its steps walk the open slots. `None`: continuous, every
     /// `freq` step is a grid point.
     pub calendar: Option<Arc<Calendar>>,
+    /// Instants (nanoseconds, sorted) of the series' rows that are off its session: each is a grid point of its
+    /// own between the session's ([`super::calendar::positions`]). Empty without a calendar.
+    pub off_session: Arc<[i128]>,
 }
 
 impl TimeAxis {
     /// A continuous axis (no session calendar).
     pub fn continuous(last: Stamp, freq: Freq, anchor: MonthAnchor) -> Self {
-        TimeAxis { last, freq, anchor, calendar: None }
+        TimeAxis { last, freq, anchor, calendar: None, off_session: Arc::from([]) }
     }
 
     /// The calendar as reported: its open slots, or `continuous`.
@@ -44,12 +47,37 @@ impl TimeAxis {
             let mut t = self.last.at.as_nanosecond();
             return (0..horizon)
                 .map(|_| {
-                    t = cal.next_after(t)?;
+                    t = self.walk(cal, t, 1)?;
                     Some(self.session_stamp(cal, t))
                 })
                 .collect();
         }
         (1..=horizon as i64).map(|k| self.at(k)).collect()
+    }
+
+    /// The grid point `k` points from `from` (back for `k < 0`): the session's instants and the rows off it.
+    fn walk(&self, cal: &Calendar, from: i128, k: i64) -> Option<i128> {
+        if self.off_session.is_empty() {
+            return cal.step_from(from, k);
+        }
+        let rows = &self.off_session;
+        let mut t = from;
+        for _ in 0..k.unsigned_abs() {
+            t = if k > 0 {
+                let row = rows.get(rows.partition_point(|&r| r <= t)).copied();
+                match (cal.next_after(t), row) {
+                    (Some(s), Some(r)) => s.min(r),
+                    (s, r) => s.or(r)?,
+                }
+            } else {
+                let row = rows.partition_point(|&r| r < t).checked_sub(1).map(|i| rows[i]);
+                match (cal.last_before(t), row) {
+                    (Some(s), Some(r)) => s.max(r),
+                    (s, r) => s.or(r)?,
+                }
+            };
+        }
+        Some(t)
     }
 
     /// A session instant, written like the last timestamp; with offsets, in the zone's offset at that instant
@@ -67,7 +95,7 @@ impl TimeAxis {
     /// the last one's style and offset. `None` outside the range of timestamps.
     pub fn at(&self, k: i64) -> Option<Stamp> {
         if let Some(cal) = &self.calendar {
-            let t = cal.step_from(self.last.at.as_nanosecond(), k)?;
+            let t = self.walk(cal, self.last.at.as_nanosecond(), k)?;
             return Some(self.session_stamp(cal, t));
         }
         let at = match self.freq {

@@ -7,10 +7,11 @@
 //!   22:00 UTC in winter. Session instants are walked in UTC order one offset segment at a time
 //!   ([`Calendar::next_after`], [`Calendar::last_before`]), so a clock that jumps forward skips its missing slots
 //!   and one that falls back visits its repeated slots twice, in order.
-//! * [`infer`]: the calendar of sorted timestamps: a slot is open when observed in at least half of the series'
-//!   complete weeks; fewer than [`MIN_WEEKS`] complete weeks, a step that is not below one week or does not
-//!   divide a day, timestamps off a common phase, or a row on a slot that is not open leave the series
-//!   continuous (the fixed-step grid of [`super::timestamps::infer_grid`]).
+//!   Its slot table (`calendar/slots.rs`) is built in linear time and shared by the calendars of one session, so
+//!   nothing before the request limits is super-linear.
+//! * [`infer`], [`infer_auto`]: the calendar of sorted timestamps, from their typical weeks
+//!   (`calendar/infer.rs`), in their own zone or, for stamps in UTC whose session is not stable, in a market's.
+//! * [`positions`]: each timestamp's point on the calendar's grid (a row off the session is a point of its own).
 //! * [`CalendarOptions`]: `--calendar auto|continuous|weekdays`, `--timezone`, `--holidays` (and the request
 //!   fields `calendar`, `timezone`, `holidays` of `/v1/forecast`).
 
@@ -24,8 +25,14 @@ use jiff::Timestamp;
 
 use super::timestamps::{duration_text, Stamp, StampStyle};
 
+mod infer;
+mod slots;
+
+pub use infer::{infer, infer_auto, Inferred, ATYPICAL_WEEKS, MARKET_ZONES};
+use slots::Slots;
+
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
-const DAY: i128 = 86_400 * NANOS_PER_SECOND;
+pub(crate) const DAY: i128 = 86_400 * NANOS_PER_SECOND;
 const WEEK: i128 = 7 * DAY;
 /// Complete weeks a series needs before its session is inferred; with fewer it stays continuous.
 pub const MIN_WEEKS: usize = 4;
@@ -221,18 +228,13 @@ fn timestamp(t: i128) -> Timestamp {
 /// A weekly session: which slots of the week are open, which dates are closed, and the zone they are read in.
 #[derive(Debug, Clone)]
 pub struct Calendar {
-    /// One slot, in nanoseconds; divides a day.
-    step: i128,
-    /// Where slots start after local midnight: `0 ≤ phase < step` (bars at :30 past the hour).
-    phase: i128,
+    /// The open slots of the week at the series' step and phase, shared by every calendar of the same session.
+    slots: Arc<Slots>,
     per_day: i128,
-    /// `7 × per_day`, Monday 00:00 first.
-    open: Vec<bool>,
-    /// Per slot of the week: slots forward to the next open one (≥ 1) and back to the previous one.
-    ahead: Vec<i128>,
-    behind: Vec<i128>,
     holidays: Arc<BTreeSet<i64>>,
     zone: Zone,
+    /// The zone was inferred (the stamps' own UTC gave no stable session): the description says so.
+    zone_inferred: bool,
 }
 
 /// Why a calendar cannot be made.
@@ -267,7 +269,8 @@ impl fmt::Display for CalendarError {
 }
 
 impl Calendar {
-    /// A calendar of `open` slots (`7 × DAY / step`, Monday 00:00 first, shifted by `phase`).
+    /// A calendar of `open` slots (`7 × DAY / step`, Monday 00:00 first, shifted by `phase`). Linear in the
+    /// slots of a week, and shared with every calendar of the same step, phase and open slots ([`Slots`]).
     pub fn new(
         step: i128,
         phase: i128,
@@ -278,27 +281,15 @@ impl Calendar {
         if !session_step(step) {
             return Err(CalendarError::Step(duration_text(step)));
         }
-        let n = open.len();
-        assert_eq!(n as i128, 7 * DAY / step, "one flag per slot of the week");
-        if !open.iter().any(|&o| o) {
-            return Err(CalendarError::Empty);
-        }
-        let distance = |w: usize, dir: isize| -> i128 {
-            (1..=n as isize).find(|&d| open[(w as isize + dir * d).rem_euclid(n as isize) as usize]).unwrap()
-                as i128
-        };
-        let ahead = (0..n).map(|w| distance(w, 1)).collect();
-        let behind = (0..n).map(|w| distance(w, -1)).collect();
-        Ok(Calendar {
-            step,
-            phase: phase.rem_euclid(step),
-            per_day: DAY / step,
-            open,
-            ahead,
-            behind,
-            holidays,
-            zone,
-        })
+        assert_eq!(open.len() as i128, 7 * DAY / step, "one flag per slot of the week");
+        let slots = Slots::shared(step, phase.rem_euclid(step), open).ok_or(CalendarError::Empty)?;
+        Ok(Calendar { slots, per_day: DAY / step, holidays, zone, zone_inferred: false })
+    }
+
+    /// The same session, its zone marked as inferred (its description says so).
+    pub(crate) fn in_inferred_zone(mut self) -> Calendar {
+        self.zone_inferred = true;
+        self
     }
 
     /// Monday to Friday, every slot of the day.
@@ -317,7 +308,7 @@ impl Calendar {
     }
 
     pub fn step(&self) -> i128 {
-        self.step
+        self.slots.step
     }
 
     pub fn zone(&self) -> &Zone {
@@ -326,12 +317,12 @@ impl Calendar {
 
     /// Open slots in one week (holidays aside).
     pub fn open_per_week(&self) -> usize {
-        self.open.iter().filter(|&&o| o).count()
+        self.slots.open_count()
     }
 
     /// Every slot of the week is open (holidays aside).
     pub fn every_slot(&self) -> bool {
-        self.open.iter().all(|&o| o)
+        self.slots.open_count() == self.slots.per_week()
     }
 
     /// Slot `n` (counted in local time from 1970-01-01 00:00 + phase): its day and its slot of the week.
@@ -343,24 +334,24 @@ impl Calendar {
 
     /// `t` is a session instant: on a slot boundary, in an open slot, not on a holiday.
     pub fn contains(&self, t: i128) -> bool {
-        let local = t + self.zone.offset_at(t) - self.phase;
-        if local.rem_euclid(self.step) != 0 {
+        let local = t + self.zone.offset_at(t) - self.slots.phase;
+        if local.rem_euclid(self.slots.step) != 0 {
             return false;
         }
-        let (day, w) = self.slot(local.div_euclid(self.step));
-        self.open[w] && !self.holidays.contains(&day)
+        let (day, w) = self.slot(local.div_euclid(self.slots.step));
+        self.slots.open[w] && !self.holidays.contains(&day)
     }
 
     /// Why `t` is not a session instant (`None` when it is).
     pub fn refusal(&self, t: i128) -> Option<&'static str> {
-        let local = t + self.zone.offset_at(t) - self.phase;
-        if local.rem_euclid(self.step) != 0 {
+        let local = t + self.zone.offset_at(t) - self.slots.phase;
+        if local.rem_euclid(self.slots.step) != 0 {
             return Some("is not on one of the calendar's slots");
         }
-        let (day, w) = self.slot(local.div_euclid(self.step));
+        let (day, w) = self.slot(local.div_euclid(self.slots.step));
         if self.holidays.contains(&day) {
             Some("is on a holiday")
-        } else if !self.open[w] {
+        } else if !self.slots.open[w] {
             Some("is in a slot the calendar has closed")
         } else {
             None
@@ -376,13 +367,13 @@ impl Calendar {
             // The offset is constant on [lo, end).
             let off = self.zone.offset_at(lo);
             let end = self.zone.next_transition(lo);
-            let mut n = (lo + off - self.phase).div_euclid(self.step);
-            if (lo + off - self.phase).rem_euclid(self.step) != 0 {
+            let mut n = (lo + off - self.slots.phase).div_euclid(self.slots.step);
+            if (lo + off - self.slots.phase).rem_euclid(self.slots.step) != 0 {
                 n += 1;
             }
             loop {
                 budget = budget.checked_sub(1)?;
-                let u = n * self.step + self.phase - off;
+                let u = n * self.slots.step + self.slots.phase - off;
                 if u > Timestamp::MAX.as_nanosecond() {
                     return None;
                 }
@@ -393,8 +384,8 @@ impl Calendar {
                 let (day, w) = self.slot(n);
                 if self.holidays.contains(&day) {
                     n = (day as i128 + 1) * self.per_day;
-                } else if !self.open[w] {
-                    n += self.ahead[w];
+                } else if !self.slots.open[w] {
+                    n += self.slots.ahead(w);
                 } else {
                     return Some(u);
                 }
@@ -410,10 +401,10 @@ impl Calendar {
             // The offset is constant on [start, hi].
             let off = self.zone.offset_at(hi);
             let start = self.zone.last_transition(hi);
-            let mut n = (hi + off - self.phase).div_euclid(self.step);
+            let mut n = (hi + off - self.slots.phase).div_euclid(self.slots.step);
             loop {
                 budget = budget.checked_sub(1)?;
-                let u = n * self.step + self.phase - off;
+                let u = n * self.slots.step + self.slots.phase - off;
                 if u < Timestamp::MIN.as_nanosecond() {
                     return None;
                 }
@@ -424,8 +415,8 @@ impl Calendar {
                 let (day, w) = self.slot(n);
                 if self.holidays.contains(&day) {
                     n = day as i128 * self.per_day - 1;
-                } else if !self.open[w] {
-                    n -= self.behind[w];
+                } else if !self.slots.open[w] {
+                    n -= self.slots.behind(w);
                 } else {
                     return Some(u);
                 }
@@ -445,11 +436,11 @@ impl Calendar {
     /// The open slots in a compact form: `weekdays Mon–Fri`, `Sun 17:00 – Fri 17:00 America/New_York, 1 hour`,
     /// `every slot, 1 hour`, plus the number of holidays.
     pub fn describe(&self) -> String {
-        let step = duration_text(self.step);
+        let step = duration_text(self.slots.step);
         let mut text = if self.every_slot() {
             format!("every slot, {step}")
         } else {
-            let runs = self.runs();
+            let runs = self.slots.runs();
             let whole_days = runs
                 .iter()
                 .all(|&(a, len)| a % self.per_day as usize == 0 && len % self.per_day as usize == 0);
@@ -473,21 +464,21 @@ impl Calendar {
                     format!("days {days}")
                 };
                 if self.per_day > 1
-                    || self.phase != 0
+                    || self.slots.phase != 0
                     || !matches!(self.zone, Zone::Fixed(o) if o.seconds() == 0)
                 {
-                    t.push_str(&format!(" {}, {step}", self.zone.name()));
+                    t.push_str(&format!(" {}, {step}", self.zone_text()));
                 }
                 t
             } else if runs.len() > 8 {
-                let open = self.open.iter().filter(|&&o| o).count();
-                format!("{open} of {} weekly slots open {}, {step}", self.open.len(), self.zone.name())
+                let open = self.slots.open_count();
+                format!("{open} of {} weekly slots open {}, {step}", self.slots.per_week(), self.zone_text())
             } else {
                 let runs: Vec<String> = runs
                     .iter()
                     .map(|&(a, len)| format!("{} – {}", self.slot_text(a), self.slot_text(a + len)))
                     .collect();
-                format!("{} {}, {step}", runs.join(", "), self.zone.name())
+                format!("{} {}, {step}", runs.join(", "), self.zone_text())
             }
         };
         match self.holidays.len() {
@@ -498,30 +489,19 @@ impl Calendar {
         text
     }
 
-    /// Runs of open slots (start, length), going round the week, the first starting after a closed slot.
-    fn runs(&self) -> Vec<(usize, usize)> {
-        let n = self.open.len();
-        let Some(start) = (0..n).find(|&w| self.open[w] && !self.open[(w + n - 1) % n]) else {
-            return vec![(0, n)];
-        };
-        let mut runs = Vec::new();
-        let mut w = start;
-        loop {
-            let len = (0..n).take_while(|&d| self.open[(w + d) % n]).count();
-            runs.push((w % n, len));
-            w += len;
-            w += (0..n).take_while(|&d| !self.open[(w + d) % n]).count();
-            if w >= start + n {
-                break runs;
-            }
+    /// The zone's name in descriptions, marked when it was inferred.
+    fn zone_text(&self) -> String {
+        match self.zone_inferred {
+            true => format!("{} (zone inferred)", self.zone.name()),
+            false => self.zone.name(),
         }
     }
 
     /// `Sun 17:00`: the start of slot `w` of the week (taken round the week).
     fn slot_text(&self, w: usize) -> String {
-        let w = w % self.open.len();
+        let w = w % self.slots.open.len();
         let day = w / self.per_day as usize;
-        let since = (w as i128 % self.per_day) * self.step + self.phase;
+        let since = (w as i128 % self.per_day) * self.slots.step + self.slots.phase;
         let (h, m, s) = (
             since / (3_600 * NANOS_PER_SECOND),
             since / (60 * NANOS_PER_SECOND) % 60,
@@ -536,7 +516,7 @@ impl Calendar {
 }
 
 /// Steps a session calendar can take: at least a minute... (and whole slots of a week), dividing a day.
-fn session_step(step: i128) -> bool {
+pub(crate) fn session_step(step: i128) -> bool {
     step > 0 && step < WEEK && DAY % step == 0 && 7 * DAY / step <= MAX_WEEK_SLOTS
 }
 
@@ -561,100 +541,52 @@ pub fn series_zone(stamps: &[Stamp], opts: &CalendarOptions) -> Zone {
     }
 }
 
-/// What [`infer`] found.
-#[derive(Debug, Clone)]
-pub enum Inferred {
-    Session(Calendar),
-    /// The series stays on the fixed-step grid, and why (for tests and debugging).
-    Continuous(#[cfg_attr(not(test), allow(dead_code))] String),
-}
-
-/// Infers the session of sorted, distinct timestamps spaced by `step` (nanoseconds) in `zone`.
-pub fn infer(
-    stamps: &[Stamp],
-    step: i128,
-    zone: Zone,
-    holidays: &Arc<BTreeSet<i64>>,
-) -> Result<Inferred, CalendarError> {
-    let continuous = |why: &str| Ok(Inferred::Continuous(why.to_string()));
-    if !session_step(step) {
-        return continuous("its step is not a whole number of slots per day");
-    }
-    let local: Vec<i128> =
-        stamps.iter().map(|s| s.at.as_nanosecond()).map(|t| t + zone.offset_at(t)).collect();
-    let (Some(&first), Some(&last)) = (local.first(), local.last()) else {
-        return continuous("it has no timestamp");
-    };
-    let phase = first.rem_euclid(step);
-    if local.iter().any(|l| l.rem_euclid(step) != phase) {
-        return continuous("its timestamps are not all at the same time past the step");
-    }
-    let per_day = DAY / step;
-    let slots = (7 * per_day) as usize;
-    // Weeks (Monday 00:00 local + phase) that lie wholly between the first and the last timestamp.
-    let week_of = |l: i128| (l - phase).div_euclid(DAY).checked_add(3).map(|d| d.div_euclid(7));
-    let week_start = |w: i128| (w * 7 - 3) * DAY + phase;
-    let (Some(w0), Some(w1)) = (week_of(first), week_of(last)) else { return continuous("out of range") };
-    let first_full = if week_start(w0) >= first { w0 } else { w0 + 1 };
-    let last_full = if week_start(w1 + 1) <= last + step { w1 } else { w1 - 1 };
-    let complete = (last_full - first_full + 1).max(0) as usize;
-    if complete < MIN_WEEKS {
-        return continuous("it spans fewer than 4 complete weeks");
-    }
-    let mut seen = vec![0usize; slots];
-    for &l in &local {
-        let n = (l - phase).div_euclid(step);
-        let week = week_of(l).expect("in range");
-        if (first_full..=last_full).contains(&week) {
-            let day = n.div_euclid(per_day);
-            seen[((day + 3).rem_euclid(7) * per_day + n.rem_euclid(per_day)) as usize] += 1;
-        }
-    }
-    let open: Vec<bool> = seen.iter().map(|&c| 2 * c >= complete).collect();
-    if !open.iter().any(|&o| o) {
-        // Rows too sparse for any weekly pattern: the fixed-step grid decides (and refuses mixed frequencies).
-        return continuous("no slot is observed in half of its complete weeks");
-    }
-    let cal = Calendar::new(step, phase, open, holidays.clone(), zone)?;
-    if let Some(s) = stamps.iter().find(|s| cal.refusal(s.at.as_nanosecond()) == Some("is on a holiday")) {
-        return Err(CalendarError::Holiday(s.to_string()));
-    }
-    if let Some(s) = stamps.iter().find(|s| !cal.contains(s.at.as_nanosecond())) {
-        return Ok(Inferred::Continuous(format!(
-            "timestamp {s} {} of its weekly session",
-            cal.refusal(s.at.as_nanosecond()).unwrap_or("is outside")
-        )));
-    }
-    Ok(Inferred::Session(cal))
-}
-
 /// The text of a calendar, or `continuous` without one (what stderr, JSON responses and tables report).
 pub fn describe(calendar: Option<&Calendar>) -> String {
     calendar.map_or_else(|| "continuous".to_string(), Calendar::describe)
 }
 
-/// Grid positions of sorted session instants on `cal`: the first is 0, and each later one counts the session
-/// slots since it. `Err(i)`: timestamp `i` is not a session instant, or lies more than `limit` slots in.
-pub fn positions(stamps: &[Stamp], cal: &Calendar, limit: usize) -> Result<Vec<usize>, usize> {
+/// Grid positions of sorted timestamps on `cal`: the first is 0, and each later one counts the grid points since
+/// it: the session instants and, with `off_session`, the rows that are not on the session (each a point of its
+/// own, between the session instants around it: the calendar continues the series, whose rows are kept as given).
+/// `Err(i)`: timestamp `i` is not a session instant (without `off_session`), or lies more than `limit` points in.
+pub fn positions(
+    stamps: &[Stamp],
+    cal: &Calendar,
+    limit: usize,
+    off_session: bool,
+) -> Result<Vec<usize>, usize> {
     let mut out = Vec::with_capacity(stamps.len());
     let Some(first) = stamps.first() else { return Ok(out) };
-    if !cal.contains(first.at.as_nanosecond()) {
+    if !off_session && !cal.contains(first.at.as_nanosecond()) {
         return Err(0);
     }
     let (mut t, mut pos) = (first.at.as_nanosecond(), 0usize);
     out.push(0);
     for (i, s) in stamps.iter().enumerate().skip(1) {
         let want = s.at.as_nanosecond();
-        if !cal.contains(want) {
+        let on = cal.contains(want);
+        if !off_session && !on {
             return Err(i);
         }
-        while t < want {
-            t = cal.next_after(t).ok_or(i)?;
+        // The session instants before `want`, then `want` itself.
+        loop {
+            match cal.next_after(t) {
+                Some(n) if n < want => t = n,
+                Some(n) if n == want => break,
+                _ if !on => break,
+                _ => return Err(i),
+            }
             pos += 1;
             if pos > limit {
                 return Err(i);
             }
         }
+        pos += 1;
+        if pos > limit {
+            return Err(i);
+        }
+        t = want;
         out.push(pos);
     }
     Ok(out)

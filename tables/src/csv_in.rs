@@ -1,6 +1,6 @@
 //! CSV tables (the `csv` crate): long (an id column, one row per series and time) or wide (one series, one column
 //! per variate), each with an optional timestamp column ([`super::layout`]). A header row is required; cells are
-//! trimmed; an empty target cell is a missing point. Values are read as f64 and rounded to f32, as JSON numbers
+//! trimmed; an empty or NaN target cell is a missing point. Values are read as f64 and rounded to f32, as JSON numbers
 //! are, so the same value gives the same request in every format.
 
 use super::error::{DataError, Loc, Result};
@@ -79,7 +79,8 @@ fn timestamp(cell: &str, column: &str, loc: Loc, source: &str, opts: &ReadOption
         .map_err(|message| DataError::at(loc.at(source), format!("column `{column}`: {message}")))
 }
 
-/// A target cell: empty = missing; anything else must be a finite number that fits in f32.
+/// A target cell: empty or NaN (`NaN`, `nan`: what pandas and numpy write for a missing float) = missing, as a
+/// Parquet NaN is; anything else must be a finite number that fits in f32.
 pub fn number(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option<f32>> {
     if cell.is_empty() {
         return Ok(None);
@@ -95,6 +96,9 @@ pub fn number(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option
             DataError::input(loc.at(source), problem, fix)
         }
     })?;
+    if x.is_nan() {
+        return Ok(None);
+    }
     let y = x as f32;
     if !y.is_finite() {
         return Err(DataError::input(
@@ -147,6 +151,10 @@ mod tests {
         assert_eq!(c.series[0].values, vec![Some(1.0), Some(2.5)]);
         assert_eq!(c.series[0].locs, vec![Loc::Line(2), Loc::Line(4)]);
         assert_eq!(c.series[1].values, vec![None]);
+        // NaN (as pandas writes a missing float) is a missing point, as in Parquet
+        let (_, _, c) =
+            read_str("ds,y\n2024-01-01,NaN\n2024-01-02,nan\n2024-01-03,-nan\n2024-01-04,1\n").unwrap();
+        assert_eq!(c.series[0].values, vec![None, None, None, Some(1.0)]);
         let (l, kind, c) = read_str("timestamp,cpu,mem\n1700000000,1,2\n1700000060,3,\n").unwrap();
         assert_eq!((l.id, l.targets.clone(), kind), (None, vec![1, 2], TimeKind::Epoch(Default::default())));
         assert_eq!(c.series[0].values, vec![Some(1.0), Some(2.0), Some(3.0), None]);
@@ -166,7 +174,7 @@ mod tests {
             err("unique_id,ds,y\na,2024-01-01,1\na,2024-01-02,abc\n"),
             "t.csv:3: column `y`: `abc` is not a number; write a number, or leave the cell empty for a missing point"
         );
-        assert!(err("ds,y\n2024-01-01,nan\n").starts_with("t.csv:2: column `y`: `nan` is not a finite f32"));
+        assert!(err("ds,y\n2024-01-01,inf\n").starts_with("t.csv:2: column `y`: `inf` is not a finite f32"));
         assert!(err("ds,y\n2024-01-01,1e39\n").contains("`1e39` is not a finite f32"));
         assert!(
             err("ds,y\n2024-02-30,1\n").starts_with("t.csv:2: column `ds`: `2024-02-30` is not a timestamp")

@@ -6,17 +6,16 @@
 //! text, or integer epochs (`--timestamp-unit`); targets are floating-point or integer numbers, where null and
 //! NaN are missing points (pandas and polars write missing floats as either).
 
-use std::sync::Arc;
-
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
-use jiff::tz::Offset;
+use jiff::tz::{Offset, TimeZone};
 use jiff::Timestamp;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
+use super::calendar::parse_zone;
 use super::error::{DataError, Loc, Result};
 use super::layout::Layout;
 use super::series::{Collector, IdRef};
@@ -258,7 +257,7 @@ pub(super) fn stamps(
             })
             .collect()
     };
-    let (at, offset, style) = match array.data_type() {
+    let (at, zone) = match array.data_type() {
         DataType::Timestamp(unit, tz) => {
             let nanos = match unit {
                 TimeUnit::Second => 1_000_000_000,
@@ -272,16 +271,23 @@ pub(super) fn stamps(
                 TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().iter().collect(),
                 TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().iter().collect(),
             };
-            let (offset, style) = zone(tz.as_ref());
-            (instants(raw, nanos)?, offset, style)
+            let zone = ArrowZone::of(tz.as_deref()).map_err(|m| {
+                DataError::input(
+                    source,
+                    format!("timestamp column `{column}`: {m}"),
+                    "store the timestamps with an IANA time zone (America/New_York), a ±HH:MM offset, UTC or \
+                     no zone",
+                )
+            })?;
+            (instants(raw, nanos)?, zone)
         }
         DataType::Date32 => {
             let days = array.as_primitive::<Date32Type>().iter().map(|d| d.map(i64::from)).collect();
-            (instants(days, 86_400_000_000_000)?, Offset::UTC, StampStyle::Date)
+            (instants(days, 86_400_000_000_000)?, ArrowZone::Date)
         }
         DataType::Date64 => {
             let ms = array.as_primitive::<Date64Type>().iter().collect();
-            (instants(ms, 1_000_000)?, Offset::UTC, StampStyle::Date)
+            (instants(ms, 1_000_000)?, ArrowZone::Date)
         }
         t => {
             return Err(DataError::input(
@@ -291,18 +297,62 @@ pub(super) fn stamps(
             ))
         }
     };
-    Ok(at.into_iter().map(|at| Stamp { at, offset, style }).collect())
+    Ok(at.into_iter().map(|at| zone.stamp(at)).collect())
 }
 
-/// The offset and text style of an Arrow timestamp's time zone: none is a civil (local) date-time; `+02:00` is
-/// that offset; `UTC` and zone names are written in UTC (`Z`), since totoc carries no time zone database.
-fn zone(tz: Option<&Arc<str>>) -> (Offset, StampStyle) {
-    match tz {
-        None => (Offset::UTC, StampStyle::DateTime),
-        Some(name) => match parse_text(&format!("2000-01-01T00:00:00{name}"), EpochUnit::Seconds) {
-            Ok(s) if s.style == StampStyle::Offset => (s.offset, StampStyle::Offset),
-            _ => (Offset::UTC, StampStyle::Zulu),
+/// How the stamps of an Arrow date or timestamp column are written, from its type's time zone.
+pub(super) enum ArrowZone {
+    /// A date column.
+    Date,
+    /// No time zone: a civil (local) date-time.
+    Civil,
+    /// `UTC` (and its aliases): written in UTC (`Z`).
+    Utc,
+    /// `+02:00`: that offset.
+    Fixed(Offset),
+    /// An IANA name (pandas `tz=`, polars `time_zone=`): each stamp written with its zone's offset at its
+    /// instant (daylight saving time included); also the default zone of the series' calendars.
+    Named(TimeZone),
+}
+
+impl ArrowZone {
+    /// The zone of an Arrow timestamp type's time zone text, read by the calendar's zone parser (jiff's bundled
+    /// IANA database); the error says what the text is not.
+    pub(super) fn of(tz: Option<&str>) -> std::result::Result<ArrowZone, String> {
+        const UTC: [&str; 9] =
+            ["UTC", "Etc/UTC", "Z", "UCT", "Etc/UCT", "Zulu", "Etc/Zulu", "Universal", "Etc/Universal"];
+        let Some(name) = tz else { return Ok(ArrowZone::Civil) };
+        if UTC.iter().any(|u| u.eq_ignore_ascii_case(name)) {
+            return Ok(ArrowZone::Utc);
+        }
+        if let Ok(s) = parse_text(&format!("2000-01-01T00:00:00{name}"), EpochUnit::Seconds) {
+            return Ok(match s.style {
+                StampStyle::Offset => ArrowZone::Fixed(s.offset),
+                _ => ArrowZone::Utc,
+            });
+        }
+        parse_zone(name).map(ArrowZone::Named).map_err(|e| format!("its time zone {e}"))
+    }
+
+    fn stamp(&self, at: Timestamp) -> Stamp {
+        match self {
+            ArrowZone::Date => Stamp::civil(at, StampStyle::Date),
+            ArrowZone::Civil => Stamp::civil(at, StampStyle::DateTime),
+            ArrowZone::Utc => Stamp { at, offset: Offset::UTC, style: StampStyle::Zulu },
+            ArrowZone::Fixed(offset) => Stamp { at, offset: *offset, style: StampStyle::Offset },
+            ArrowZone::Named(tz) => Stamp { at, offset: tz.to_offset(at), style: StampStyle::Offset },
+        }
+    }
+}
+
+/// The IANA zone of a timestamp column of this kind, if it has one: the default zone of its series' calendars.
+pub fn column_zone(kind: &TimeKind) -> Option<TimeZone> {
+    match kind {
+        TimeKind::Arrow(DataType::Timestamp(_, tz)) => match ArrowZone::of(tz.as_deref()) {
+            Ok(ArrowZone::Named(zone)) => Some(zone),
+            _ => None,
         },
+        _ => None,
     }
 }
 
@@ -351,6 +401,7 @@ mod tests {
         DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampSecondArray,
     };
     use arrow_schema::{Field, Schema};
+    use std::sync::Arc;
 
     use super::*;
 
@@ -431,5 +482,90 @@ mod tests {
         let e = read(bytes::Bytes::from_static(b"id,y\n1,2\n"), "t.parquet", &ReadOptions::default())
             .unwrap_err();
         assert!(e.to_string().starts_with("t.parquet: cannot read it as Parquet"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod zone_tests {
+    use arrow_array::{Float64Array, RecordBatch, TimestampSecondArray};
+    use arrow_schema::{Field, Schema};
+    use engines::request::{Limits, Overrides};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{parse, Format};
+
+    /// A Parquet file of daily values at local midnight in `zone` from `first` for `days` days.
+    fn daily(zone: &str, first: &str, days: i64) -> (bytes::Bytes, Vec<Timestamp>) {
+        let tz = TimeZone::get(zone).unwrap();
+        let d0: jiff::civil::Date = first.parse().unwrap();
+        let at: Vec<Timestamp> = (0..days)
+            .map(|i| tz.to_timestamp(d0.checked_add(jiff::Span::new().days(i)).unwrap().into()).unwrap())
+            .collect();
+        let ts = TimestampSecondArray::from(at.iter().map(|t| t.as_second()).collect::<Vec<_>>())
+            .with_timezone(zone);
+        let y = Float64Array::from((0..days).map(|i| (i % 7) as f64 + 0.5 * i as f64).collect::<Vec<_>>());
+        let schema = Schema::new(vec![
+            Field::new("ds", ts.data_type().clone(), false),
+            Field::new("y", DataType::Float64, false),
+        ]);
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(ts), Arc::new(y)]).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        (w.into_inner().unwrap().into(), at)
+    }
+
+    fn future(bytes: Vec<u8>, format: Format, horizon: usize) -> (crate::Dataset, Vec<String>) {
+        let o = Overrides { horizon: Some(horizon), ..Overrides::default() };
+        let d = parse(bytes, format, "t", &crate::ReadOptions::default(), &o, &Limits::default()).unwrap();
+        let f = d.series[0].time.as_ref().unwrap().future(horizon).unwrap();
+        (d, f.iter().map(|s| s.to_text()).collect())
+    }
+
+    #[test]
+    fn an_iana_zone_gives_each_stamp_its_offset_and_the_calendar_its_zone() {
+        // Daily at New York midnight, 1 February to 31 March 2024: the clocks moved on 10 March.
+        let (bytes, _) = daily("America/New_York", "2024-02-01", 60);
+        let (_, _, rows) = read(bytes.clone(), "t.parquet", &crate::ReadOptions::default()).unwrap();
+        let s = &rows.series[0].stamps;
+        assert_eq!(
+            (s[0].to_text(), s[0].style),
+            ("2024-02-01T00:00:00-05:00".to_string(), StampStyle::Offset)
+        );
+        assert_eq!(s[59].to_text(), "2024-03-31T00:00:00-04:00");
+        // The same data as ISO text with offsets: the same series and forecast steps.
+        let text: String =
+            s.iter().zip(&rows.series[0].values).map(|(t, y)| format!("{t},{}\n", y.unwrap())).collect();
+        let (a, fa) = future(bytes.to_vec(), Format::Parquet, 3);
+        let (b, fb) = future(format!("ds,y\n{text}").into_bytes(), Format::Csv, 3);
+        assert_eq!(a.series[0].request.target, b.series[0].request.target);
+        assert_eq!(a.series[0].request.context_len(), 60, "no missing day across the change");
+        assert_eq!(
+            fa,
+            ["2024-04-01T00:00:00-04:00", "2024-04-02T00:00:00-04:00", "2024-04-03T00:00:00-04:00"]
+        );
+        assert_eq!(fa, fb);
+        assert_eq!(a.calendar_line(), b.calendar_line());
+        // A forecast across the next change follows the zone (ISO text can only keep its last offset).
+        let (bytes, _) = daily("America/New_York", "2024-02-01", 37);
+        let (_, fa) = future(bytes.to_vec(), Format::Parquet, 3);
+        assert_eq!(
+            fa,
+            ["2024-03-09T00:00:00-05:00", "2024-03-10T00:00:00-05:00", "2024-03-11T00:00:00-04:00"]
+        );
+    }
+
+    #[test]
+    fn utc_fixed_and_unknown_zones() {
+        assert!(matches!(ArrowZone::of(None), Ok(ArrowZone::Civil)));
+        assert!(matches!(ArrowZone::of(Some("UTC")), Ok(ArrowZone::Utc)));
+        assert!(matches!(ArrowZone::of(Some("Etc/UTC")), Ok(ArrowZone::Utc)));
+        assert!(matches!(ArrowZone::of(Some("+05:30")), Ok(ArrowZone::Fixed(o)) if o.seconds() == 19_800));
+        assert!(matches!(ArrowZone::of(Some("Europe/London")), Ok(ArrowZone::Named(_))));
+        let (bytes, _) = daily("UTC", "2024-01-01", 3);
+        let (_, _, rows) = read(bytes, "t.parquet", &crate::ReadOptions::default()).unwrap();
+        assert_eq!(rows.series[0].stamps[0].to_text(), "2024-01-01T00:00:00Z");
+        let e = ArrowZone::of(Some("Mars/Olympus_Mons")).err().unwrap();
+        assert!(e.contains("`Mars/Olympus_Mons` is not a time zone of the IANA database"), "{e}");
     }
 }

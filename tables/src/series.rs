@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::axis::TimeAxis;
 use super::calendar::{self, Calendar, CalendarMode, CalendarOptions, Inferred};
 use super::error::{DataError, Loc, Result};
-use super::timestamps::{common_step, infer_grid, Freq, GridError, Stamp};
+use super::timestamps::{common_step, infer_grid, Freq, GridError, Stamp, MAX_GRID_PER_ROW};
 use super::Series;
 
 /// A series' values `[variate][time]`, `None` = missing.
@@ -135,7 +135,29 @@ pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
         }
     }
     let request = RequestFields::from_target(raw.id, target).validate(&at, cx.overrides, cx.limits)?;
+    check_future(time.as_ref(), request.horizon, &at)?;
     Ok(Series { request, at, target_names: cx.target_names.to_vec(), time })
+}
+
+/// Checks that every forecast step has a timestamp, before anything runs: a horizon that runs past the year 9999
+/// (or past the calendar's last open slot) is the request's fault, found after the engine's run it would be a
+/// server error.
+pub fn check_future(time: Option<&TimeAxis>, horizon: usize, at: &str) -> Result<()> {
+    match (time, i64::try_from(horizon)) {
+        (None, _) => Ok(()),
+        (Some(axis), Ok(k)) if axis.at(k).is_some() => Ok(()),
+        _ => Err(no_future(at)),
+    }
+}
+
+/// The error for forecast steps without a timestamp.
+pub fn no_future(at: &str) -> DataError {
+    DataError::input(
+        at,
+        "the forecast steps run past the year 9999, or past the last open slot of the series' calendar \
+         (thousands of holidays in a row)",
+        "ask for a shorter horizon, or give fewer holidays",
+    )
 }
 
 /// The target `[variate][time]` of a series' rows: in input order without timestamps; else sorted by time, on
@@ -153,6 +175,8 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
     let sorted: Vec<Stamp> = order.iter().map(|&r| raw.stamps[r]).collect();
     if let Some((cal, positions)) = session(raw, &order, &sorted, cx, at)? {
         let len = positions.last().map_or(0, |p| p + 1);
+        let off_session: Vec<i128> =
+            sorted.iter().map(|s| s.at.as_nanosecond()).filter(|&t| !cal.contains(t)).collect();
         let mut target = vec![vec![None; len]; nt];
         for (&r, &pos) in order.iter().zip(&positions) {
             for (v, series) in target.iter_mut().enumerate() {
@@ -165,6 +189,7 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
             freq: Freq::Fixed(cal.step()),
             anchor: super::timestamps::MonthAnchor::End,
             calendar: Some(Arc::new(cal)),
+            off_session: off_session.into(),
         };
         return Ok((target, Some(axis)));
     }
@@ -208,11 +233,10 @@ fn session(
             common_step(&offs)
         }
     };
-    let zone = calendar::series_zone(sorted, opts);
     let loc = |i: usize| raw.locs[order[i]].at(cx.source);
     let cal = match opts.mode {
         CalendarMode::Continuous => return Ok(None),
-        CalendarMode::Auto => match calendar::infer(sorted, step, zone, &opts.holidays) {
+        CalendarMode::Auto => match calendar::infer_auto(sorted, step, opts) {
             Ok(Inferred::Session(cal)) => cal,
             Ok(Inferred::Continuous(_)) => return Ok(None),
             Err(e @ calendar::CalendarError::Holiday(_)) => {
@@ -225,6 +249,7 @@ fn session(
             Err(e) => return Err(DataError::at(at, e.to_string())),
         },
         CalendarMode::Weekdays => {
+            let zone = calendar::series_zone(sorted, opts);
             let phase = sorted[0].at.as_nanosecond() + zone_offset(&zone, &sorted[0]);
             calendar::Calendar::weekdays(step, phase, opts.holidays.clone(), zone)
                 .map_err(|e| DataError::at(at, e.to_string()))?
@@ -235,7 +260,9 @@ fn session(
         CalendarMode::Auto => 2 * sorted.len(),
         _ => sorted.len().saturating_mul(64),
     };
-    match calendar::positions(sorted, &cal, limit) {
+    // Auto: inference let only a few rows off the session (see `calendar::infer`); they are points of their own.
+    let off_session = opts.mode == CalendarMode::Auto;
+    match calendar::positions(sorted, &cal, limit, off_session) {
         Ok(p) => Ok(Some((cal, p))),
         Err(_) if opts.mode == CalendarMode::Auto => Ok(None),
         Err(i) => {
@@ -312,6 +339,14 @@ fn grid_error(
             "one timestamp is not enough to infer the series' frequency",
             "give the series at least two rows, or pass --freq (e.g. --freq 1d)",
         ),
+        GridError::TooSparse { step, points, rows } => DataError::input(
+            at,
+            format!(
+                "a step of {step} puts {points} grid points between the first and the last of its {rows} \
+                 timestamps, more than {MAX_GRID_PER_ROW} per row: the step is far below the series' own"
+            ),
+            "give the series' own step with --freq (e.g. --freq 1d), or leave --freq out to infer it",
+        ),
     }
 }
 
@@ -362,6 +397,32 @@ mod tests {
         // a: 1 January, (2 January missing), 3 and 4 January
         assert_eq!(s[1].request.target, vec![vec![Some(10.0), None, Some(30.0), Some(40.0)]]);
         assert_eq!(s[1].at, "t.csv: series a");
+    }
+
+    #[test]
+    fn a_forced_step_far_below_the_rows_is_an_error_naming_it() {
+        let c = collect(&[
+            ("a", "2024-01-01", Some(1.0)),
+            ("a", "2024-01-02", Some(2.0)),
+            ("a", "2024-01-03", None),
+        ]);
+        let names = vec!["y".to_string()];
+        let o = Overrides { horizon: Some(2), ..Overrides::default() };
+        let cx = Context {
+            source: "t.csv",
+            target_names: &names,
+            freq: Some(Freq::Fixed(1_000_000)),
+            calendar: &CalendarOptions::default(),
+            overrides: &o,
+            limits: &Limits::default(),
+        };
+        let e = assemble(c.series.into_iter().next().unwrap(), &cx).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.csv: series a: a step of 1 millisecond puts 172800001 grid points between the first and the last of \
+             its 3 timestamps, more than 64 per row: the step is far below the series' own; give the series' own \
+             step with --freq (e.g. --freq 1d), or leave --freq out to infer it"
+        );
     }
 
     #[test]

@@ -252,7 +252,14 @@ pub enum GridError {
     Mixed { i: usize, step: Freq, gap: String, missing: usize, total: usize },
     /// One timestamp: no frequency to infer.
     Single,
+    /// The step (forced) would make more grid points than [`MAX_GRID_PER_ROW`] per row: `points` (as text, it may
+    /// not fit a `usize`) between the first and last of `rows` timestamps.
+    TooSparse { step: Freq, points: String, rows: usize },
 }
+
+/// Grid points a series may span per row, whatever `--freq` forces: a step far below the series' own (`1ms` on
+/// daily rows) would otherwise make a grid of billions of missing points. Checked before the grid is made.
+pub const MAX_GRID_PER_ROW: usize = 64;
 
 /// A series' frequency and where each timestamp sits on its grid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,19 +325,26 @@ pub fn infer_grid(stamps: &[Stamp], forced: Option<Freq>) -> Result<Grid, GridEr
             }
         },
     };
-    let mut positions = Vec::with_capacity(stamps.len());
+    let rows = stamps.len();
+    // The offsets are sorted: the last one says how many points the grid spans, counted before any is made.
+    let points = offsets.last().map_or(0, |&off| off / unit + 1);
+    let too_sparse = || GridError::TooSparse { step: freq, points: points.to_string(), rows };
+    let mut positions = Vec::with_capacity(rows);
     for (i, &off) in offsets.iter().enumerate() {
         if off % unit != 0 {
             return Err(GridError::OffGrid { i, step: freq, gap: gap_text(stamps, i) });
         }
-        positions.push((off / unit) as usize);
+        positions.push(usize::try_from(off / unit).map_err(|_| too_sparse())?);
     }
-    let len = positions.last().map_or(0, |p| p + 1);
-    let missing = len - stamps.len();
-    if forced.is_none() && missing > stamps.len() {
+    let len = usize::try_from(points).map_err(|_| too_sparse())?;
+    let missing = len - rows;
+    if forced.is_none() && missing > rows {
         // Name the first spacing longer than the step: where the frequency changes.
         let i = (1..positions.len()).find(|&i| positions[i] - positions[i - 1] > 1).unwrap_or(1);
         return Err(GridError::Mixed { i, step: freq, gap: gap_text(stamps, i), missing, total: len });
+    }
+    if len > rows.saturating_mul(MAX_GRID_PER_ROW) {
+        return Err(too_sparse());
     }
     Ok(Grid { freq, anchor, positions, len })
 }
@@ -557,5 +571,24 @@ mod tests {
         ));
         let stamps = [p("2024-01-01"), p("2024-02-15")];
         assert!(matches!(infer_grid(&stamps, Some(Freq::Months(1))), Err(GridError::OffGrid { i: 1, .. })));
+    }
+
+    #[test]
+    fn a_forced_step_far_below_the_series_own_is_refused_before_the_grid_is_made() {
+        // 1ms on three daily rows would be a grid of 172,800,001 points (and 1ns over 20,000 years more than a
+        // usize holds): counted from the last offset, refused, nothing allocated.
+        let daily = [p("2024-01-01"), p("2024-01-02"), p("2024-01-03")];
+        let e = infer_grid(&daily, Some(parse_freq("1ms").unwrap())).unwrap_err();
+        assert_eq!(
+            e,
+            GridError::TooSparse { step: Freq::Fixed(1_000_000), points: "172800001".into(), rows: 3 }
+        );
+        let far = [p("-377000000000"), p("253000000000")];
+        let e = infer_grid(&far, Some(Freq::Fixed(1))).unwrap_err();
+        assert!(matches!(e, GridError::TooSparse { rows: 2, .. }), "{e:?}");
+        // 64 points per row is the most: 3 rows over 192 hours fit, over 193 they do not.
+        let hourly = |last: i64| [p("0"), p("3600"), p(&(last * 3_600).to_string())];
+        assert_eq!(infer_grid(&hourly(191), Some(Freq::Fixed(3_600 * NANOS_PER_SECOND))).unwrap().len, 192);
+        assert!(infer_grid(&hourly(192), Some(Freq::Fixed(3_600 * NANOS_PER_SECOND))).is_err());
     }
 }

@@ -101,14 +101,10 @@ impl<'a> Rows<'a> {
                 let horizon = r.point().first().map_or(0, Vec::len);
                 match &s.time {
                     None => Ok(None),
-                    Some(axis) => axis.future(horizon).map(Some).ok_or_else(|| {
-                        DataError::input(
-                            &s.at,
-                            "the forecast steps run past the year 9999, or past the last open slot of the \
-                             series' calendar (thousands of holidays in a row)",
-                            "ask for a shorter horizon, or give fewer holidays",
-                        )
-                    }),
+                    // Checked when the series was read (`series::check_future`).
+                    Some(axis) => {
+                        axis.future(horizon).map(Some).ok_or_else(|| super::series::no_future(&s.at))
+                    }
                 }
             })
             .collect::<Result<_>>()?;

@@ -368,3 +368,50 @@ fn toto_2_against_toto_2_eager_compares_the_median_and_the_knots() {
     assert!(value("wql_minus_reference").abs() < 1e-4, "{stdout}");
     assert!(stdout.contains("t2's backtest MAE equals the reference's"), "{stdout}");
 }
+
+#[test]
+fn windows_of_series_without_timestamps_pool_by_their_index_from_the_end() {
+    // a: 100 points y = t, b: 120 points y = 3t, no timestamps; h = 10, 3 windows: a's cutoffs are at positions 69,
+    // 79, 89 and b's at 89, 99, 109. Window i of each is pooled with window i of the other (fev, Nixtla), so the
+    // positions are counted with both aligned at their last point: 89, 99, 109 for both.
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("unique_id,y\n");
+    (0..100).for_each(|t| csv.push_str(&format!("a,{t}\n")));
+    (0..120).for_each(|t| csv.push_str(&format!("b,{}\n", 3 * t)));
+    let inp = dir.path().join("in.csv");
+    fs::write(&inp, csv).unwrap();
+    let (out, metrics) = (dir.path().join("cv.csv"), dir.path().join("m.csv"));
+    let engine = format!("totoc={}", crate::forecast::engine().display());
+    backtest(&[
+        "--engine",
+        &engine,
+        "--input",
+        inp.to_str().unwrap(),
+        "--horizon",
+        "10",
+        "--windows",
+        "3",
+        "--output",
+        out.to_str().unwrap(),
+        "--metrics",
+        metrics.to_str().unwrap(),
+    ]);
+    let (_, rows) = table(&out);
+    for id in ["a", "b"] {
+        let mut cutoffs: Vec<&str> =
+            rows.iter().filter(|r| r["unique_id"] == id).map(|r| r["cutoff"].as_str()).collect();
+        cutoffs.dedup();
+        assert_eq!(cutoffs, ["89", "99", "109"], "series {id}");
+    }
+    let (_, m) = table(&metrics);
+    let cutoff_rows = |model: &str| -> Vec<(String, f64)> {
+        m.iter()
+            .filter(|r| r["model"] == model && r["scope"] == "cutoff" && r["metric"] == "mae")
+            .map(|r| (r["cutoff"].clone(), r["value"].parse().unwrap()))
+            .collect()
+    };
+    // The naive forecast of a ramp misses by slope × 1..=10: 5.5 for a, 16.5 for b, 11 pooled over both.
+    let naive = cutoff_rows("naive");
+    assert_eq!(naive, [("89".to_string(), 11.0), ("99".to_string(), 11.0), ("109".to_string(), 11.0)]);
+    assert_eq!(cutoff_rows("totoc").len(), 3, "one cutoff row per window index for the engine too");
+}

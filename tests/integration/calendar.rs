@@ -312,3 +312,115 @@ fn bad_calendar_flags_name_the_fix() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["calendar"], "continuous");
 }
+
+/// A sample data file of backtesting.py 0.6.6 (`backtesting/test/NAME`; AGPL-3.0, so read from the package the
+/// data venv installs, hash-pinned by `tests/data/requirements-nodeps.txt`, and never copied here), or `None` after
+/// a skip.
+fn backtesting_data(name: &str) -> Option<String> {
+    let python = crate::venv::python(&crate::venv::DATA)?;
+    // The package's folder without importing it (its dependencies are not installed).
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.util as u; print(u.find_spec('backtesting').submodule_search_locations[0])",
+        ])
+        .output()
+        .expect("run the data venv's python");
+    if !out.status.success() {
+        crate::venv::skip(&format!(
+            "backtesting 0.6.6 is not installed in the data venv ({python}): run tests/data/setup_venv.sh ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+        return None;
+    }
+    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    Some(fs::read_to_string(dir.join("test").join(name)).unwrap())
+}
+
+/// backtesting.py's `EURUSD.csv` (`,Open,High,Low,Close,Volume`; naive stamps that are UTC: the week closes after
+/// the 20:00 bar in summer and the 21:00 bar in winter, Friday 16:00 New York time either way) as `ds,y` rows of
+/// the close, each stamp followed by `suffix`.
+fn eurusd(suffix: &str) -> Option<String> {
+    let text = backtesting_data("EURUSD.csv")?;
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(",Open,High,Low,Close,Volume"));
+    let rows: Vec<String> = lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            format!("{}{suffix},{}", cells[0].replace(' ', "T"), cells[4])
+        })
+        .collect();
+    assert_eq!(rows.len(), 5_000);
+    assert!(rows[0].starts_with("2017-04-19T09:00:00") && rows[4_999].starts_with("2018-02-07T15:00:00"));
+    Some(format!("ds,y\n{}\n", rows.join("\n")))
+}
+
+/// Whether an instant is a bar of the FX week: Sunday 17:00 to Friday 16:00 New York time.
+fn in_fx_week(t: Timestamp) -> bool {
+    let local = TimeZone::get("America/New_York").unwrap().to_datetime(t);
+    matches!((local.weekday().to_monday_zero_offset(), local.hour()), (6, 17..) | (0..=3, _) | (4, ..=16))
+}
+
+#[test]
+fn real_hourly_fx_bars_follow_the_fx_week_in_new_york_time() {
+    // 5,000 hourly bars from Wednesday 19 April 2017 to Wednesday 7 February 2018: across the US change of
+    // 5 November 2017, with the Christmas and New Year closures (73 hours each) and two bars after a Friday close.
+    let tmp = tempfile::tempdir().unwrap();
+    for (suffix, style) in [("Z", "UTC"), ("", "naive")] {
+        let Some(rows) = eurusd(suffix) else { return };
+        let input = tmp.path().join(format!("eurusd_{style}.csv"));
+        fs::write(&input, rows).unwrap();
+        let (out, err) = forecast(&input, &["--horizon", "72"]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let week = "Sun 17:00 – Fri 17:00 America/New_York (zone inferred), 1 hour";
+        assert_eq!(v["calendar"], week, "{style}");
+        assert!(err.contains(&format!("calendar: {week}\n")), "{err}");
+        // The closures are missing points (24 bars each); the two extra bars are points of their own.
+        assert_eq!(points(&err), 5_000 + 48, "{style}");
+        let steps = stamps(&v);
+        let instants: Vec<Timestamp> =
+            steps.iter().map(|s| format!("{}Z", s.trim_end_matches('Z')).parse().unwrap()).collect();
+        assert!(instants.iter().all(|&t| in_fx_week(t)), "a step in a closed hour: {steps:?}");
+        // Friday 9 February closes after 16:00 EST (21:00Z); the next step is Sunday 17:00 EST (22:00Z).
+        assert_eq!(steps[53], format!("2018-02-09T21:00:00{suffix}"), "{style}");
+        assert_eq!(steps[54], format!("2018-02-11T22:00:00{suffix}"), "{style}");
+    }
+    // --timezone America/New_York names the zone: the same week, not marked as inferred.
+    let input = tmp.path().join("eurusd_UTC.csv");
+    let (out, _) = forecast(&input, &["--horizon", "2", "--timezone", "America/New_York"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["calendar"], "Sun 17:00 – Fri 17:00 America/New_York, 1 hour");
+    // --calendar continuous keeps the fixed hourly grid (the weekend hours are missing points and steps).
+    let (out, _) = forecast(&input, &["--horizon", "72", "--calendar", "continuous"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(stamps(&v).iter().any(|s| !in_fx_week(s.parse().unwrap())));
+}
+
+#[test]
+fn real_daily_stock_prices_with_exchange_holidays_follow_weekdays() {
+    // GOOG daily, 19 August 2004 to Friday 1 March 2013: trading days only, exchange holidays absent.
+    let Some(text) = backtesting_data("GOOG.csv") else { return };
+    let rows: String = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            format!("{},{}\n", c[0], c[4])
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("goog.csv");
+    fs::write(&input, format!("ds,y\n{rows}")).unwrap();
+    let (out, err) = forecast(&input, &["--horizon", "6"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["calendar"], "weekdays Mon–Fri");
+    assert!(err.contains("calendar: weekdays Mon–Fri\n"), "{err}");
+    assert_eq!(
+        stamps(&v),
+        ["2013-03-04", "2013-03-05", "2013-03-06", "2013-03-07", "2013-03-08", "2013-03-11"]
+    );
+    // Every weekday from the first to the last close is a grid point: the holidays are the missing ones.
+    let csv =
+        format!("ds\n{}", rows.lines().map(|l| l.split(',').next().unwrap()).collect::<Vec<_>>().join("\n"));
+    assert_eq!(points(&err), rows.lines().count() + absent_weekdays(&csv).len());
+}

@@ -182,6 +182,23 @@ fn copy_workspace(tree: &Path) {
     }
 }
 
+/// Makes the copy's crates distinct units for cargo. The copy builds into the hostile-client test's target
+/// directory (so dependencies compile once), and cargo hashes a path package by its path *relative to the
+/// workspace*, so the copy's `totoc`, `engines`, ... are the very units of the workspace's own release-arith
+/// build: when that build finished after the copy was written (the two tests copy and build concurrently), the
+/// copy's older sources looked up to date and cargo handed back the workspace's binary, without the toy family
+/// (seen on a loaded 2-core machine: "release-arith build ...: 1 s", then the toy config was not recognised). A
+/// version of its own (semver build metadata) changes the package ids of the workspace members only.
+fn give_the_copy_its_own_version(tree: &Path) {
+    let manifest = tree.join("Cargo.toml");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let anchor = "[workspace.package]\nversion = \"";
+    let at = text.find(anchor).expect("Cargo.toml: [workspace.package] version") + anchor.len();
+    let end = at + text[at..].find('"').expect("version string");
+    let edited = format!("{}{}+third-family{}", &text[..at], &text[at..end], &text[end..]);
+    fs::write(&manifest, edited).unwrap();
+}
+
 /// Applies every edit; returns the existing files touched.
 fn apply_edits(tree: &Path) -> BTreeSet<&'static str> {
     let mut touched = BTreeSet::new();
@@ -218,6 +235,7 @@ fn a_third_family_is_a_folder_and_registry_lines() {
         fs::copy(root.join("tests/third_family").join(from), tree.join(to)).unwrap();
     }
     let touched = apply_edits(&tree);
+    give_the_copy_its_own_version(&tree);
     eprintln!(
         "third family: {} new files, {} edits in {} existing files: {}",
         NEW_FILES.len(),

@@ -6,8 +6,10 @@ drift/tolerance, totoc's own tolerance and how much tighter the live check is.
     tests/reference/kernel_drift.sh                      # every setting of kernels.SETTINGS, both checks (~10 min)
     tests/reference/kernel_drift.sh --settings native,mkl-avx2
     tests/reference/kernel_drift.sh --settings pinned --emulate Haswell-v4,Nehalem-v1   # other CPUs (~40 min)
+    tests/reference/kernel_drift.sh --checks kronos --json tests/reference/kernel_drift_kronos.json   # one check
 
-Each setting runs `regen_fixtures.py --check` and `regen_toto2_fixtures.py --check` in a child process with
+Each setting runs `regen_fixtures.py --check`, `regen_toto2_fixtures.py --check` and `regen_kronos_fixtures.py
+--check` (or those --checks names) in a child process with
 TOTOC_REFERENCE_KERNELS=<setting> (the child pins its kernels before importing torch) and reads the worst drift per
 class from their --report. The drift of a number is |a - b| / (unit + |b|) (live_check.py). The tolerance τ of
 each class is in the check scripts (TAUS); the last lines say what SAFETY_FACTOR x the worst drift would be, so a
@@ -33,7 +35,7 @@ sys.path.insert(0, HERE)
 import kernels  # noqa: E402
 import live_check  # noqa: E402
 
-CHECKS = {"toto-ts": "regen_fixtures.py", "toto-2": "regen_toto2_fixtures.py"}
+CHECKS = {"toto-ts": "regen_fixtures.py", "toto-2": "regen_toto2_fixtures.py", "kronos": "regen_kronos_fixtures.py"}
 # what totoc's own tests hold the same numbers to against the fixtures (engines/src/toto1/golden.rs,
 # engines/tests/toto2_equivalence.rs)
 TOTOC_TOL = {
@@ -44,7 +46,15 @@ TOTOC_TOL = {
     ("toto-2", "knots"): "1e-4 + 1e-6·|ref|",
     ("toto-2", "scaler"): "1e-6·|ref|",
     ("toto-2", "quantiles"): "1e-4·σ + 1e-6·|ref|",
+    ("kronos", "stats"): "exact (numpy's pairwise f32 order)",
+    ("kronos", "z"): "its sign only (tokens identical)",
+    ("kronos", "logits"): "τ from measured drift (engine tests)",
+    ("kronos", "rows"): "1e-4·σ + 1e-6·|ref| (de-normalised)",
+    ("kronos", "noise"): "replayed as recorded",
 }
+
+
+FLIPPED = []  # checks and settings under which an exact quantity (a Kronos token) changed
 
 
 def run(check, setting, out):
@@ -59,7 +69,10 @@ def run(check, setting, out):
     if not os.path.exists(out):
         sys.exit(f"{check} under {setting}: no report (exit {p.returncode}):\n{p.stderr[-2000:]}")
     with open(out) as f:
-        return json.load(f)["classes"]
+        doc = json.load(f)
+    if doc.get("tokens_differ"):  # the Kronos check's tokens: a flip means the fixtures' margins are too small
+        FLIPPED.append(f"{check} under {setting}: {doc['tokens_differ']} token(s) differ from the committed fixtures")
+    return doc["classes"]
 
 
 def round_up(x):
@@ -73,11 +86,13 @@ def round_up(x):
 def current_taus():
     """The τ of every (check, class) as the check scripts define them now."""
     import regen_fixtures
+    import regen_kronos_fixtures
     import regen_toto2_fixtures
 
     return {
         **{("toto-ts", c): t for c, t in regen_fixtures.TAUS.items()},
         **{("toto-2", c): t for c, t in regen_toto2_fixtures.TAUS.items()},
+        **{("kronos", c): t for c, t in regen_kronos_fixtures.TAUS.items()},
     }
 
 
@@ -113,6 +128,7 @@ def render(rows, settings, command):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--settings", default=",".join(kernels.SETTINGS), help="comma-separated kernel settings")
+    ap.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated live checks ({', '.join(CHECKS)})")
     ap.add_argument("--emulate", default="", help="comma-separated qemu CPU models to run the pinned setting on")
     ap.add_argument("--json", help="also write every measurement here")
     ap.add_argument("--from-json", help="print the table of an earlier --json measurement against today's TAUS")
@@ -123,6 +139,10 @@ def main(argv=None):
         render(doc["rows"], doc["settings"], doc["command"])
         return 0
     settings = a.settings.split(",")
+    checks = a.checks.split(",")
+    for c in checks:
+        if c not in CHECKS:
+            sys.exit(f"unknown check {c!r}; use {', '.join(CHECKS)}")
     for s in settings:
         if s not in kernels.SETTINGS:
             sys.exit(f"unknown setting {s!r}; use {', '.join(kernels.SETTINGS)}")
@@ -131,11 +151,12 @@ def main(argv=None):
             sys.exit("--emulate needs qemu-x86_64: apt-get install qemu-user")
         settings += [f"qemu:{c}" for c in a.emulate.split(",")]
     emulate = f" --emulate {a.emulate}" if a.emulate else ""
-    command = f"tests/reference/kernel_drift.sh --settings {a.settings}{emulate}"
+    only = f" --checks {a.checks}" if checks != list(CHECKS) else ""
+    command = f"tests/reference/kernel_drift.sh --settings {a.settings}{only}{emulate}"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for setting in settings:
-            for check in CHECKS:
+            for check in checks:
                 print(f"running {check} under {setting} ...", file=sys.stderr, flush=True)
                 classes = run(check, setting, os.path.join(tmp, f"{check}-{setting}.json"))
                 for cls, r in classes.items():
@@ -144,7 +165,9 @@ def main(argv=None):
         with open(a.json, "w") as f:
             json.dump({"command": command, "settings": settings, "rows": rows}, f, indent=1)
     render(rows, settings, command)
-    return 0
+    for line in FLIPPED:
+        print(f"FLIPPED: {line}", file=sys.stderr)
+    return 1 if FLIPPED else 0
 
 
 if __name__ == "__main__":

@@ -380,10 +380,11 @@ def check(committed_root, only=None, perturb=None, report=None):
             for d, _, files in os.walk(root_dir):
                 for f in files:
                     rel_files.add(os.path.relpath(os.path.join(d, f), root_dir))
-        # tests/fixtures/toto2/ belongs to regen_toto2_fixtures.py (the Toto 2.0 oracle), tests/fixtures/data/ to
-        # tests/data/convert.py (public datasets) and tests/fixtures/trained/ to tests/training/ (SHA256SUMS, the
-        # corpus check and --verify-training); each checks its own
-        owned_elsewhere = tuple(d + os.sep for d in ("toto2", "data", "trained"))
+        # tests/fixtures/toto2/ belongs to regen_toto2_fixtures.py (the Toto 2.0 oracle), tests/fixtures/kronos/ to
+        # regen_kronos_fixtures.py and kronos_inputs.py (Kronos), tests/fixtures/data/ to tests/data/convert.py
+        # (public datasets) and tests/fixtures/trained/ to tests/training/ (SHA256SUMS, the corpus check and
+        # --verify-training); each checks its own
+        owned_elsewhere = tuple(d + os.sep for d in ("toto2", "kronos", "data", "trained"))
         rel_files = {r for r in rel_files if not r.startswith(owned_elsewhere)}
         if only is not None:
             rel_files = {r for r in rel_files if r.replace(os.sep + "cases" + os.sep, "/")[: -len(".json")] in only}

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Tests of the live reference checks themselves: a change on purpose must fail them, by far, naming what moved.
 
-For each check (toto-ts: regen_fixtures.py, toto-2: regen_toto2_fixtures.py) and each perturbation of
-regen_fixtures.PERTURBATIONS — one weight x (1 + 1e-3), the last context point + 1e-3 x its series' σ, the seed + 1
-(toto-ts: the sampling seed of a sampled case; toto-2, which has no sampling: the checkpoint's seed) — the check of
-one case must exit 1 with a failure that names the case's file and a reference quantity, at |diff|/tolerance >= 10
-(toto-2: at the sizes CASES states, see there). Run by scripts/test.sh after the live checks (~40 s); prints one line per test and "N passed, N failed".
+For each check (toto-ts: regen_fixtures.py, toto-2: regen_toto2_fixtures.py, kronos: regen_kronos_fixtures.py) and
+each perturbation of regen_fixtures.PERTURBATIONS — one weight x (1 + 1e-3), the last context point + 1e-3 x its
+series' σ, the seed + 1 (toto-ts and kronos: the sampling seed of a sampled case; toto-2, which has no sampling: the
+checkpoint's seed) — the check of one case must exit 1 with a failure that names the case's file and a reference
+quantity, at |diff|/tolerance >= 10 (toto-2: at the sizes CASES states, see there; kronos: a changed token counts as
+inf). Run by scripts/test.sh after the live checks (~1 min); prints one line per test and "N passed, N failed".
 """
 
 import os
@@ -16,6 +17,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import regen_fixtures as v1  # noqa: E402  (pins the kernels before torch is imported)
+import regen_kronos_fixtures as v3  # noqa: E402
 import regen_toto2_fixtures as v2  # noqa: E402
 
 MIN_RATIO = 10.0
@@ -43,8 +45,15 @@ CASES = {
             ("seed", "4m/single_1v", True),
         ],
     ),
+    # Kronos: a weight of the s1 head, the last open of a real daily series, the sampling seed of a sampled case;
+    # a changed token fails with |diff|/tolerance inf (tokens are exact)
+    "kronos": (
+        v3,
+        v3.FIXTURES,
+        [("weight", "k10/greedy_daily", True), ("input", "k10/greedy_daily", True), ("seed", "k4/samples4", True)],
+    ),
 }
-RATIO = re.compile(r"\|diff\|/tolerance ([0-9.e+-]+)")
+RATIO = re.compile(r"\|diff\|/tolerance (inf|[0-9.e+-]+)")
 
 
 def run_one(check, perturb, case, strict):
@@ -66,9 +75,14 @@ def run_one(check, perturb, case, strict):
     return problems, worst, named[0] if named else ""
 
 
-def main():
+def main(argv=None):
+    """Runs every check's perturbations, or only those of the checks named on the command line."""
+    only = (sys.argv[1:] if argv is None else argv) or list(CASES)
+    unknown = [c for c in only if c not in CASES]
+    if unknown:
+        sys.exit(f"unknown check(s) {unknown}; use {', '.join(CASES)}")
     passed = failed = 0
-    for check, (_, _, runs) in CASES.items():
+    for check, (_, _, runs) in ((c, CASES[c]) for c in only):
         for perturb, case, strict in runs:
             kind, size = v1.parse_perturb(perturb)
             what = v1.PERTURBATIONS[kind].replace("SIZE", f"{size:g}")

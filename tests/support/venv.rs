@@ -48,6 +48,15 @@ pub const METRICS: Venv = Venv {
     setup: "tests/metrics/setup_venv.sh",
 };
 
+/// statsmodels, pandas, pyarrow, bokeh-sampledata, and backtesting.py's sample market data (installed without
+/// its dependencies: the real-data calendar tests read its CSV files, `tests/data/requirements-nodeps.txt`).
+pub const DATA: Venv = Venv {
+    what: "the data venv",
+    env_var: "TOTOC_DATA_PYTHON",
+    default_dir: "data-venv",
+    setup: "tests/data/setup_venv.sh",
+};
+
 /// Whether `TOTOC_STRICT_TESTS=1`: a skip is a failure.
 pub fn strict() -> bool {
     std::env::var("TOTOC_STRICT_TESTS").as_deref() == Ok("1")

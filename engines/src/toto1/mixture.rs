@@ -14,13 +14,15 @@
 //! * Sample paths ([`PathSampler`]): a component drawn from `weights`, then `t = N(0,1)/sqrt(χ²(df)/df)` as
 //!   `StudentT.rsample`, `loc_k + scale_k·t`, de-normalised. Path p draws from ChaCha20 stream p of the request
 //!   seed, so a path does not depend on how paths are batched. torch's own RNG stream is not reproduced.
-//! * Quantiles ([`SampleSet::quantiles`]): `torch.quantile(samples, q, dim=-1)` (linear interpolation), exact.
+//! * Quantiles ([`SampleSet::quantiles`]): `torch.quantile(samples, q, dim=-1)` (linear interpolation), exact
+//!   (`crate::host::quantile`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Gamma, StandardNormal};
 
 use crate::error::{Error, Result};
+use crate::host::quantile::path_quantiles;
 use crate::host::scaler::PatchStats;
 use crate::host::sum::torch_sum_by;
 
@@ -227,35 +229,13 @@ impl<'a> SampleSet<'a> {
 
     /// Quantiles `[q][variates][horizon]` over paths, as `Forecast.quantile(q)` (`torch.quantile`, linear).
     pub fn quantiles(&self, qs: &[f64]) -> Vec<Vec<Vec<f32>>> {
-        let mut out = vec![vec![vec![0.0; self.horizon]; self.variates]; qs.len()];
-        let mut column = Vec::with_capacity(self.paths);
-        for (v, h) in (0..self.variates).flat_map(|v| (0..self.horizon).map(move |h| (v, h))) {
-            column.clear();
-            column.extend((0..self.paths).map(|n| self.value(n, v, h)));
-            column.sort_unstable_by(f32::total_cmp);
-            for (level, &q) in out.iter_mut().zip(qs) {
-                level[v][h] = quantile_sorted(&column, q as f32);
-            }
-        }
-        out
-    }
-}
-
-/// `torch.quantile` of ascending `sorted` values at `q ∈ [0, 1]` (linear interpolation, f32 like torch:
-/// rank `q·(n−1)`, then `lerp`, which torch's CPU kernel fuses into one FMA). NaN if any value is NaN or
-/// `sorted` is empty.
-pub fn quantile_sorted(sorted: &[f32], q: f32) -> f32 {
-    if sorted.is_empty() || sorted.iter().any(|x| x.is_nan()) || !(0.0..=1.0).contains(&q) {
-        return f32::NAN;
-    }
-    let rank = q * (sorted.len() - 1) as f32;
-    let (below, above) = (rank as usize, rank.ceil() as usize);
-    let w = rank - below as f32;
-    let (start, end) = (sorted[below], sorted[above]);
-    if w.abs() < 0.5 {
-        w.mul_add(end - start, start)
-    } else {
-        (w - 1.0).mul_add(end - start, end)
+        let points = self.variates * self.horizon;
+        let flat =
+            path_quantiles(self.data, self.paths, points, qs).expect("SampleSet::new checked the length");
+        let h = self.horizon;
+        flat.into_iter()
+            .map(|level| (0..self.variates).map(|v| level[v * h..(v + 1) * h].to_vec()).collect())
+            .collect()
     }
 }
 
@@ -363,15 +343,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn quantile_edges() {
-        assert_eq!(quantile_sorted(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.5), 3.0);
-        assert_eq!(quantile_sorted(&[1.0, 2.0], 0.25), 1.25);
-        assert_eq!(quantile_sorted(&[7.0], 0.9), 7.0);
-        assert!(quantile_sorted(&[], 0.5).is_nan());
-        assert!(quantile_sorted(&[1.0, f32::NAN], 0.5).is_nan());
     }
 
     #[test]

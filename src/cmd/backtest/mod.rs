@@ -179,6 +179,9 @@ fn read(a: &BacktestArgs, input: &Place, in_format: Format, first: &Engine) -> a
         eprintln!("{line}");
     }
     let mut bt = Backtest::from_dataset(dataset, WindowSpec::new(a.windows, a.step, a.horizon))?;
+    if let Some(warning) = &bt.warning {
+        eprintln!("{warning}");
+    }
     bt.season = match a.season {
         Some(s) => s,
         None => season::of_series(&bt.series, &bt.axes)?,

@@ -39,6 +39,7 @@ fn axis(stamps: &[Stamp], cal: Calendar) -> TimeAxis {
         freq: Freq::Fixed(cal.step()),
         anchor: MonthAnchor::End,
         calendar: Some(Arc::new(cal)),
+        off_session: Arc::from([]),
     }
 }
 
@@ -67,7 +68,7 @@ fn daily_trading_days_are_weekdays_and_continue_on_monday() {
     let cal = session(&stamps, DAY);
     assert_eq!(cal.describe(), "weekdays Mon–Fri");
     // the grid counts weekdays only: 40 days from Monday hold 30 weekdays (the gap is one of them)
-    let pos = positions(&stamps, &cal, 1_000).unwrap();
+    let pos = positions(&stamps, &cal, 1_000, false).unwrap();
     assert_eq!((pos.len(), pos.last().copied()), (29, Some(29)));
     let a = axis(&stamps, cal);
     assert_eq!(a.last.to_text(), "2024-02-09"); // a Friday
@@ -146,7 +147,7 @@ fn fx_week_follows_new_york_across_the_march_2024_dst_change() {
     };
     assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 America/New_York, 1 hour");
     // Every weekend is closed time: the grid has no missing point.
-    let pos = positions(&bars, &cal, 10_000).unwrap();
+    let pos = positions(&bars, &cal, 10_000, false).unwrap();
     assert_eq!(*pos.last().unwrap() + 1, bars.len());
     assert_eq!(bars.len(), 4 * 120 + 7 + 72 + 21); // four whole weeks, then Sunday 31st 17:00 to Thursday 4th 20:00
                                                    // Friday 8 March 16:00 EST (21:00Z) is followed by Sunday 10 March 17:00 EDT (21:00Z), not 22:00Z.
@@ -172,7 +173,7 @@ fn fx_bars_written_with_changing_offsets_keep_their_session_without_a_zone() {
         panic!("continuous")
     };
     assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 (the timestamps' offsets), 1 hour");
-    let pos = positions(&bars, &cal, 10_000).unwrap();
+    let pos = positions(&bars, &cal, 10_000, false).unwrap();
     assert_eq!(*pos.last().unwrap() + 1, bars.len());
     let fri = p("2024-03-08T16:00:00-05:00").at.as_nanosecond();
     assert_eq!(cal.next_after(fri), Some(p("2024-03-10T21:00:00Z").at.as_nanosecond()));
@@ -228,7 +229,7 @@ fn holidays_are_closed_days_and_their_errors_name_the_fix() {
         panic!("continuous")
     };
     assert_eq!(cal.describe(), "weekdays Mon–Fri, 2 holidays");
-    let pos = positions(&stamps, &cal, 1_000).unwrap();
+    let pos = positions(&stamps, &cal, 1_000, false).unwrap();
     assert_eq!(*pos.last().unwrap() + 1, stamps.len());
     let a = axis(&trading_days("2024-01-01", 47, &["2024-01-15"]), cal); // ends Friday 16 February
     let f: Vec<String> = a.future(2).unwrap().iter().map(|s| s.to_text()).collect();
@@ -253,4 +254,101 @@ fn descriptions_of_sessions() {
          – Fri 17:30 UTC, 1 hour"
     );
     assert_eq!(describe(None), "continuous");
+}
+
+#[test]
+fn building_a_calendar_is_linear_in_the_slots_of_a_week() {
+    // The worst cases of a scan from each slot to the next open one: a week of one-minute slots with two
+    // adjacent open slots (Monday 09:00 and 09:01) or a single one. Each phase is this test's own, so no other
+    // test's calendar is in the cache and the tables are built here.
+    const MINUTE: i128 = 60 * NANOS_PER_SECOND;
+    let slots = 7 * 1_440;
+    let adjacent: Vec<bool> = (0..slots).map(|w| w == 540 || w == 541).collect();
+    let single: Vec<bool> = (0..slots).map(|w| w == 9_000).collect();
+    let every: Vec<bool> = vec![true; slots];
+    for (phase_s, open) in [(13, adjacent), (17, single), (19, every)] {
+        let steps = |open: Vec<bool>| {
+            slots::STEPS.with(|s| s.set(0));
+            let zone = Zone::Fixed(Offset::UTC);
+            Calendar::new(MINUTE, phase_s * NANOS_PER_SECOND, open, no_holidays(), zone).unwrap();
+            slots::STEPS.with(|s| s.get())
+        };
+        let built = steps(open.clone());
+        assert!(built <= 4 * slots as u64, "{built} steps for {slots} slots");
+        assert_eq!(built, 3 * slots as u64, "built here, not found in the cache");
+        // The same session again: the cache's table (only the key is read).
+        assert_eq!(steps(open), slots as u64);
+    }
+}
+
+/// Hourly FX bars as a broker feed writes them: UTC stamps without an offset, open Sunday 17:00 to Friday 17:00
+/// New York time (21:00 or 22:00 UTC as daylight saving time moves), with one bar after Friday's close on
+/// `extra` dates (New York) and no bars on `closed` dates.
+fn utc_fx_bars(from: &str, to: &str, extra: &[&str], closed: &[&str]) -> Vec<Stamp> {
+    let ny = TimeZone::get("America/New_York").unwrap();
+    let (a, b) = (p(from).at.as_nanosecond(), p(to).at.as_nanosecond());
+    (0..)
+        .map(|i| a + i * HOUR)
+        .take_while(|&t| t <= b)
+        .filter_map(|t| {
+            let at = Timestamp::from_nanosecond(t).unwrap();
+            let local = ny.to_datetime(at);
+            let (wd, h) = (local.weekday().to_monday_zero_offset(), local.hour());
+            let date = local.date().to_string();
+            let open = matches!((wd, h), (6, 17..) | (0..=3, _) | (4, ..=16))
+                || (wd == 4 && h == 17 && extra.contains(&date.as_str()));
+            (open && !closed.contains(&date.as_str())).then(|| Stamp::civil(at, StampStyle::DateTime))
+        })
+        .collect()
+}
+
+#[test]
+fn utc_fx_bars_across_a_dst_change_find_their_session_in_new_york() {
+    // 3 September 2023 to 5 January 2024 (the US clocks moved on 5 November), an extra bar after the close on two
+    // Fridays and a closed Thursday (Thanksgiving). In UTC the week opens at 21:00 in summer and 22:00 in winter,
+    // so no UTC session is stable: New York's is.
+    let extra = ["2023-10-06", "2023-10-20"];
+    let bars = utc_fx_bars("2023-09-03T00:00:00Z", "2024-01-05T22:00:00Z", &extra, &["2023-11-23"]);
+    let opts = CalendarOptions::default();
+    let Inferred::Session(cal) = infer_auto(&bars, HOUR, &opts).unwrap() else { panic!("continuous") };
+    assert_eq!(cal.describe(), "Sun 17:00 – Fri 17:00 America/New_York (zone inferred), 1 hour");
+    // The two extra bars are points of their own; the closed Thursday is 24 missing points.
+    let pos = positions(&bars, &cal, 2 * bars.len(), true).unwrap();
+    assert_eq!(*pos.last().unwrap() + 1, bars.len() + 24);
+    assert!(positions(&bars, &cal, 2 * bars.len(), false).is_err(), "strict placing refuses the extra bars");
+    let off: Vec<i128> = bars.iter().map(|s| s.at.as_nanosecond()).filter(|&t| !cal.contains(t)).collect();
+    assert_eq!(off.len(), 2);
+    // The axis walks the extra bars too: stepping back from the last bar lands on each row's own stamp.
+    let a = TimeAxis { off_session: off.into(), ..axis(&bars, cal) };
+    let last = *pos.last().unwrap() as i64;
+    for (s, &k) in bars.iter().zip(&pos).step_by(97).chain([(&bars[0], &0)]) {
+        assert_eq!(a.at(k as i64 - last).unwrap().at, s.at, "position {k}");
+    }
+    let extra = bars.iter().position(|s| s.to_text() == "2023-10-06T21:00:00").unwrap();
+    assert_eq!(a.at(pos[extra] as i64 - last).unwrap().to_text(), "2023-10-06T21:00:00");
+    // The forecast after Friday 5 January 16:00 New York (21:00Z) reopens Sunday 22:00Z, naive like the input.
+    let f: Vec<String> = a.future(2).unwrap().iter().map(|s| s.to_text()).collect();
+    assert_eq!(f, ["2024-01-07T22:00:00", "2024-01-07T23:00:00"]);
+}
+
+#[test]
+fn rows_off_the_session_in_many_weeks_or_at_the_ends_leave_the_series_continuous() {
+    // An extra bar in 3 of 10 complete weeks: more than 1 in 8.
+    let fridays = ["2023-10-06", "2023-10-13", "2023-10-20"];
+    let bars = utc_fx_bars("2023-10-01T00:00:00Z", "2023-12-08T22:00:00Z", &fridays, &[]);
+    let ny = Zone::Named(TimeZone::get("America/New_York").unwrap());
+    match infer(&bars, HOUR, ny.clone(), &no_holidays()).unwrap() {
+        Inferred::Continuous(why) => assert!(why.contains("3 of its 9 complete weeks"), "{why}"),
+        Inferred::Session(c) => panic!("{}", c.describe()),
+    }
+    // One extra bar, on the last day (a partial week): the series is continued from there, so it must fit.
+    let bars = utc_fx_bars("2023-10-01T00:00:00Z", "2023-12-08T23:00:00Z", &["2023-12-08"], &[]);
+    match infer(&bars, HOUR, ny, &no_holidays()).unwrap() {
+        Inferred::Continuous(why) => assert!(why.contains("outside its complete weeks"), "{why}"),
+        Inferred::Session(c) => panic!("{}", c.describe()),
+    }
+    // A zone given by --timezone is not second-guessed: no market zone is tried.
+    let opts = CalendarOptions { zone: Some(TimeZone::UTC), ..CalendarOptions::default() };
+    let bars = utc_fx_bars("2023-10-01T00:00:00Z", "2023-12-15T22:00:00Z", &[], &[]);
+    assert!(matches!(infer_auto(&bars, HOUR, &opts).unwrap(), Inferred::Continuous(_)));
 }
