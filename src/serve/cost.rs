@@ -85,43 +85,63 @@ pub fn log_rates(engine: &Engine) {
     }
 }
 
-/// A request's allowance (`sizes`: its series as admitted; `deadline`: its time to go), or the refusal of one
-/// whose estimate alone exceeds it. `None`: the engine gives no estimate.
+/// A request's allowance (`sizes`: its series as admitted; `deadline`: its time to go), from one estimate (one
+/// plan: cheap enough to make on the async workers), or the [`Refusal`] of one whose estimate alone exceeds it.
+/// `None`: the engine gives no estimate.
 pub fn admit(
     engine: &Engine,
     sizes: &[RequestSize],
     deadline: Duration,
     server: Duration,
-) -> Result<Option<Allowance>, ServeError> {
+) -> Result<Option<Allowance>, Refusal> {
     let Some(estimate) = engine.estimate(sizes) else { return Ok(None) };
     let Some(own) = engine.rates().seconds(&estimate) else { return Ok(None) };
     let allowance = Allowance::new(own, deadline, server);
-    if allowance.fits_behind(0.0) {
-        return Ok(Some(allowance));
+    match allowance.fits_behind(0.0) {
+        true => Ok(Some(allowance)),
+        false => Err(Refusal { estimate, allowance, deadline, server }),
     }
-    let time = allowance.time;
-    let limit = match time < deadline.as_secs_f64() {
-        true => format!(
-            "the {time:.1} s a request of its size may take (the server's {:.1} s deadline less the tenth kept for \
-             small requests)",
-            server.as_secs_f64()
-        ),
-        false => format!("its deadline of {time:.1} s"),
-    };
-    let fits = |s: &[RequestSize]| {
-        engine.estimate_seconds(s).is_some_and(|t| Allowance::new(t, deadline, server).fits_behind(0.0))
-    };
-    let changes = engines::cost::smallest_fit(sizes, &fits);
-    let fix = match changes.is_empty() {
-        true => "no single change fits: send a much smaller request".to_string(),
-        false => format!("it fits with {}", changes.join(", or ")),
-    };
-    Err(ServeError::TooCostly(format!(
-        "the request's estimated engine time is {own:.1} s ({} row-steps in {} graph runs, at the rates this engine \
-         measured at warm-up); {MARGIN}× that must fit {limit}; {fix}",
-        estimate.row_steps(),
-        estimate.runs()
-    )))
+}
+
+/// A request refused on its estimate alone; [`Refusal::explain`] says why and what would fit.
+#[derive(Debug)]
+pub struct Refusal {
+    estimate: engines::cost::Estimate,
+    allowance: Allowance,
+    deadline: Duration,
+    server: Duration,
+}
+
+impl Refusal {
+    /// The 429 naming the estimate, the time the request may take, and the smallest single changes that fit
+    /// (a bisection of estimates per count: CPU work, for the blocking pool).
+    pub fn explain(self, engine: &Engine, sizes: &[RequestSize]) -> ServeError {
+        let Refusal { estimate, allowance, deadline, server } = self;
+        let time = allowance.time;
+        let limit = match time < deadline.as_secs_f64() {
+            true => format!(
+                "the {time:.1} s a request of its size may take (the server's {:.1} s deadline less the tenth kept \
+                 for small requests)",
+                server.as_secs_f64()
+            ),
+            false => format!("its deadline of {time:.1} s"),
+        };
+        let fits = |s: &[RequestSize]| {
+            engine.estimate_seconds(s).is_some_and(|t| Allowance::new(t, deadline, server).fits_behind(0.0))
+        };
+        let changes = engines::cost::smallest_fit(sizes, &fits);
+        let fix = match changes.is_empty() {
+            true => "no single change fits: send a much smaller request".to_string(),
+            false => format!("it fits with {}", changes.join(", or ")),
+        };
+        ServeError::TooCostly(format!(
+            "the request's estimated engine time is {:.1} s ({} row-steps in {} graph runs, at the rates this \
+             engine measured at warm-up); {MARGIN}× that must fit {limit}; {fix}",
+            allowance.own,
+            estimate.row_steps(),
+            estimate.runs()
+        ))
+    }
 }
 
 #[cfg(test)]
