@@ -1,4 +1,5 @@
 //! Command-line flags (clap derive). Validation that needs files happens in `cmd/`.
+//! long-file: every subcommand's flags and their help text in one place, the one definition clap reads.
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};

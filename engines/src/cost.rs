@@ -43,9 +43,10 @@ pub const SLOW_SECONDS: f64 = 2.0;
 pub const IDLE_BEFORE_RUN: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The factor on the graphs' time for the host's own work (preparing inputs, drawing sample paths, the scaler and
-/// quantiles, cache copies) until calls have run: `totoc bench cost` measured calls of 50 ms or more at up to
-/// 1.8× their graphs' time (sampled forecasts on the base-size engine, 2 cores; docs/serving.md, "Cost in
-/// seconds"). Then the last calls set it ([`SharedRates::observe`]), within [`HOST_FACTOR_RANGE`].
+/// quantiles, cache copies) until calls have run: in `totoc bench cost` on a busy 2-core machine, calls of 50 ms or
+/// more took 1.0–3.1× their graphs' time at the warm-up's rates (the tiny and base-size test engines; the most for
+/// sampled forecasts on the tiny engine, whose graphs are short beside the host's work). Then the last calls set
+/// it ([`SharedRates::observe`]), within [`HOST_FACTOR_RANGE`].
 pub const HOST_FACTOR: f64 = 2.0;
 
 /// The least and most host factor the last calls may set: below 1, the rates were measured on a machine busier
