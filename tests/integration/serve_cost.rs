@@ -4,7 +4,8 @@
 //! refused up front — 429 (RESOURCE_EXHAUSTED over gRPC: `serve_hostile`, class 5) — naming its estimate, the
 //! time it may take and the smallest changes that fit; every golden case and the
 //! README's examples (the tour's CO2 forecast, the tritonclient call at the tiny engine's longest horizon) are
-//! admitted and answered; the model metadata reports the graph rates measured at warm-up.
+//! admitted and answered; the model metadata reports the graph rates measured at warm-up. Then the commands that
+//! show the cost model: `totoc bundle info --measure-rates` and `totoc bench cost`.
 //!
 //! The refusal rests on the engine's measured speed: the request's estimate is 20–50 s on the 2-core reference
 //! machine (docs/serving.md, "Cost in seconds") and a request over 13.5 s is refused (twice its estimate must fit
@@ -16,7 +17,7 @@ use std::fs;
 
 use serde_json::{json, Value};
 
-use crate::common::root;
+use crate::common::{root, totoc_err, totoc_ok};
 use crate::serve::{case, engine, error_of, get, metric, post, post_json, Server};
 
 /// The class-5 request: ~1 KB of JSON.
@@ -82,4 +83,73 @@ fn the_class_5_request_is_refused_up_front_and_the_examples_are_admitted() {
                         "inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 512], "data": x}]});
     let (status, out) = post_json(&s.url("/v2/models/toto/infer"), &triton);
     assert_eq!(status, 200, "the README's tritonclient call: {out}");
+}
+
+#[test]
+fn bundle_info_measures_rates_on_demand_and_bench_cost_prices_requests() {
+    let engine_dir = engine();
+    let engine = engine_dir.to_str().unwrap();
+    let text = totoc_ok(&["bundle", "info", engine]);
+    assert!(text.contains("rates:       measured at serve warm-up"), "{text}");
+    let info: Value = serde_json::from_str(&totoc_ok(&[
+        "bundle",
+        "info",
+        "--json",
+        "--measure-rates",
+        "--threads",
+        "1",
+        engine,
+    ]))
+    .unwrap();
+    let rates = &info["rates"];
+    assert_eq!(rates["host_factor"], 2.0, "{rates}");
+    let graphs = rates["graphs"].as_array().expect("rates");
+    assert_eq!(graphs.len(), 16, "one per bucket: {graphs:?}");
+    for g in graphs {
+        let (run, step) =
+            (g["seconds_per_run"].as_f64().unwrap(), g["seconds_per_row_step"].as_f64().unwrap());
+        let rows = g["rows"].as_f64().unwrap();
+        assert!(run > 0.0 && (step * rows - run).abs() <= 1e-12 + 1e-9 * run, "{g}");
+        assert!(g["timed_runs"].as_u64().unwrap() >= 2, "{g}");
+        assert!(["prefill", "decode"].contains(&g["kind"].as_str().unwrap()), "{g}");
+    }
+    let text = totoc_ok(&["bundle", "info", "--measure-rates", engine]);
+    assert!(text.contains("rates (measured now") && text.contains("µs/row-step"), "{text}");
+    let bundle = engine_dir.parent().unwrap().join("bundle");
+    let e = totoc_err(&["bundle", "info", "--measure-rates", bundle.to_str().unwrap()]);
+    assert!(e.contains("export bundle"), "{e}");
+
+    // A cheap request is admitted and timed; one far over a 1 s deadline is refused with what would fit.
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("cost.json");
+    let out = totoc_ok(&[
+        "bench",
+        "cost",
+        "--engine",
+        engine,
+        "--request",
+        "1x1x16x0",
+        "--request",
+        "16x4x160x256",
+        "--deadline-s",
+        "1",
+        "--runs",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.contains("refused; it fits with"), "{out}");
+    let report: Value = serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{report}");
+    assert_eq!(rows[0]["admitted"], true, "{report}");
+    assert!(rows[0]["measured_s"].as_f64().unwrap() > 0.0 && rows[0]["graph_runs"] == 1, "{report}");
+    assert_eq!(rows[1]["admitted"], false, "{report}");
+    assert!(rows[1]["estimate_s"].as_f64().unwrap() > 0.45, "{report}");
+    assert!(!rows[1]["fits_with"].as_array().unwrap().is_empty(), "{report}");
+    assert_eq!(report["rates"]["graphs"].as_array().unwrap().len(), 16);
+    let e = totoc_err(&["bench", "cost", "--engine", engine, "--request", "1x4"]);
+    assert!(e.contains("SERIESxVARIATESxHORIZONxSAMPLES"), "{e}");
 }
