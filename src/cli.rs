@@ -670,6 +670,10 @@ pub struct ExportArgs {
     /// Checkpoint directory with config.json and model.safetensors (HF layout).
     #[arg(long)]
     pub checkpoint: PathBuf,
+    /// The model's tokenizer checkpoint directory (config.json and model.safetensors), for a model exported with
+    /// its tokenizer (the config names it as `model.tokenizer`); refused for models without one.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Profiles YAML (e.g. configs/toto-base.yaml).
     #[arg(long)]
     pub config: PathBuf,

@@ -38,8 +38,9 @@
 //! * [`toto2`]: Toto 2.0 — its `build-engine`, context preparation, its rotary tables, quantile post-processing,
 //!   golden cases, and the forecast driver that runs a chunk of requests through one shape's pass, or prefill
 //!   and decode, graphs;
-//! * [`kronos`]: Kronos — so far its host numerics (column rules, numpy's normalisation, time features,
-//!   upstream's sampler with a per-path counter-based noise stream, path statistics); its engine comes next.
+//! * [`kronos`]: the model of kronos-finance 0.1.5 — so far its host numerics (column rules, numpy's
+//!   normalisation, time features, upstream's sampler with a per-path counter-based noise stream, path
+//!   statistics); its engine comes next.
 //!
 //! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy),
 //! holding the family's engine behind the [`family`] seam. See docs/architecture.md.

@@ -125,6 +125,7 @@ fn toto2_engine(config: &str, dir: &Path) -> Engine {
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint,
+        tokenizer: None,
         profiles: ProfileSet::from_file(&fx.join("profiles.yaml")).unwrap().profiles,
         out: bundle.clone(),
         precisions: vec![Precision::Fp32],

@@ -79,7 +79,7 @@ fn export_kind(e: &exporter::error::Error) -> Kind {
 }
 
 #[pyfunction]
-#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, int8_roles=None, progress=None))]
+#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, int8_roles=None, tokenizer=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn export(
     py: Python<'_>,
@@ -92,16 +92,24 @@ pub fn export(
     force: bool,
     golden: Option<PathBuf>,
     int8_roles: Option<String>,
+    tokenizer: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PathBuf> {
     guard(|| {
-        // the two paths a caller most often gets wrong, named as such (the job would report a file it cannot read)
+        // the paths a caller most often gets wrong, named as such (the job would report a file it cannot read)
         if !checkpoint.is_dir() {
             return Err(invalid(format!(
             "checkpoint {}: no such directory; give a Hugging Face checkpoint directory (config.json and \
              model.safetensors)",
             checkpoint.display()
         )));
+        }
+        if let Some(t) = tokenizer.as_ref().filter(|t| !t.is_dir()) {
+            return Err(invalid(format!(
+                "tokenizer {}: no such directory; give the model's tokenizer checkpoint directory (config.json \
+                 and model.safetensors)",
+                t.display()
+            )));
         }
         if !config.is_file() {
             return Err(invalid(format!(
@@ -119,8 +127,18 @@ pub fn export(
                 exporter::graph::Int8Plan::parse(&r).map_err(|e| invalid(format!("int8_roles={r:?}: {e}")))
             })
             .transpose()?;
-        let job =
-            ExportJob { checkpoint, config, out, profiles, precisions, opset, force, golden, int8_roles };
+        let job = ExportJob {
+            checkpoint,
+            tokenizer,
+            config,
+            out,
+            profiles,
+            precisions,
+            opset,
+            force,
+            golden,
+            int8_roles,
+        };
         let mut forward = Forward::new(progress);
         let result: Result<ExportOutcome, exporter::error::Error> =
             py.detach(|| job.run(&mut |r| forward.report(r)));

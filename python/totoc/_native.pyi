@@ -111,6 +111,7 @@ def export(
     force: bool = False,
     golden: str | None = None,
     int8_roles: str | None = None,
+    tokenizer: str | None = None,
     progress: Callable[[str, str, int, int], None] | None = None,
 ) -> str: ...
 def build_engine(

@@ -64,13 +64,14 @@ const EDITS: &[Edit] = &[
         EXPORTER_FAMILY,
         "impl Family {\n",
         "const TOY: Capabilities = Capabilities {\n    name: \"toy\",\n    title: \"Toy\",\n    folder: \"toy\",\n    \
-         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    point_forecast: \"mean\",\n    samples: false,\n    \
-         quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n};\n\n",
+         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    tokenizer_keys: None,\n    point_forecast: \"mean\",\n    samples: false,\n    \
+         quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n    columns: None,\n    \
+         reads_timestamps: false,\n    missing_points: true,\n    sampling_controls: false,\n    params: &[],\n};\n\n",
     ),
     replace(
         EXPORTER_FAMILY,
-        "pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];",
-        "pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Toy];",
+        "pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Kronos];",
+        "pub const ALL: [Family; 4] = [Family::Toto1, Family::Toto2, Family::Kronos, Family::Toy];",
     ),
     after(EXPORTER_FAMILY, "            Family::Toto2 => &TOTO2,\n", "            Family::Toy => &TOY,\n"),
     after(EXPORTER_FAMILY, "    Toto2(Toto2Config),\n", "    #[serde(rename = \"toy\")]\n    Toy(crate::toy::ToyConfig),\n"),
