@@ -286,6 +286,12 @@ impl GraphRunner {
         self.inputs.iter().map(|s| &s.sig)
     }
 
+    /// Whether input `name` reads another graph's buffer ([`share_input`](Self::share_input)): its host buffer is
+    /// that graph's to write.
+    pub fn is_shared(&self, name: &str) -> bool {
+        Self::slot_index(&self.inputs, name).is_some_and(|i| self.inputs[i].shared_from.is_some())
+    }
+
     /// Output signatures, in graph order.
     pub fn outputs(&self) -> impl Iterator<Item = &TensorSig> {
         self.outputs.iter().map(|s| &s.sig)

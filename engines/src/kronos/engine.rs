@@ -16,7 +16,9 @@ use exporter::kronos::manifest::KronosGraphFile;
 use exporter::kronos::signature::{self as sig, ModelDims};
 use exporter::signature::{DType, GraphKind};
 
+use crate::budget::RequestSize;
 use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
+use crate::cost::{time_runs, Estimate, GraphRate};
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
@@ -24,8 +26,8 @@ use crate::kronos::build::keep_within;
 use crate::kronos::columns::COLUMNS;
 use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
 use crate::kronos::hooks::Hooks;
-use crate::kronos::job::{named_columns, JobInput, JobLimits, KronosJob};
-use crate::kronos::plan::{KronosPins, Ladder};
+use crate::kronos::job::{named_columns, JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
+use crate::kronos::plan::{KronosPins, Ladder, SeriesCounts};
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse, QuantileForecast};
@@ -211,6 +213,16 @@ impl KronosEngine {
         Ok(job)
     }
 
+    /// The graph runs of a call of `series`, by graph name and rows (see [`Ladder::call_runs`]).
+    pub fn estimate_counts(&self, series: &[SeriesCounts]) -> Option<Estimate> {
+        let runs = self.ladder(KronosPins::default()).call_runs(series)?;
+        let mut e = Estimate::default();
+        for (bucket, n) in runs {
+            e.add(&self.label(bucket), bucket.rows, n);
+        }
+        Some(e)
+    }
+
     fn label(&self, bucket: Bucket) -> String {
         match self.slots.get(&bucket) {
             Some(s) => bucket.stem(&s.profile),
@@ -337,9 +349,12 @@ fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner>
     Ok(r)
 }
 
-/// Runs a graph once on placeholder inputs (zeros, every length 1).
+/// Runs a graph once on placeholder inputs (zeros, every length 1); an input bound to another graph's buffer (a
+/// refine graph reading the decode graph's cache after a call) is read as it stands (finite: caches start at zeros
+/// and hold only what graphs wrote).
 fn warm(runner: &mut GraphRunner) -> Result<()> {
-    let inputs: Vec<(String, DType)> = runner.inputs().map(|s| (s.name.clone(), s.dtype)).collect();
+    let inputs: Vec<(String, DType)> =
+        runner.inputs().filter(|s| !runner.is_shared(&s.name)).map(|s| (s.name.clone(), s.dtype)).collect();
     for (name, dtype) in inputs {
         match dtype {
             DType::I64 => runner.input_mut::<i64>(&name)?.fill(i64::from(name == sig::LENGTH)),
@@ -400,6 +415,45 @@ impl FamilyEngine for KronosEngine {
             }));
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    /// Each graph timed on the placeholder inputs of [`warm`] (a graph's cost does not depend on its values:
+    /// static shapes, padded slots computed and masked).
+    fn measure(&self, call: Call<'_>) -> Result<Vec<GraphRate>> {
+        let mut exec = self.lock();
+        let mut rates = Vec::with_capacity(self.buckets.len());
+        for &b in &self.buckets {
+            // loaded: the warm-up just ran it (one it evicted again runs once untimed)
+            let loaded = exec.pool.is_loaded(b);
+            let mut pool = Pool { engine: self, call, exec: &mut exec };
+            let mut runner = pool.take(b)?;
+            let timed = time_runs(loaded, || warm(&mut runner));
+            pool.put(b, runner);
+            let (seconds, runs) = timed?;
+            rates.push(GraphRate::new(self.label(b), b.kind.as_str(), b.rows, seconds, runs));
+        }
+        Ok(rates)
+    }
+
+    /// The runs [`Ladder::call_runs`] plans for the series: each `samples` paths (one greedy path for 0), its
+    /// context as admitted, `max_context` the default (upstream's 512, or the window when smaller): the counts
+    /// carry no family parameters, so a request that asks for a smaller `max_context` (an earlier slide, more
+    /// full-window recomputes) is estimated at the default's.
+    fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        let max_context = DEFAULT_MAX_CONTEXT.min(self.window);
+        let series: Vec<SeriesCounts> = sizes
+            .iter()
+            .flat_map(|s| {
+                let counts = SeriesCounts {
+                    rows: s.context,
+                    horizon: s.horizon,
+                    paths: s.samples.max(1),
+                    max_context,
+                };
+                std::iter::repeat_n(counts, s.series)
+            })
+            .collect();
+        self.estimate_counts(&series)
     }
 
     fn buckets(&self) -> Vec<Bucket> {

@@ -371,6 +371,7 @@ fn paths_do_not_depend_on_the_call_or_the_buckets() {
     for (b, (a, t)) in alone.iter().zip(&together).enumerate() {
         assert_eq!(a, t, "series {b} {:?}: in the ragged call of 9 it differs from alone", lengths[b]);
     }
+    estimates_are_the_runs_the_call_made(&e, &jobs);
     let sampled = &jobs[0];
     assert!(sampled.samples == 4, "the first series samples");
     for pins in [
@@ -386,4 +387,49 @@ fn paths_do_not_depend_on_the_call_or_the_buckets() {
     let mut other = sampled.clone();
     other.seed += 1;
     assert_ne!(run(&[&other], KronosPins::default()).remove(0), alone[0]);
+}
+
+/// Cost (`crate::cost`): the estimate of the ragged call just run (its series' counts) is the runs it made, graph
+/// by graph; every graph has a measured rate of its rows, so the engine prices what it plans; the counts the
+/// server passes (no `max_context`: the default, here the window) give the same plan for series at the default.
+fn estimates_are_the_runs_the_call_made(e: &Engine, jobs: &[crate::kronos::job::KronosJob]) {
+    use std::collections::BTreeMap;
+    let k = kronos(e);
+    let counts = |j: &crate::kronos::job::KronosJob| crate::kronos::plan::SeriesCounts {
+        rows: j.rows(),
+        horizon: j.horizon,
+        paths: j.paths(),
+        max_context: j.max_context,
+    };
+    let estimate = k.estimate_counts(&jobs.iter().map(counts).collect::<Vec<_>>()).expect("an estimate");
+    let mut ran: BTreeMap<String, u64> = BTreeMap::new();
+    for run in e.last_call() {
+        *ran.entry(e.bucket_name(run.bucket)).or_default() += 1;
+    }
+    let want: BTreeMap<String, u64> = estimate.graphs.iter().map(|g| (g.graph.clone(), g.runs)).collect();
+    assert_eq!(want, ran, "estimated runs (left) against the call's runs (right)");
+    assert!(ran.keys().any(|g| g.contains("recompute")), "the call slides: {ran:?}");
+    let rates = e.measure_rates().unwrap();
+    assert_eq!(rates.graphs.len(), e.buckets().len(), "one rate per graph");
+    for g in &estimate.graphs {
+        let r = rates.get(&g.graph).unwrap_or_else(|| panic!("no rate for {}", g.graph));
+        assert_eq!(g.row_steps, g.runs * r.rows as u64, "{}", g.graph);
+    }
+    let window = k.job_limits().window;
+    let at_default: Vec<crate::kronos::job::KronosJob> =
+        jobs.iter().map(|j| crate::kronos::job::KronosJob { max_context: window, ..j.clone() }).collect();
+    let sizes: Vec<crate::budget::RequestSize> = at_default
+        .iter()
+        .map(|j| crate::budget::RequestSize {
+            series: 1,
+            variates: 1,
+            context: j.rows(),
+            horizon: j.horizon,
+            samples: j.samples,
+            quantiles: 0,
+        })
+        .collect();
+    let ours = k.estimate_counts(&at_default.iter().map(counts).collect::<Vec<_>>());
+    assert_eq!(e.estimate(&sizes), ours);
+    assert!(e.estimate_seconds(&sizes).is_some_and(|t| t > 0.0));
 }

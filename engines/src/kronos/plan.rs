@@ -183,6 +183,93 @@ impl Ladder {
     }
 }
 
+/// A series' counts as the planner sees them (what [`Ladder::call_runs`] plans from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesCounts {
+    /// N: the rows it encodes.
+    pub rows: usize,
+    /// H.
+    pub horizon: usize,
+    /// Its path rows (its samples, or the one greedy path).
+    pub paths: usize,
+    pub max_context: usize,
+}
+
+impl SeriesCounts {
+    /// The window length at step `i`: min(N + i, max_context).
+    fn window(&self, i: usize) -> usize {
+        (self.rows + i).min(self.max_context)
+    }
+
+    /// Whether step `i ≥ 1` is a cached decode step (the window has not slid).
+    fn cached(&self, i: usize) -> bool {
+        i >= 1 && self.rows + i <= self.max_context
+    }
+}
+
+impl Ladder {
+    /// The graph runs a call of `series` makes, as the driver (`crate::kronos::driver`) runs them, by bucket in
+    /// the order first run: the encode packs; per lane, step 0's prefill packs (one item per series), then per
+    /// step ≥ 1 one decode run over its cached rows (when it has any) and the recompute packs of its slid rows,
+    /// and each step one refine run; the detokenize packs. A recompute is a full-window pass every step after the
+    /// slide, so it counts as a run of a graph of its slots, like every other. `None` when some item fits no
+    /// graph or no lane can run (admission refuses those). Linear in steps × path rows.
+    pub fn call_runs(&self, series: &[SeriesCounts]) -> Option<Vec<(Bucket, u64)>> {
+        let mut out: Vec<(Bucket, u64)> = Vec::new();
+        let mut add = |bucket: Bucket, runs: u64| match out.iter_mut().find(|(b, _)| *b == bucket) {
+            Some((_, n)) => *n += runs,
+            None => out.push((bucket, runs)),
+        };
+        // packs `items` onto graphs of `kind`, adding a run per pack; false when one fits no graph
+        let add_packed = |add: &mut dyn FnMut(Bucket, u64), kind: GraphKind, items: &[(usize, usize)]| {
+            let (runs, unfit) = self.pack(kind, items);
+            runs.iter().for_each(|r| add(r.bucket, 1));
+            unfit.is_empty()
+        };
+        let items: Vec<(usize, usize)> = series.iter().enumerate().map(|(b, s)| (b, s.rows)).collect();
+        if !add_packed(&mut add, GraphKind::Encode, &items) {
+            return None;
+        }
+        let window = self.window()?;
+        let lanes = self.lanes(&series.iter().map(|s| s.paths).collect::<Vec<_>>());
+        if lanes.is_empty() && !series.is_empty() {
+            return None;
+        }
+        for lane in &lanes {
+            let mut members: Vec<usize> = lane.paths.iter().map(|&(b, _)| b).collect();
+            members.dedup();
+            let steps = members.iter().map(|&b| series[b].horizon).max().unwrap_or(0);
+            if steps == 0 {
+                continue;
+            }
+            let prefills: Vec<(usize, usize)> = members.iter().map(|&b| (b, series[b].window(0))).collect();
+            if !add_packed(&mut add, GraphKind::Prefill, &prefills) {
+                return None;
+            }
+            let refine = Bucket::of(GraphKind::Refine, lane.rows, window);
+            add(refine, 1);
+            for i in 1..steps {
+                let active = lane.paths.iter().map(|&(b, _)| b).filter(|&b| i < series[b].horizon);
+                let (cached, slid): (Vec<usize>, Vec<usize>) = active.partition(|&b| series[b].cached(i));
+                if !cached.is_empty() {
+                    add(Bucket::of(GraphKind::Decode, lane.rows, window), 1);
+                }
+                let items: Vec<(usize, usize)> = slid.iter().map(|&b| (b, series[b].window(i))).collect();
+                if !add_packed(&mut add, GraphKind::Recompute, &items) {
+                    return None;
+                }
+                add(refine, 1);
+            }
+        }
+        let finals: Vec<(usize, usize)> = series
+            .iter()
+            .enumerate()
+            .flat_map(|(b, s)| std::iter::repeat_n((b, (s.rows + s.horizon).min(s.max_context)), s.paths))
+            .collect();
+        add_packed(&mut add, GraphKind::Detokenize, &finals).then_some(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +328,42 @@ mod tests {
         // one greedy series: the one-row lane; 2 paths: 4 rows (decode of 2 rows has no refine)
         assert_eq!(l.lanes(&[1])[0].rows, 1);
         assert_eq!(l.lanes(&[2])[0].rows, 4);
+    }
+
+    #[test]
+    fn a_call_counts_the_runs_the_driver_makes() {
+        let l = ladder(KronosPins::default());
+        let counts = |rows, horizon, paths, max_context| SeriesCounts { rows, horizon, paths, max_context };
+        // N 100, H 40, one path, max_context 128: the window grows to 128 at step 28, slides from step 29
+        let runs = l.call_runs(&[counts(100, 40, 1, 128)]).unwrap();
+        assert_eq!(
+            runs,
+            [
+                (Bucket::of(Encode, 1, 160), 1),
+                (Bucket::of(Prefill, 1, 128), 1),
+                (Bucket::of(Refine, 1, 128), 40),
+                (Bucket::of(Decode, 1, 128), 28),
+                (Bucket::of(Recompute, 1, 128), 11),
+                (Bucket::of(Detokenize, 12, 128), 1),
+            ]
+        );
+        // two series in one lane of 12: 3 paths of N 20 (H 10, max_context 64) and 5 of N 100 (H 4): both encoded
+        // in one 3-row run, one prefill each (64 and 128 slots), a decode run while either is cached (steps 1–9),
+        // no recompute; the 8 paths detokenized in one 12-row run
+        let runs = l.call_runs(&[counts(20, 10, 3, 64), counts(100, 4, 5, 128)]).unwrap();
+        assert_eq!(
+            runs,
+            [
+                (Bucket::of(Encode, 3, 160), 1),
+                (Bucket::of(Prefill, 1, 64), 1),
+                (Bucket::of(Prefill, 1, 128), 1),
+                (Bucket::of(Refine, 12, 128), 10),
+                (Bucket::of(Decode, 12, 128), 9),
+                (Bucket::of(Detokenize, 12, 128), 1),
+            ]
+        );
+        // a series longer than any encode graph: no plan
+        assert_eq!(l.call_runs(&[counts(161, 4, 1, 128)]), None);
     }
 
     #[test]
