@@ -134,21 +134,29 @@ pub fn bars(seed: u64, count: usize) -> (Vec<WallClock>, [Vec<f64>; 6]) {
     };
     let cent = |x: f64| (x * 100.0).round() / 100.0;
     let mut stamps = Vec::with_capacity(count);
-    let mut day = 0u32;
+    // 2024 (a leap year) from Monday 4 March, day by day, into the next years as far as `count` needs
+    const DAYS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let (mut year, mut month, mut dom, mut day) = (2024u32, 3u32, 4u32, 0u32);
     while stamps.len() < count {
-        // 2024-03-04 is a Monday; March and April have enough days for any count used here
-        let (month, dom) = if 4 + day <= 31 { (3, 4 + day) } else { (4, 4 + day - 31) };
         let weekday = day % 7;
         if weekday < 5 {
             for k in 0..26u32 {
                 let minutes = 570 + 15 * k;
                 stamps.push(
-                    WallClock::new(2024, month, dom, minutes / 60, minutes % 60, 0, 0)
+                    WallClock::new(year as i32, month, dom, minutes / 60, minutes % 60, 0, 0)
                         .expect("a valid stamp"),
                 );
             }
         }
         day += 1;
+        dom += 1;
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        if dom > DAYS[month as usize - 1] - u32::from(month == 2 && !leap) {
+            (dom, month) = (1, month + 1);
+            if month > 12 {
+                (month, year) = (1, year + 1);
+            }
+        }
     }
     stamps.truncate(count);
     let mut cols: [Vec<f64>; 6] = Default::default();
@@ -707,6 +715,10 @@ mod tests {
         // Friday 8 March, then Monday 11 March
         let (s, _) = bars(1, 26 * 6);
         assert_eq!((s[26 * 5].day(), s[26 * 5].weekday()), (11, 0));
+        // the mini row's 2,048 bars run into June, every stamp a weekday, in order
+        let (s, _) = bars(1, 2048);
+        assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|t| t.weekday() < 5));
+        assert_eq!((s[2047].month(), s[2047].day()), (6, 20));
         let row = |i: usize| cols.each_ref().map(|c| c[i]);
         for [o, h, l, c, v, a] in (0..60).map(row) {
             assert!(h >= o.max(c) && l <= o.min(c));
