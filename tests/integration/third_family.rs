@@ -64,8 +64,9 @@ const EDITS: &[Edit] = &[
         EXPORTER_FAMILY,
         "impl Family {\n",
         "const TOY: Capabilities = Capabilities {\n    name: \"toy\",\n    title: \"Toy\",\n    folder: \"toy\",\n    \
-         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    point_forecast: \"mean\",\n    samples: false,\n    \
-         quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n};\n\n",
+         reference: \"none\",\n    config_keys: &[\"toy_context\"],\n    tokenizer_keys: None,\n    point_forecast: \"mean\",\n    samples: false,\n    \
+         quantile_knots: None,\n    precisions: &[Precision::Fp32],\n    targets: &[\"cpu\"],\n    columns: None,\n    \
+         reads_timestamps: false,\n    missing_points: true,\n    sampling_controls: false,\n    params: &[],\n};\n\n",
     ),
     replace(
         EXPORTER_FAMILY,

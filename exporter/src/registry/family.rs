@@ -46,6 +46,11 @@ pub struct Capabilities {
     pub reference: &'static str,
     /// `config.json` keys only this family's config has (how a checkpoint's family is told).
     pub config_keys: &'static [&'static str],
+    /// `Some`: the family's export reads a second checkpoint directory, the model's tokenizer (`--tokenizer`, the
+    /// profile YAML's `model.tokenizer`, `totoc.export(tokenizer=)`), whose `config.json` has these keys (and
+    /// none of [`Self::config_keys`]); such a config given as `--checkpoint` is refused naming `--tokenizer`.
+    /// `None`: one checkpoint directory, and `--tokenizer` is refused.
+    pub tokenizer_keys: Option<&'static [&'static str]>,
     /// Name of the point forecast in responses and tables: `mean` or `median`.
     pub point_forecast: &'static str,
     /// Whether the engine draws sample paths (`samples > 0` in requests).
@@ -57,6 +62,28 @@ pub struct Capabilities {
     /// Engine targets `totoc build-engine` builds (`cpu`, `cuda`, `tensorrt`); others are refused before any work
     /// (`engines::registry::build_engine`).
     pub targets: &'static [&'static str],
+    /// The rows of a series' `target` by name, in the default order, for a family that reads named columns;
+    /// `None`: unnamed variates (any number, up to the engine's limit).
+    pub columns: Option<&'static [InputColumn]>,
+    /// Whether the engine reads each point's own timestamp (its wall clock): requests then need `timestamps`, and
+    /// a table's rows are the series as given (a gap is no missing point; the calendar only continues it).
+    pub reads_timestamps: bool,
+    /// Whether a target may hold missing points (`null` / NaN); `false`: they are refused, naming the point.
+    pub missing_points: bool,
+    /// Whether requests may carry sampling controls (`temperature`, `top_k`, `top_p`).
+    pub sampling_controls: bool,
+    /// The request `params` the family takes, by name (each validated by the family).
+    pub params: &'static [&'static str],
+}
+
+/// One named row of a family's input (`Capabilities::columns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputColumn {
+    /// Its name in requests (`columns`) and tables.
+    pub name: &'static str,
+    /// `None`: required. `Some(rule)`: it may be absent, and the engine derives it by `rule` (what the
+    /// reference does), said in messages.
+    pub derived_when_absent: Option<&'static str>,
 }
 
 const TOTO1: Capabilities = Capabilities {
@@ -65,11 +92,17 @@ const TOTO1: Capabilities = Capabilities {
     folder: "toto1",
     reference: "toto-ts 0.2.0",
     config_keys: &["embed_dim"],
+    tokenizer_keys: None,
     point_forecast: "mean",
     samples: true,
     quantile_knots: None,
     precisions: &[Precision::Fp32, Precision::Fp16, Precision::Int8],
     targets: &["cpu", "cuda", "tensorrt"],
+    columns: None,
+    reads_timestamps: false,
+    missing_points: true,
+    sampling_controls: false,
+    params: &[],
 };
 
 const TOTO2: Capabilities = Capabilities {
@@ -78,11 +111,17 @@ const TOTO2: Capabilities = Capabilities {
     folder: "toto2",
     reference: "toto-2 2.0.0",
     config_keys: &["d_model"],
+    tokenizer_keys: None,
     point_forecast: "median",
     samples: false,
     quantile_knots: Some(&crate::toto2::config::KNOTS),
     precisions: &[Precision::Fp32],
     targets: &["cpu", "cuda", "tensorrt"],
+    columns: None,
+    reads_timestamps: false,
+    missing_points: true,
+    sampling_controls: false,
+    params: &[],
 };
 
 impl Family {
