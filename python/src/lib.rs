@@ -292,13 +292,14 @@ impl NativeEngine {
                 given.push(target.first().map_or(0, Vec::len));
                 let fields = RequestFields {
                     id: None,
-                    target,
+                    target: target.into(),
                     id_mask,
                     horizon: Some(horizon),
                     samples,
                     quantiles: quantiles.clone(),
                     seed,
                     strict_context: Some(strict_context),
+                    ..RequestFields::default()
                 };
                 let mut req = fields.validate(at, &Overrides::default(), &limits).map_err(parts)?;
                 engine.admit(&mut req, at).map_err(parts)?;

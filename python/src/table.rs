@@ -151,6 +151,7 @@ pub fn predict(
         quantiles: asked.quantiles.clone(),
         seed: asked.seed,
         strict_context: asked.strict_context.then_some(true),
+        ..Overrides::default()
     };
     let write_samples = asked.write_samples;
     let result = py.detach(|| -> Result<_, (Kind, String)> {

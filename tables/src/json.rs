@@ -70,19 +70,20 @@ fn request(
     let calendar = calendar.unwrap_or_else(|| opts.calendar.clone());
     let mut fields: RequestFields =
         serde_json::from_value(value).map_err(|e| DataError::at(at, e.to_string()))?;
-    let variates = fields.target.len();
+    let variates = fields.target.rows();
     let target_names: Vec<String> = (0..variates).map(|v| v.to_string()).collect();
     let mut time = None;
     if let Some(timestamps) = timestamps {
-        let len = fields.target.first().map_or(0, Vec::len);
+        let len = if variates > 0 { fields.target.row_len(0) } else { 0 };
         // Ragged or empty targets are left to the request checks, which name the variate.
-        if variates > 0 && len > 0 && fields.target.iter().all(|s| s.len() == len) {
+        if variates > 0 && len > 0 && (0..variates).all(|v| fields.target.row_len(v) == len) {
             let stamps = parse_stamps(&timestamps, len, at, unit)?;
+            let (points, _) = std::mem::take(&mut fields.target).split(false);
             let raw = RawSeries {
                 id: None,
                 locs: (0..len).map(Loc::Index).collect(),
                 stamps,
-                values: (0..len).flat_map(|t| fields.target.iter().map(move |s| s[t])).collect(),
+                values: (0..len).flat_map(|t| points.iter().map(move |s| s[t])).collect(),
             };
             let cx = Context {
                 source: at,
@@ -93,7 +94,7 @@ fn request(
                 limits,
             };
             let (target, axis) = place(&raw, &cx, at)?;
-            fields.target = target;
+            fields.target = target.into();
             time = axis;
         }
     }

@@ -99,6 +99,7 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
                     seed: 0,
                     strict_context: false,
                     context_cut: None,
+                    ..ForecastRequest::default()
                 },
                 at: id.to_string(),
                 target_names: vec!["y".into()],
