@@ -4,9 +4,11 @@ fn main() {
     println!("cargo:rerun-if-changed=src/serve/proto/grpc_predict_v2.proto");
     let fds = protox::compile(["grpc_predict_v2.proto"], ["src/serve/proto"])
         .expect("src/serve/proto/grpc_predict_v2.proto must compile");
+    // The codec counts every request message before prost builds it (src/serve/codec.rs).
     tonic_prost_build::configure()
         .build_client(false)
         .build_server(true)
+        .codec_path("crate::serve::codec::BoundedCodec")
         .compile_fds(fds)
         .expect("tonic-prost-build must generate the inference service");
 }

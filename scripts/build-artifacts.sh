@@ -7,7 +7,7 @@
 #   scripts/build-artifacts.sh --config configs/toto-base.yaml --checkpoint-root DIR --out DIR
 #                              [--target cpu|cuda|tensorrt] [--totoc BIN] [--skip-verify]
 #
-# The config's `model.checkpoint` (and `model.golden`) are looked up as paths relative to the repository root
+# The config's `model.checkpoint` (and `model.golden`, `model.tokenizer`) are looked up as paths relative to the repository root
 # first, then under --checkpoint-root (e.g. `Datadog/Toto-Open-Base-1.0` under the directory CI restored or
 # downloaded checkpoints into). Output:
 #   OUT/<config>/export/            export bundle (manifest.json + manifest.sha256 + graphs + weights)
@@ -49,6 +49,14 @@ checkpoint_name=$(model_key checkpoint)
 [ -n "$checkpoint_name" ] || die "$config has no model.checkpoint: add a model: block (generation, checkpoint)"
 checkpoint=$(resolve "$checkpoint_name") ||
   die "checkpoint $checkpoint_name of $config not found in the repository or under --checkpoint-root '${ckroot}'"
+# a model exported with its tokenizer names that checkpoint too (`model.tokenizer`)
+tokenizer_args=()
+tokenizer_name=$(model_key tokenizer)
+if [ -n "$tokenizer_name" ]; then
+  tokenizer=$(resolve "$tokenizer_name") ||
+    die "tokenizer $tokenizer_name of $config not found in the repository or under --checkpoint-root '${ckroot}'"
+  tokenizer_args=(--tokenizer "$tokenizer")
+fi
 golden_args=()
 golden_name=$(model_key golden)
 if [ -n "$golden_name" ]; then
@@ -62,7 +70,8 @@ name=$(basename "$config" .yaml)
 dir="$out/$name"
 mkdir -p "$dir"
 echo "== $name: export from $checkpoint"
-"$totoc" export --checkpoint "$checkpoint" --config "$config" --out "$dir/export" "${golden_args[@]}"
+"$totoc" export --checkpoint "$checkpoint" "${tokenizer_args[@]}" --config "$config" --out "$dir/export" \
+  "${golden_args[@]}"
 "$totoc" bundle verify "$dir/export"
 echo "== $name: build the $target engine"
 "$totoc" build-engine --artifacts "$dir/export" --out "$dir/engine-$target" --target "$target"

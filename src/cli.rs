@@ -144,10 +144,27 @@ pub struct ServeArgs {
     /// On SIGTERM, how long to wait for requests in flight before exiting anyway, in seconds.
     #[arg(long, default_value_t = 30)]
     pub shutdown_timeout_s: u64,
-    /// Bytes of request bodies and gRPC messages held at once, from their first byte until answered (e.g.
-    /// 256MiB); a body that does not fit is refused with 503 / RESOURCE_EXHAUSTED and Retry-After.
+    /// Memory the requests in progress may hold at once (e.g. 256MiB): their bodies as they arrive, what
+    /// decoding them builds, and their answers, from the first byte until the last byte of the answer is written;
+    /// a request that does not fit is refused with 503 / RESOURCE_EXHAUSTED and Retry-After.
     #[arg(long, default_value = "256MiB")]
     pub max_bytes_in_flight: String,
+    /// ... of which one client address may hold at most this much (default: half of --max-bytes-in-flight;
+    /// behind a proxy every client has its address, so give it the whole --max-bytes-in-flight there).
+    #[arg(long)]
+    pub max_bytes_per_peer: Option<String>,
+    /// After its first 2 s, a request body must arrive at least this fast on average (bytes per second), else
+    /// it is refused with 408 / DEADLINE_EXCEEDED; --body-read-timeout-ms bounds it in all.
+    #[arg(long, default_value_t = 65_536)]
+    pub min_upload_bytes_per_s: u64,
+    /// After its first 2 s, an answer must be taken by its client at least this fast on average (bytes per
+    /// second), else the connection is closed (see also --idle-timeout-ms).
+    #[arg(long, default_value_t = 65_536)]
+    pub min_read_bytes_per_s: u64,
+    /// Largest encoded answer (HTTP body or gRPC message), estimated from the request's counts and refused with
+    /// 413 / RESOURCE_EXHAUSTED before the engine runs (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB")]
+    pub max_response_bytes: String,
     /// Series one request may hold (v2 `target` [N, V, T]: N; /v1/forecast: requests in the body).
     #[arg(long, default_value_t = 256)]
     pub max_series: usize,
@@ -171,8 +188,9 @@ pub struct ServeArgs {
     /// How long a client may take to send a request body or gRPC message, in ms (408 / DEADLINE_EXCEEDED).
     #[arg(long, default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
-    /// A connection that moves no byte for this long while none of its requests is being computed is closed
-    /// (idle keep-alive and HTTP/2 connections, readers that stopped reading), in ms.
+    /// A connection with no request in progress and no answer being written that has started none for this long
+    /// is closed (idle keep-alive and HTTP/2 connections; PINGs are not activity), and an answer that moves no
+    /// byte for this long closes its connection (readers that stopped reading), in ms.
     #[arg(long, default_value_t = 60_000)]
     pub idle_timeout_ms: u64,
     /// Connections one client address may hold open on each port; more are closed at once.
@@ -199,6 +217,10 @@ pub struct ServeArgs {
     /// ... all within this many seconds.
     #[arg(long, default_value_t = 30)]
     pub failure_window_s: u64,
+    /// Runs of the first readiness gate (warm-up and golden cases), 2 s apart and doubling, before the process
+    /// exits non-zero with the reason.
+    #[arg(long, default_value_t = 5)]
+    pub ready_attempts: u32,
     /// Fraction of live requests re-run on --shadow-engine (0..=1), when the live engine is idle.
     #[arg(long, requires = "shadow_engine")]
     pub shadow_rate: Option<f64>,
@@ -602,6 +624,10 @@ pub struct ExportArgs {
     /// Checkpoint directory with config.json and model.safetensors (HF layout).
     #[arg(long)]
     pub checkpoint: PathBuf,
+    /// The model's tokenizer checkpoint directory (config.json and model.safetensors), for a model exported with
+    /// its tokenizer (the config names it as `model.tokenizer`); refused for models without one.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Profiles YAML (e.g. configs/toto-base.yaml).
     #[arg(long)]
     pub config: PathBuf,

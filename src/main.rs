@@ -5,6 +5,7 @@ mod cli;
 mod cmd;
 #[cfg(test)]
 mod deploy_check;
+mod kronos;
 mod plot;
 mod profile_lines;
 mod progress;

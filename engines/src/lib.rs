@@ -25,6 +25,7 @@
 //!   tables ([`host::rope`]), torch's reduction order ([`host::sum`]) and sample-path quantiles ([`host::quantile`]);
 //! * [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode passes);
 //!   [`memory`] is the budget the engine keeps its buckets within; [`budget`] how much one request may ask;
+//! * [`bounded`]: decoding that charges what a client's bytes become as they become it (a serde wrapper);
 //! * [`admission`]: the limits and context policy every family applies before its own checks;
 //! * [`compare`]: tolerances against the reference (`1e-4·σ + 1e-6·|ref|`) and finding golden case files.
 //!
@@ -36,8 +37,9 @@
 //! * [`toto2`]: Toto 2.0 — its `build-engine`, context preparation, its rotary tables, quantile post-processing,
 //!   golden cases, and the forecast driver that runs a chunk of requests through one shape's pass, or prefill
 //!   and decode, graphs;
-//! * [`kronos`]: Kronos — so far its host numerics (column rules, numpy's normalisation, time features,
-//!   upstream's sampler with a per-path counter-based noise stream, path statistics); its engine comes next.
+//! * [`kronos`]: the model of kronos-finance 0.1.5 — so far its host numerics (column rules, numpy's
+//!   normalisation, time features, upstream's sampler with a per-path counter-based noise stream, path
+//!   statistics); its engine comes next.
 //!
 //! The handle callers use: [`engine::Engine`] (thread-safe, one result per request, the shared context policy),
 //! holding the family's engine behind the [`family`] seam. See docs/architecture.md.
@@ -46,6 +48,7 @@
 
 pub mod admission;
 pub mod backend;
+pub mod bounded;
 pub mod budget;
 pub mod build_job;
 pub mod bundle;

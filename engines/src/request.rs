@@ -146,7 +146,8 @@ impl ForecastRequest {
 }
 
 /// A request as written, before overrides and checks (absent fields are `None`). Its `Deserialize` is the one
-/// definition of a JSON request's fields (every reader and the server's bounded decode parse through it).
+/// definition of a JSON request's fields (every reader and the server's bounded decode parse through it, the
+/// tables layer taking its own keys aside).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestFields {
@@ -168,7 +169,9 @@ pub struct RequestFields {
     /// Names of `target`'s rows (a family with named columns).
     #[serde(default)]
     pub columns: Option<Vec<String>>,
-    /// One per point: a table reader places them (or hands a family that reads them their wall clocks).
+    /// One per point: for a family that reads wall clocks. (The tables layer's JSON reader takes `timestamps`,
+    /// `calendar`, `timezone` and `holidays` aside as it decodes, places the points, and hands such a family its
+    /// wall clocks here.)
     #[serde(default)]
     pub timestamps: Option<Vec<TimeValue>>,
     /// One per forecast step (a family that reads wall clocks); absent: a table reader continues the series.
@@ -183,15 +186,6 @@ pub struct RequestFields {
     /// Family parameters by name.
     #[serde(default)]
     pub params: Option<BTreeMap<String, f64>>,
-    /// The series' session calendar (`auto`, `continuous`, `weekdays`): read by a table reader with `timestamps`.
-    #[serde(default, deserialize_with = "stamps::calendar_text")]
-    pub calendar: Option<String>,
-    /// The zone of the calendar's slots (an IANA name): read by a table reader.
-    #[serde(default, deserialize_with = "stamps::timezone_text")]
-    pub timezone: Option<String>,
-    /// Closed dates (`YYYY-MM-DD`): read by a table reader.
-    #[serde(default, deserialize_with = "stamps::holidays")]
-    pub holidays: Option<Vec<String>>,
 }
 
 impl ForecastRequest {
@@ -300,7 +294,6 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
         top_k: top_k.is_some(),
         top_p: top_p.is_some(),
         params: params.as_ref(),
-        calendar: [raw.calendar.is_some(), raw.timezone.is_some(), raw.holidays.is_some()],
     };
     shape::refuse_untaken(shape, &given, at)?;
     let horizon = o.horizon.or(raw.horizon).ok_or(Error::MissingField {

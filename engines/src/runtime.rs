@@ -175,6 +175,10 @@ pub struct Runtime {
     lib: PathBuf,
     source: LibSource,
     version: String,
+    /// The process that started it. A child made by `fork()` inherits this static but not ONNX Runtime's
+    /// threads (the global intra-op pool's workers exist in the parent only) nor the release of any lock a
+    /// parent thread held at the fork (see [`inherited`]).
+    pid: u32,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -182,6 +186,7 @@ impl std::fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("lib", &self.lib)
             .field("version", &self.version)
+            .field("pid", &self.pid)
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +203,11 @@ impl Runtime {
 
     pub fn source(&self) -> LibSource {
         self.source
+    }
+
+    /// The id of the process that started this runtime.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// ONNX Runtime's version from the library's file name, e.g. `1.31.1` (`unknown` for an unversioned name).
@@ -236,8 +246,13 @@ static INIT: Mutex<()> = Mutex::new(());
 /// Loads ONNX Runtime (once per process) and returns the process's [`Runtime`].
 ///
 /// Later calls return the same runtime; asking for a *different* library after one was loaded is an error (a
-/// process can hold only one ONNX Runtime).
+/// process can hold only one ONNX Runtime), and so is any call in a child forked after the runtime was loaded
+/// ([`inherited`]).
 pub fn init(explicit: Option<&Path>) -> Result<&'static Runtime> {
+    // before the lock: a thread of the parent may have held it when the process forked
+    if let Some(parent) = inherited() {
+        return Err(forked_error(parent));
+    }
     let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(rt) = RUNTIME.get() {
         if let Some(p) = explicit {
@@ -279,7 +294,28 @@ pub fn init(explicit: Option<&Path>) -> Result<&'static Runtime> {
     // `with_logger` registers at VERBOSE; only warnings and worse reach us unless ORT_LOG asks for more.
     env.set_log_level(env_log_level());
     let version = lib_version(&lib);
-    Ok(RUNTIME.get_or_init(|| Runtime { env, lib, source, version }))
+    let pid = std::process::id();
+    Ok(RUNTIME.get_or_init(|| Runtime { env, lib, source, version, pid }))
+}
+
+/// `Some(parent pid)` when this process did not start the runtime it holds: it is a child made by `fork()` after
+/// its parent loaded ONNX Runtime. Nothing of that runtime can run here (its thread pool's workers stayed in the
+/// parent, and locks held by the parent's other threads at the fork stay held), and a fresh one cannot be
+/// started either: ONNX Runtime's environment is a process-wide singleton that cannot be torn down or re-created
+/// without those threads. [`init`] refuses in such a child ([`forked_error`]).
+pub fn inherited() -> Option<u32> {
+    RUNTIME.get().map(|rt| rt.pid).filter(|&pid| pid != std::process::id())
+}
+
+/// The error of using ONNX Runtime in a child forked from process `parent`, which had loaded it.
+pub fn forked_error(parent: u32) -> Error {
+    Error::Ort {
+        context: format!("process {} is a child forked from process {parent}, which loaded it", std::process::id()),
+        message: "it cannot run here (its thread pool's threads stay in the parent, and it cannot be started \
+                  again in this process): load the engine in the worker (spawn / forkserver), i.e. start worker \
+                  processes with the `spawn` or `forkserver` method and load the engine in each worker"
+            .to_string(),
+    }
 }
 
 static INTRA_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

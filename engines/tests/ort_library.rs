@@ -51,4 +51,41 @@ fn bad_libraries_are_helpful_errors_and_a_good_one_still_loads() {
     assert!(std::ptr::eq(runtime::init(None).unwrap(), rt));
     let e = runtime::init(Some(&fake)).unwrap_err().to_string();
     assert!(e.contains("already loaded"), "{e}");
+
+    // the runtime records the process that started it; a forked child is refused it
+    assert_eq!(rt.pid(), std::process::id());
+    assert_eq!(runtime::inherited(), None);
+    assert_eq!(forked_child_exit_code(), 0, "the forked child's checks failed (exit code 1 or 2)");
+}
+
+/// Forks; the child checks that it sees the runtime as its parent's and that `init` refuses it there, and
+/// exits 0 if so (`_exit`: no destructor or test harness code runs in the child). Returns the child's exit code.
+fn forked_child_exit_code() -> i32 {
+    let parent = std::process::id();
+    // SAFETY: the child calls only `inherited`, `init` (which returns before taking any lock in a forked
+    // child), formats a string and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let seen = runtime::inherited() == Some(parent);
+        let refused = match runtime::init(None) {
+            Err(e) => e.to_string().contains("load the engine in the worker (spawn / forkserver)"),
+            Ok(_) => false,
+        };
+        let code = if !seen {
+            1
+        } else if !refused {
+            2
+        } else {
+            0
+        };
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFEXITED(status), "the child did not exit normally (status {status})");
+    libc::WEXITSTATUS(status)
 }

@@ -97,6 +97,7 @@ fn engines_of(m: &Model, dir: &Path, others: &[Precision], plan: Fp16Plan) -> Ve
     precisions.extend(others);
     let opts = ExportOptions {
         checkpoint: m.checkpoint.clone(),
+        tokenizer: None,
         profiles: m.profiles.clone(),
         out: bundle.clone(),
         precisions: precisions.clone(),

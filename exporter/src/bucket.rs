@@ -3,7 +3,9 @@
 //! family's (Toto 1.0's default ladder is in its folder's `bucket.rs`).
 //!
 //! * **prefill** buckets: rows N × context slots S;
-//! * **decode** buckets: rows N × cache slots T (context + forecast patches).
+//! * **decode** buckets: rows N × cache slots T (context + forecast patches);
+//! * the other kinds of [`GraphKind`] likewise: rows × tokens per row, or rows × cache slots for a kind that runs
+//!   one token per row.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,19 +30,24 @@ impl Bucket {
         Bucket { kind: GraphKind::Decode, rows, slots }
     }
 
+    /// A bucket of `kind` with `rows` rows and `slots` slots (tokens per row, or cache slots for a kind that
+    /// runs one token per row: [`GraphKind::per_row`]).
+    pub fn of(kind: GraphKind, rows: usize, slots: usize) -> Self {
+        Bucket { kind, rows, slots }
+    }
+
     /// File stem of the bucket's graph in a bundle: `default.prefill.n16.s8`, `default.decode.n64.t14`.
     pub fn stem(&self, profile: &str) -> String {
-        match self.kind {
-            GraphKind::Prefill => format!("{profile}.prefill.n{}.s{}", self.rows, self.slots),
-            GraphKind::Decode => format!("{profile}.decode.n{}.t{}", self.rows, self.slots),
-        }
+        let letter = if self.kind.per_row() { 't' } else { 's' };
+        format!("{profile}.{}.n{}.{letter}{}", self.kind.as_str(), self.rows, self.slots)
     }
 
     /// Tokens (row × slot positions) one run processes: what its compute scales with.
     pub fn tokens(&self) -> usize {
-        match self.kind {
-            GraphKind::Prefill => self.rows * self.slots,
-            GraphKind::Decode => self.rows,
+        if self.kind.per_row() {
+            self.rows
+        } else {
+            self.rows * self.slots
         }
     }
 }

@@ -49,6 +49,10 @@ pub fn graph_file(stem: &str, precision: Precision) -> String {
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
     pub checkpoint: PathBuf,
+    /// The tokenizer checkpoint directory, for a family whose export reads one
+    /// ([`crate::registry::Capabilities::tokenizer_keys`]; `crate::registry::export_bundle` refuses it for the
+    /// others and asks for it where it is needed).
+    pub tokenizer: Option<PathBuf>,
     /// Profiles to export (already selected and validated against their YAML).
     pub profiles: Vec<Profile>,
     pub out: PathBuf,
@@ -121,8 +125,8 @@ pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Re
     Ok(out)
 }
 
-/// Everything the bundle's bytes depend on ([`crate::build_cache`]): the checkpoint's files, the selected
-/// profiles, the golden cases, the options and this totoc's version.
+/// Everything the bundle's bytes depend on ([`crate::build_cache`]): the checkpoint's files (and the tokenizer's,
+/// where the family reads one), the selected profiles, the golden cases, the options and this totoc's version.
 pub(crate) fn export_inputs(
     opts: &ExportOptions,
     info: crate::manifest::CheckpointInfo,
@@ -154,6 +158,10 @@ pub(crate) fn export_inputs(
         ("fp16_plan".to_string(), format!("{:?}", opts.fp16_plan)),
         ("totoc".to_string(), env!("CARGO_PKG_VERSION").to_string()),
     ]);
+    if let Some(t) = info.tokenizer {
+        inputs.insert("tokenizer.model.safetensors".to_string(), t.safetensors_sha256);
+        inputs.insert("tokenizer.config.json".to_string(), t.config_sha256);
+    }
     if has_int8 {
         // what only int8 graphs depend on (an fp32 or fp16 export is not rebuilt for an `--int8-roles` change):
         // the roles, and the layout they are written in, so a bundle of an older layout (whose `int8_plan` may

@@ -29,6 +29,9 @@ pub enum Report {
 pub struct ExportJob {
     /// `--checkpoint`: the checkpoint directory (config.json and model.safetensors).
     pub checkpoint: PathBuf,
+    /// `--tokenizer`: the model's tokenizer checkpoint directory, for a family whose export reads one
+    /// (`crate::registry::Capabilities::tokenizer_keys`).
+    pub tokenizer: Option<PathBuf>,
     /// `--config`: the profiles YAML.
     pub config: PathBuf,
     /// `--out`: the bundle directory.
@@ -62,6 +65,7 @@ impl ExportJob {
     pub fn new(checkpoint: PathBuf, config: PathBuf, out: PathBuf) -> Self {
         ExportJob {
             checkpoint,
+            tokenizer: None,
             config,
             out,
             profiles: Vec::new(),
@@ -85,7 +89,9 @@ impl ExportJob {
         })?;
         let set = ProfileSet::from_file(&self.config)?;
         if let Some(model) = &set.model {
-            model.check_checkpoint(&self.checkpoint, &self.config.display().to_string())?;
+            let config = self.config.display().to_string();
+            model.check_checkpoint(&self.checkpoint, &config)?;
+            model.check_tokenizer(self.tokenizer.as_deref(), &config)?;
         }
         let mut precisions = self.precisions.clone();
         if precisions.is_empty() {
@@ -93,6 +99,7 @@ impl ExportJob {
         }
         Ok(ExportOptions {
             checkpoint: self.checkpoint.clone(),
+            tokenizer: self.tokenizer.clone(),
             profiles: set.select(&self.profiles)?,
             out: self.out.clone(),
             precisions,

@@ -8,7 +8,8 @@
 //! buckets and YAML profiles), [`manifest`], [`integrity`], [`build_cache`] and [`export`] (bundles), [`quantize`],
 //! [`variant`] (opsets), [`pb`] (ONNX protos).
 //!
-//! Families, each in its own folder: [`toto1`] (Toto 1.0, toto-ts 0.2.0) and [`toto2`] (Toto 2.0, toto-2 2.0.0).
+//! Families, each in its own folder: [`toto1`] (Toto 1.0, toto-ts 0.2.0), [`toto2`] (Toto 2.0, toto-2 2.0.0) and
+//! [`kronos`] (kronos-finance 0.1.5: a predictor and its tokenizer).
 //! [`registry`] holds the one [`registry::Family`] enum, what each family can do, and the only `match` on the
 //! family (see docs/architecture.md).
 pub mod bucket;
@@ -20,6 +21,7 @@ pub mod fsutil;
 pub mod graph;
 pub mod integrity;
 pub mod job;
+pub mod kronos;
 pub mod manifest;
 pub mod pb;
 pub mod profile;

@@ -45,6 +45,19 @@ pub struct CheckpointInfo {
     pub safetensors_sha256: String,
     /// sha256 of `config.json`.
     pub config_sha256: String,
+    /// The tokenizer checkpoint's files, for a family whose export reads one (`--tokenizer`,
+    /// `crate::registry::Capabilities::tokenizer_keys`); absent otherwise, so other manifests are as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<CheckpointFiles>,
+}
+
+/// The hashes of one checkpoint directory's two files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointFiles {
+    /// sha256 of `model.safetensors`.
+    pub safetensors_sha256: String,
+    /// sha256 of `config.json`.
+    pub config_sha256: String,
 }
 
 /// The weight file of one precision.

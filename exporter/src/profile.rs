@@ -3,7 +3,8 @@
 //! A profile bounds one request: at most `batch` series of at most `variates` variates, `context` points of
 //! history, `horizon` forecast points and `samples` sample paths. Every graph of the profile has static shapes
 //! derived from these bounds (each family's `signature.rs`). Profiles are read from YAML files
-//! ([`crate::profile_file`]).
+//! ([`crate::profile_file`]). A family with settings of its own (a window, its own bucket ladders) reads them from
+//! the profile's `family` section, which only that family parses.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,11 @@ pub struct Profile {
     /// longer than one block; without it the profile runs a single pass up to its horizon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_block: Option<usize>,
+    /// The model family's own settings for this profile (the YAML's `family:` section, as written), parsed and
+    /// checked by the family that exports it; a family that has none refuses a profile with one. Absent
+    /// otherwise, so other families' profiles (and the manifests and build inputs that carry them) are as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<serde_json::Value>,
 }
 
 /// Buckets listed in a profile, in points.

@@ -10,6 +10,8 @@
 //!     context: 4096
 //!     horizon: 336
 //!     samples: 256    # optional, default 0
+//!     family:         # optional: settings of the model family's own, read by that family only
+//!       window: 512
 //!     buckets:        # optional: the profile's own ladder instead of the default one (crate::bucket)
 //!       prefill:
 //!         - {rows: 1, context: 512}
@@ -50,6 +52,10 @@ pub struct ConfigModel {
     pub generation: crate::registry::family::Family,
     /// The checkpoint's name (e.g. `Datadog/Toto-Open-Base-1.0`): CI's key for where to find it.
     pub checkpoint: String,
+    /// The name of the model's tokenizer checkpoint, for a family whose export reads one (`--tokenizer`;
+    /// `crate::registry::Capabilities::tokenizer_keys`): where CI finds it, as `checkpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
     /// Golden toto-ts cases of that checkpoint (`tests/reference/run_reference.py` output), for CI's
     /// `totoc verify`; a path like `checkpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,6 +81,21 @@ impl ConfigModel {
             });
         }
         Ok(())
+    }
+
+    /// A config that names a tokenizer checkpoint needs `--tokenizer` (and one that names none, a family without
+    /// one: the export refuses a stray `--tokenizer` itself).
+    pub fn check_tokenizer(&self, tokenizer: Option<&Path>, config_file: &str) -> Result<()> {
+        match (&self.tokenizer, tokenizer) {
+            (Some(name), None) => Err(Error::Profile {
+                message: format!(
+                    "{config_file} is for {} ({}) with the tokenizer {name}: pass its directory as --tokenizer",
+                    self.generation.as_str(),
+                    self.checkpoint
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -125,6 +146,10 @@ impl ProfileSet {
                 }
             }
             let samples = p.samples.map_or(0, |s| s.value);
+            if let Some(f) = p.family.as_ref().filter(|f| !f.value.is_object()) {
+                let message = "must be a mapping of the model family's settings (`key: value` lines)".into();
+                return Err(at(f.referenced.line(), field("family"), message));
+            }
             if let Some(b) = &p.decode_block {
                 if b.value == 0 {
                     return Err(at(b.referenced.line(), field("decode_block"), "must be ≥ 1".into()));
@@ -190,6 +215,7 @@ impl ProfileSet {
                 samples,
                 buckets,
                 decode_block: p.decode_block.map(|b| b.value),
+                family: p.family.map(|f| f.value),
             };
             profiles.push((profile, name_line));
         }
@@ -243,6 +269,8 @@ struct RawProfile {
     buckets: Option<Spanned<RawBuckets>>,
     #[serde(default)]
     decode_block: Option<Spanned<usize>>,
+    #[serde(default)]
+    family: Option<Spanned<serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -338,7 +366,8 @@ profiles:
                 horizon: 64,
                 samples: 16,
                 buckets: None,
-                decode_block: None
+                decode_block: None,
+                family: None
             }
         );
     }
@@ -377,6 +406,23 @@ profiles:
         assert!(e.starts_with("x.yaml: line "), "{e}");
         let e = err(&GOOD.replace("batch: 8", "batch: 8\n    batch: 9"));
         assert!(e.starts_with("x.yaml: line 10, column 5:") && e.contains("batch"), "{e}");
+    }
+
+    #[test]
+    fn a_model_block_may_name_a_tokenizer_and_then_needs_its_directory() {
+        let text = format!("model:\n  generation: toto-1.0\n  checkpoint: a/b\n  tokenizer: a/tok\n{GOOD}");
+        let set = ProfileSet::from_yaml(&text, "x.yaml").unwrap();
+        let model = set.model.unwrap();
+        assert_eq!(model.tokenizer.as_deref(), Some("a/tok"));
+        let e = model.check_tokenizer(None, "x.yaml").unwrap_err().to_string();
+        assert!(e.contains("x.yaml") && e.contains("a/tok") && e.contains("--tokenizer"), "{e}");
+        model.check_tokenizer(Some(Path::new("/some/dir")), "x.yaml").unwrap();
+        // without one, nothing is asked for (the export itself refuses a stray --tokenizer)
+        let set =
+            ProfileSet::from_yaml(&format!("model:\n  generation: toto-1.0\n  checkpoint: a/b\n{GOOD}"), "x")
+                .unwrap();
+        assert_eq!(set.model.as_ref().unwrap().tokenizer, None);
+        set.model.unwrap().check_tokenizer(None, "x").unwrap();
     }
 
     #[test]

@@ -109,22 +109,53 @@ impl TensorSig {
     }
 }
 
-/// Which kind of graph.
+/// Which kind of graph. Toto's buckets are prefill and decode graphs; a family whose inference has more parts
+/// (a tokenizer before and after its transformer, a second token head) names them here too, by what they do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GraphKind {
+    /// The context at once, emitting the KV caches.
     Prefill,
+    /// One step against the KV caches, updating them.
     Decode,
+    /// A tokenizer's encoder: values → tokens.
+    Encode,
+    /// A full pass over a sliding window whose caches are not kept (every step once the window slides).
+    Recompute,
+    /// A second token head that conditions on the first token just sampled (one row per path).
+    Refine,
+    /// A tokenizer's decoder: tokens → values.
+    Detokenize,
 }
 
 impl GraphKind {
-    pub const ALL: [GraphKind; 2] = [GraphKind::Prefill, GraphKind::Decode];
+    /// Every kind, in declaration order.
+    pub const ALL: [GraphKind; 6] = [
+        GraphKind::Prefill,
+        GraphKind::Decode,
+        GraphKind::Encode,
+        GraphKind::Recompute,
+        GraphKind::Refine,
+        GraphKind::Detokenize,
+    ];
+    /// The kinds of a patch-transformer family's buckets (Toto): prefill and decode.
+    pub const PREFILL_DECODE: [GraphKind; 2] = [GraphKind::Prefill, GraphKind::Decode];
 
     pub fn as_str(self) -> &'static str {
         match self {
             GraphKind::Prefill => "prefill",
             GraphKind::Decode => "decode",
+            GraphKind::Encode => "encode",
+            GraphKind::Recompute => "recompute",
+            GraphKind::Refine => "refine",
+            GraphKind::Detokenize => "detokenize",
         }
+    }
+
+    /// Whether a bucket of this kind runs one token per row against `slots` cache slots (its slots are cache
+    /// slots `t<T>`), rather than `slots` tokens per row (`s<S>`).
+    pub fn per_row(self) -> bool {
+        matches!(self, GraphKind::Decode | GraphKind::Refine)
     }
 }
 

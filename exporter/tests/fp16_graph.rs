@@ -22,6 +22,7 @@ fn export_fp16(dir: &Path, plan: Fp16Plan) -> PathBuf {
     let out = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures/tiny/checkpoint"),
+        tokenizer: None,
         profiles,
         out: out.clone(),
         precisions: vec![Precision::Fp16],

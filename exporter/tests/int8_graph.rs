@@ -23,6 +23,7 @@ fn export_int8(out: &Path) -> exporter::manifest::Manifest {
     let profiles = ProfileSet::from_file(&root().join("configs/tiny.yaml")).unwrap().profiles;
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures/tiny/checkpoint"),
+        tokenizer: None,
         profiles,
         out: out.to_path_buf(),
         precisions: vec![Precision::Int8],

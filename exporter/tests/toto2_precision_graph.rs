@@ -38,6 +38,7 @@ fn export_with(
     let out = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures/trained/toto2-4m"),
+        tokenizer: None,
         profiles,
         out: out.clone(),
         precisions: precisions.to_vec(),

@@ -30,6 +30,7 @@ fn small_checkpoint(dir: &Path) -> PathBuf {
 fn options(ck: &Path, out: PathBuf, precisions: &[Precision], variant: OpsetVariant) -> ExportOptions {
     ExportOptions {
         checkpoint: ck.to_path_buf(),
+        tokenizer: None,
         profiles: ProfileSet::from_file(&root().join("tests/fixtures/toto2/profiles.yaml")).unwrap().profiles,
         out,
         precisions: precisions.to_vec(),

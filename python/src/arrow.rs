@@ -14,7 +14,7 @@ use arrow_schema::SchemaRef;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::errors::invalid;
+use crate::errors::{guard, invalid};
 
 /// The capsule name the protocol gives a stream.
 const STREAM: &std::ffi::CStr = c"arrow_array_stream";
@@ -71,14 +71,16 @@ impl ArrowTable {
         requested_schema: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
-        let batch = self.batch.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| {
-            invalid("this table's Arrow stream was taken already; an ArrowTable converts once")
-        })?;
-        let schema = batch.schema();
-        let reader: Box<dyn RecordBatchReader + Send> =
-            Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema));
-        // Dropping the capsule drops the stream, which releases it unless the consumer moved it out.
-        PyCapsule::new(py, FFI_ArrowArrayStream::new(reader), Some(CString::from(STREAM)))
+        guard(|| {
+            let batch = self.batch.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| {
+                invalid("this table's Arrow stream was taken already; an ArrowTable converts once")
+            })?;
+            let schema = batch.schema();
+            let reader: Box<dyn RecordBatchReader + Send> =
+                Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema));
+            // Dropping the capsule drops the stream, which releases it unless the consumer moved it out.
+            PyCapsule::new(py, FFI_ArrowArrayStream::new(reader), Some(CString::from(STREAM)))
+        })
     }
 
     #[getter]

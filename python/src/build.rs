@@ -13,7 +13,7 @@ use engines::bundle::BuildOptions;
 use exporter::job::{ExportJob, ExportOutcome, Report};
 use pyo3::prelude::*;
 
-use crate::errors::{self, invalid, to_py, Kind};
+use crate::errors::{self, guard, invalid, to_py, Kind};
 
 /// Forwards a job's progress to the Python callable `callback`, counting the steps.
 struct Forward {
@@ -79,7 +79,7 @@ fn export_kind(e: &exporter::error::Error) -> Kind {
 }
 
 #[pyfunction]
-#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, int8_roles=None, progress=None))]
+#[pyo3(signature = (checkpoint, config, out, *, profiles=Vec::new(), precisions=Vec::new(), opset=24, force=false, golden=None, int8_roles=None, tokenizer=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn export(
     py: Python<'_>,
@@ -92,37 +92,60 @@ pub fn export(
     force: bool,
     golden: Option<PathBuf>,
     int8_roles: Option<String>,
+    tokenizer: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PathBuf> {
-    // the two paths a caller most often gets wrong, named as such (the job would report a file it cannot read)
-    if !checkpoint.is_dir() {
-        return Err(invalid(format!(
+    guard(|| {
+        // the paths a caller most often gets wrong, named as such (the job would report a file it cannot read)
+        if !checkpoint.is_dir() {
+            return Err(invalid(format!(
             "checkpoint {}: no such directory; give a Hugging Face checkpoint directory (config.json and \
              model.safetensors)",
             checkpoint.display()
         )));
-    }
-    if !config.is_file() {
-        return Err(invalid(format!(
+        }
+        if let Some(t) = tokenizer.as_ref().filter(|t| !t.is_dir()) {
+            return Err(invalid(format!(
+                "tokenizer {}: no such directory; give the model's tokenizer checkpoint directory (config.json \
+                 and model.safetensors)",
+                t.display()
+            )));
+        }
+        if !config.is_file() {
+            return Err(invalid(format!(
             "config {}: no such file; give a profiles YAML such as configs/toto-base.yaml of the totoc repository",
             config.display()
         )));
-    }
-    let precisions = precisions
-        .iter()
-        .map(|p| build_job::precision(p))
-        .collect::<engines::Result<Vec<_>>>()
-        .map_err(to_py)?;
-    let int8_roles = int8_roles
-        .map(|r| exporter::graph::Int8Plan::parse(&r).map_err(|e| invalid(format!("int8_roles={r:?}: {e}"))))
-        .transpose()?;
-    let job = ExportJob { checkpoint, config, out, profiles, precisions, opset, force, golden, int8_roles };
-    let mut forward = Forward::new(progress);
-    let result: Result<ExportOutcome, exporter::error::Error> =
-        py.detach(|| job.run(&mut |r| forward.report(r)));
-    let outcome = result.map_err(|e| export_kind(&e).err(format!("{}: {e}", job.context())))?;
-    forward.finish(py, outcome.summary(&job.out))?;
-    Ok(job.out)
+        }
+        let precisions = precisions
+            .iter()
+            .map(|p| build_job::precision(p))
+            .collect::<engines::Result<Vec<_>>>()
+            .map_err(to_py)?;
+        let int8_roles = int8_roles
+            .map(|r| {
+                exporter::graph::Int8Plan::parse(&r).map_err(|e| invalid(format!("int8_roles={r:?}: {e}")))
+            })
+            .transpose()?;
+        let job = ExportJob {
+            checkpoint,
+            tokenizer,
+            config,
+            out,
+            profiles,
+            precisions,
+            opset,
+            force,
+            golden,
+            int8_roles,
+        };
+        let mut forward = Forward::new(progress);
+        let result: Result<ExportOutcome, exporter::error::Error> =
+            py.detach(|| job.run(&mut |r| forward.report(r)));
+        let outcome = result.map_err(|e| export_kind(&e).err(format!("{}: {e}", job.context())))?;
+        forward.finish(py, outcome.summary(&job.out))?;
+        Ok(job.out)
+    })
 }
 
 #[pyfunction]
@@ -144,29 +167,31 @@ pub fn build_engine(
     ort_lib: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PathBuf> {
-    if threads == Some(0) {
-        return Err(invalid("`threads` is 0; give at least 1 (or None for the physical cores)"));
-    }
-    let memory_budget = match memory_budget.filter(|m| !m.is_none()) {
-        None => None,
-        Some(m) => Some(match m.extract::<String>() {
-            Ok(text) => engines::memory::parse_size(&text).map_err(to_py)?,
-            Err(_) => crate::input::count(m, "memory_budget")?,
-        }),
-    };
-    let options = BuildOptions {
-        ort_lib,
-        profiles,
-        force,
-        memory_budget,
-        precision: precision.as_deref().map(build_job::precision).transpose().map_err(to_py)?,
-        graphs: graphs.as_deref().map(build_job::graph_form).transpose().map_err(to_py)?,
-    };
-    let target = build_job::target(target, device, cuda_graph, threads).map_err(to_py)?;
-    let job = BuildJob { artifacts, out, target, options };
-    let mut forward = Forward::new(progress);
-    let result: engines::Result<BuildOutcome> = py.detach(|| job.run(&mut |r| forward.report(r)));
-    let outcome = result.map_err(|e| errors::Kind::of(&e).err(format!("{}: {e}", job.context())))?;
-    forward.finish(py, outcome.summary(&job.out))?;
-    Ok(job.out)
+    guard(|| {
+        if threads == Some(0) {
+            return Err(invalid("`threads` is 0; give at least 1 (or None for the physical cores)"));
+        }
+        let memory_budget = match memory_budget.filter(|m| !m.is_none()) {
+            None => None,
+            Some(m) => Some(match m.extract::<String>() {
+                Ok(text) => engines::memory::parse_size(&text).map_err(to_py)?,
+                Err(_) => crate::input::count(m, "memory_budget")?,
+            }),
+        };
+        let options = BuildOptions {
+            ort_lib,
+            profiles,
+            force,
+            memory_budget,
+            precision: precision.as_deref().map(build_job::precision).transpose().map_err(to_py)?,
+            graphs: graphs.as_deref().map(build_job::graph_form).transpose().map_err(to_py)?,
+        };
+        let target = build_job::target(target, device, cuda_graph, threads).map_err(to_py)?;
+        let job = BuildJob { artifacts, out, target, options };
+        let mut forward = Forward::new(progress);
+        let result: engines::Result<BuildOutcome> = py.detach(|| job.run(&mut |r| forward.report(r)));
+        let outcome = result.map_err(|e| errors::Kind::of(&e).err(format!("{}: {e}", job.context())))?;
+        forward.finish(py, outcome.summary(&job.out))?;
+        Ok(job.out)
+    })
 }

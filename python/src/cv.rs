@@ -3,7 +3,8 @@
 //! packed engine calls, [`backtest::frame::forecast_table`] makes the table), read as `predict_df` reads tables
 //! ([`crate::table`]). One engine, no baselines, metrics or reference: the table is Nixtla's
 //! `cross_validation` output (`unique_id`, `ds`, `cutoff`, `y`, the model's point column and its
-//! `{model}-lo-{L}` / `{model}-hi-{L}` columns).
+//! `{model}-lo-{L}` / `{model}-hi-{L}` columns). A pending Ctrl-C stops the windows' engine calls between graph
+//! runs ([`Interrupt`]).
 
 use backtest::frame::{forecast_table, run_spec, Backtest, FrameError, Model};
 use backtest::run::{plan_all, RunError};
@@ -12,8 +13,9 @@ use engines::request::Overrides;
 use pyo3::prelude::*;
 
 use crate::arrow::ArrowTable;
-use crate::errors::{invalid, Kind};
+use crate::errors::{guard, invalid, Kind};
 use crate::input;
+use crate::interrupt::Interrupt;
 use crate::table::{data_err, pythonic, TableArgs, SOURCE};
 use crate::NativeEngine;
 use std::path::PathBuf;
@@ -97,7 +99,9 @@ pub fn cross_validation(
     };
     let opts = args.read_options()?;
     let (schema, batches) = crate::arrow::import(df, SOURCE)?;
+    let interrupt = Interrupt::new();
     let result = py.detach(|| -> Result<_, (Kind, String)> {
+        crate::errors::test_panic("cross_validation");
         let limits = engine.info().request_limits();
         // The horizon is the windows'; the reader only checks it is given.
         let overrides = Overrides { horizon: Some(w.horizon), ..Overrides::default() };
@@ -109,6 +113,7 @@ pub fn cross_validation(
         let spec = run_spec(windows, context, w.samples, w.quantiles.clone(), w.seed, w.chunk, model_samples);
         // The size check of what the run keeps (its quantiles and samples), before any runs.
         plan_all(&bt.series, &spec, &|_, _| None).map_err(run_err)?;
+        interrupt.between_phases()?;
         let mut failed: Option<Kind> = None;
         let out = backtest::run::run(
             &bt.series,
@@ -116,7 +121,11 @@ pub fn cross_validation(
             &spec,
             &limits,
             &mut |reqs| {
-                let results = engine.forecast(reqs);
+                let results: Vec<_> = interrupt
+                    .run(|opts| engine.forecast_with(reqs, opts))
+                    .into_iter()
+                    .map(|r| r.map(|f| f.response))
+                    .collect();
                 // the kind of the engine's first error: the run keeps only its text
                 if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
                     failed.get_or_insert(Kind::of(e));
@@ -129,6 +138,7 @@ pub fn cross_validation(
             (e @ RunError::Request { refused: None, .. }, Some(kind)) => (kind, run_err(e).1),
             (e, _) => run_err(e),
         })?;
+        interrupt.between_phases()?;
         let model = Model {
             label: &w.model,
             forecasts: out.forecasts.iter().map(Some).collect(),
@@ -139,6 +149,9 @@ pub fn cross_validation(
         Ok((batch, bt.warning))
     });
     drop(batches);
+    if let Some(raised) = interrupt.take() {
+        return Err(raised);
+    }
     let (batch, warning) = result.map_err(|(kind, message)| kind.err(message))?;
     if let Some(w) = warning {
         // `totoc backtest` prints it on stderr; here it is a warning, as predict_df's notes are.
@@ -179,20 +192,30 @@ pub fn cross_validation_py(
     timezone: Option<String>,
     holidays: Option<PathBuf>,
 ) -> PyResult<ArrowTable> {
-    let w = Windows {
-        horizon: h,
-        n_windows,
-        step_size,
-        context,
-        samples,
-        quantiles: input::levels(quantiles)?,
-        seed,
-        chunk,
-        model,
-    };
-    let args =
-        TableArgs { id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays };
-    cross_validation(py, engine, df, &args, &w)
+    guard(|| {
+        let w = Windows {
+            horizon: h,
+            n_windows,
+            step_size,
+            context,
+            samples,
+            quantiles: input::levels(quantiles)?,
+            seed,
+            chunk,
+            model,
+        };
+        let args = TableArgs {
+            id_column,
+            timestamp_column,
+            target,
+            timestamp_unit,
+            freq,
+            calendar,
+            timezone,
+            holidays,
+        };
+        cross_validation(py, engine, df, &args, &w)
+    })
 }
 
 /// `cross_validation`'s function in the module.

@@ -1,6 +1,10 @@
 //! Errors as Python exceptions: each engines error becomes one of the classes of `totoc.errors` (defined in
 //! Python, so that each also derives from the built-in it refines: `InvalidInput` is a `ValueError`, ...), chosen
 //! by the error's kind, with the engine's own message.
+//!
+//! A Rust panic is a bug, but it must not escape as PyO3's `PanicException`, which derives from
+//! `BaseException` (so `except Exception` misses it, and a worker loop dies): every entry point of the module runs
+//! its body in [`guard`], which raises a panic as `TotocError`.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -76,4 +80,30 @@ pub fn to_py(e: engines::Error) -> PyErr {
 /// `totoc.InvalidInput` with `message`.
 pub fn invalid(message: impl Into<String>) -> PyErr {
     Kind::Invalid.err(message)
+}
+
+/// Runs an entry point's body, raising a panic in it (or in anything it calls, with or without the GIL) as
+/// `totoc.TotocError` that says it is a bug and what panicked. The panic's own report (file and line) has been
+/// printed on stderr by Rust's panic hook.
+pub fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Err(Kind::Other
+            .err(format!("internal error in totoc (a bug: please report it with this message): {what}")))
+    })
+}
+
+/// A test's way to make `at` panic (`TOTOC_TEST_PANIC=<at>`; python/tests/test_errors.py): compiled into dev
+/// builds only (`debug_assertions`), so a release wheel has no such switch.
+pub fn test_panic(at: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("TOTOC_TEST_PANIC").is_ok_and(|v| v == at) {
+        panic!("TOTOC_TEST_PANIC={at}: a panic a test asked for");
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = at;
 }

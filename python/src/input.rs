@@ -1,9 +1,11 @@
 //! Reading the caller's arrays into the engine's request values, straight from their numpy buffers (any strides,
 //! float32 or float64; NaN = a missing point): one copy, into `[variate][time]` of `Option<f32>` (8 bytes a
-//! point). Shapes and types are checked here; the values (empty, all missing, not finite) are checked by the
-//! engine's request validation, with its messages.
+//! point), of the points the engine keeps only: a series longer than the engine's context is cut to its most
+//! recent `keep` points here, as the engine's context policy would cut it, so a long history costs a scan, not a
+//! copy ([`Series`]). Shapes and types are checked here; the values (empty, all missing, not finite) are checked
+//! by the engine's request validation, with its messages (`crate::series` for a cut series).
 
-use numpy::ndarray::{ArrayViewD, Axis};
+use numpy::ndarray::{s, ArrayViewD, Axis, Ix2};
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
@@ -13,9 +15,29 @@ use crate::errors::invalid;
 /// One series: `[variate][time]`, `None` = missing.
 pub type Target = Vec<Vec<Option<f32>>>;
 
+/// One series as read: the points kept, and what the whole history held.
+pub struct Series {
+    /// `[variate][time]`: the last `min(given, keep)` points of each variate.
+    pub kept: Target,
+    /// Points per variate in the history given (`T`).
+    pub given: usize,
+    /// Per variate, over the whole history (only when points were left out: else the request's validation sees
+    /// them all).
+    pub scan: Option<Vec<RowScan>>,
+}
+
+/// What one variate's whole history held, for the checks validation makes on it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowScan {
+    /// The first point that is not finite: its time index and value.
+    pub first_bad: Option<(usize, f32)>,
+    /// Whether any point is observed (not NaN).
+    pub observed: bool,
+}
+
 /// The caller's target: one series (`[V, T]`) or several (`[N, V, T]`, or a list of `[V, T]`).
 pub struct Targets {
-    pub series: Vec<Target>,
+    pub series: Vec<Series>,
     /// Whether one `[V, T]` array was given (results then have no series axis).
     pub single: bool,
 }
@@ -34,17 +56,18 @@ impl Targets {
 const SHAPES: &str =
     "give one series as a [V, T] array, several as an [N, V, T] array or a list of [V, T] arrays (NaN marks a missing point)";
 
-/// Reads `obj`: a numpy array `[V, T]` or `[N, V, T]`, or a list (or tuple) of `[V, T]` arrays.
-pub fn read(obj: &Bound<'_, PyAny>) -> PyResult<Targets> {
+/// Reads `obj`: a numpy array `[V, T]` or `[N, V, T]`, or a list (or tuple) of `[V, T]` arrays, keeping the last
+/// `keep` points of each series.
+pub fn read(obj: &Bound<'_, PyAny>, keep: usize) -> PyResult<Targets> {
     if let Ok(list) = obj.cast::<PyList>() {
-        return read_items(list.iter().collect());
+        return read_items(list.iter().collect(), keep);
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
-        return read_items(tuple.iter().collect());
+        return read_items(tuple.iter().collect(), keep);
     }
     let (view_ndim, series) = with_view(obj, "target", |view| match view.ndim() {
-        2 => Ok((2, vec![rows(view)])),
-        3 => Ok((3, view.axis_iter(Axis(0)).into_iter().map(rows).collect())),
+        2 => Ok((2, vec![rows(view, keep)?])),
+        3 => Ok((3, view.axis_iter(Axis(0)).into_iter().map(|v| rows(v, keep)).collect::<PyResult<_>>()?)),
         n => Err(invalid(format!("target has {n} dimension(s), shape {:?}; {SHAPES}", view.shape()))),
     })?;
     if series.is_empty() {
@@ -53,7 +76,7 @@ pub fn read(obj: &Bound<'_, PyAny>) -> PyResult<Targets> {
     Ok(Targets { series, single: view_ndim == 2 })
 }
 
-fn read_items(items: Vec<Bound<'_, PyAny>>) -> PyResult<Targets> {
+fn read_items(items: Vec<Bound<'_, PyAny>>, keep: usize) -> PyResult<Targets> {
     if items.is_empty() {
         return Err(invalid(format!("target is an empty list: no series to forecast; {SHAPES}")));
     }
@@ -63,7 +86,7 @@ fn read_items(items: Vec<Bound<'_, PyAny>>) -> PyResult<Targets> {
         .map(|(n, item)| {
             let what = format!("series {n}");
             with_view(item, &what, |view| match view.ndim() {
-                2 => Ok(rows(view)),
+                2 => rows(view, keep),
                 d => Err(invalid(format!(
                     "{what} has {d} dimension(s), shape {:?}; each series of a list is a [V, T] array",
                     view.shape()
@@ -122,14 +145,40 @@ impl View<'_> {
     }
 }
 
-/// `[V, T]` → `[variate][time]` points.
-fn rows(view: View<'_>) -> Target {
-    fn of<T: Point>(v: ArrayViewD<'_, T>) -> Target {
-        v.axis_iter(Axis(0)).map(|row| row.iter().map(|x| x.point()).collect()).collect()
+/// `[V, T]` → the last `keep` points of each variate, and when that leaves points out, what each whole row held.
+fn rows(view: View<'_>, keep: usize) -> PyResult<Series> {
+    fn of<T: Point>(v: ArrayViewD<'_, T>, keep: usize) -> PyResult<Series> {
+        let shape = v.shape().to_vec();
+        let v = v
+            .into_dimensionality::<Ix2>()
+            .map_err(|_| invalid(format!("a series has shape {shape:?}; {SHAPES}")))?;
+        let (variates, given) = v.dim();
+        let skip = given.saturating_sub(keep);
+        if skip == 0 {
+            let kept = v.rows().into_iter().map(|row| row.iter().map(|x| x.point()).collect()).collect();
+            return Ok(Series { kept, given, scan: None });
+        }
+        let mut kept = Vec::with_capacity(variates);
+        let mut scan = Vec::with_capacity(variates);
+        for row in v.rows() {
+            let mut seen = RowScan::default();
+            for (t, x) in row.iter().enumerate() {
+                if let Some(x) = x.point() {
+                    seen.observed = true;
+                    if !x.is_finite() {
+                        seen.first_bad = Some((t, x));
+                        break;
+                    }
+                }
+            }
+            kept.push(row.slice(s![skip..]).iter().map(|x| x.point()).collect());
+            scan.push(seen);
+        }
+        Ok(Series { kept, given, scan: Some(scan) })
     }
     match view {
-        View::F32(v) => of(v),
-        View::F64(v) => of(v),
+        View::F32(v) => of(v, keep),
+        View::F64(v) => of(v, keep),
     }
 }
 

@@ -15,8 +15,11 @@ mod arrow;
 mod build;
 mod cv;
 mod errors;
+mod fork;
 mod input;
+mod interrupt;
 mod output;
+mod series;
 mod table;
 
 use std::ffi::CString;
@@ -24,11 +27,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{ForecastRequest, Overrides, RequestFields};
+use engines::request::ForecastRequest;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::errors::{invalid, to_py};
+use crate::errors::{guard, invalid, to_py};
+use crate::interrupt::Interrupt;
 
 use engines::engine::FORECAST_GROUP as GROUP;
 
@@ -150,6 +154,8 @@ impl Info {
 pub(crate) struct NativeEngine {
     /// `None` once closed. A call in flight holds its own `Arc`, so closing never pulls the engine from under it.
     engine: Mutex<Option<Arc<Engine>>>,
+    /// The process that loaded it: in a child forked from that process the engine cannot run ([`fork`]).
+    owner: fork::Owner,
     info: Info,
     /// Seconds the last `forecast` call spent in the engine's own calls (`Engine::forecast`, all groups), for
     /// the overhead benchmark (`python/benchmarks/`): the rest of a Python call is the binding's.
@@ -157,7 +163,10 @@ pub(crate) struct NativeEngine {
 }
 
 impl NativeEngine {
+    /// The engine, for one call: an error when it is closed, or when this process is a child forked from the
+    /// one that loaded it (checked first, without touching anything the fork may have left locked).
     pub(crate) fn engine(&self) -> PyResult<Arc<Engine>> {
+        self.owner.check(&self.info.path)?;
         let guard = self.engine.lock().unwrap_or_else(|p| p.into_inner());
         guard.clone().ok_or_else(|| {
             invalid(format!(
@@ -168,11 +177,124 @@ impl NativeEngine {
     }
 }
 
+impl Drop for NativeEngine {
+    /// In a forked child the engine is leaked, not released: releasing it would call into the parent's ONNX
+    /// Runtime (its sessions, its thread pool), which cannot run here. The child's copy of its memory is the
+    /// parent's, shared until written, so leaking it costs nothing.
+    fn drop(&mut self) {
+        if self.owner.forked() {
+            let engine = self.engine.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+            std::mem::forget(engine);
+        }
+    }
+}
+
 #[pymethods]
 impl NativeEngine {
     #[new]
     #[pyo3(signature = (path, *, threads=None, memory_budget=None, ort_lib=None))]
     fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        threads: Option<&Bound<'_, PyAny>>,
+        memory_budget: Option<&Bound<'_, PyAny>>,
+        ort_lib: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        guard(|| Self::load(py, path, threads, memory_budget, ort_lib))
+    }
+
+    /// What the engine holds (a new dict each time).
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.info.to_dict(py)
+    }
+
+    /// Whether the engine is closed: `close()` was called, or it was left unusable by a fork
+    /// ([`forget_after_fork`](Self::forget_after_fork)).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.owner.forked() || self.engine.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Seconds the most recent `forecast` call (of any thread) spent in the engine itself: not the reading of
+    /// the arrays, the validation or the copies into the result arrays. 0.0 before the first call.
+    #[getter]
+    fn last_engine_seconds(&self) -> f64 {
+        *self.last_engine_seconds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Releases the engine (its graphs and weights) once calls in flight end. Closing twice is allowed; in a
+    /// forked child it does nothing (the engine is the parent's).
+    fn close(&self) {
+        if !self.owner.forked() {
+            self.engine.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
+    }
+
+    /// Called in a child right after `fork()` (`os.register_at_fork`, python/totoc/_engine.py): the engine
+    /// inherited from the parent is dropped from this object without being released (see [`Drop`]), so no call,
+    /// `close()` or garbage collection in the child reaches the parent's ONNX Runtime. Calls raise the fork's
+    /// error from then on, as they would from the process id alone.
+    fn forget_after_fork(&self) {
+        self.owner.mark_forked();
+        // `try_lock`: a thread of the parent may have held the lock at the fork, and no thread of the parent
+        // runs here to release it; the engine then stays in place, unused, and is leaked by `Drop`.
+        if let Ok(mut engine) = self.engine.try_lock() {
+            std::mem::forget(engine.take());
+        }
+    }
+
+    #[pyo3(signature = (target, horizon, *, samples=None, quantiles=None, seed=None, id_mask=None, strict_context=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn forecast<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'py, PyAny>,
+        horizon: &Bound<'py, PyAny>,
+        samples: Option<&Bound<'py, PyAny>>,
+        quantiles: Option<&Bound<'py, PyAny>>,
+        seed: Option<&Bound<'py, PyAny>>,
+        id_mask: Option<&Bound<'py, PyAny>>,
+        strict_context: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| {
+            let engine = self.engine()?;
+            let as_usize = |v: u64, name: &str| {
+                usize::try_from(v)
+                    .map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
+            };
+            let asked = series::Asked {
+                horizon: as_usize(input::count(horizon, "horizon")?, "horizon")?,
+                samples: match samples.filter(|s| !s.is_none()) {
+                    Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
+                    None => None,
+                },
+                quantiles: input::levels(quantiles)?,
+                seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
+                strict_context,
+            };
+            self.run_forecast(py, engine, target, id_mask, &asked)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match (self.owner.forked(), self.closed()) {
+            (true, _) => ", unusable in this forked process",
+            (false, true) => ", closed",
+            (false, false) => "",
+        };
+        format!(
+            "Engine({:?}, {}, {}{state})",
+            self.info.path.display().to_string(),
+            self.info.family,
+            self.info.engine
+        )
+    }
+}
+
+impl NativeEngine {
+    /// `Engine(path, ...)`: the arguments checked, then the bundle loaded without the GIL.
+    fn load(
         py: Python<'_>,
         path: PathBuf,
         threads: Option<&Bound<'_, PyAny>>,
@@ -213,6 +335,7 @@ impl NativeEngine {
             }
         }
         let opts = LoadOptions { ort_lib, threads: threads.filter(|_| !started), memory_budget };
+        // In a child forked after the parent loaded ONNX Runtime, this fails at once (engines::runtime::init).
         let loaded = py.detach(|| Engine::load(&path, &opts));
         if !started && engines::runtime::get().is_some() {
             // the size the pool started with (later loads reset the engines crate's setting, not the pool)
@@ -222,88 +345,38 @@ impl NativeEngine {
         let info = Info::of(&engine);
         Ok(NativeEngine {
             engine: Mutex::new(Some(Arc::new(engine))),
+            owner: fork::Owner::this_process(),
             info,
             last_engine_seconds: Mutex::new(0.0),
         })
     }
 
-    /// What the engine holds (a new dict each time).
-    #[getter]
-    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.info.to_dict(py)
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.engine.lock().unwrap_or_else(|p| p.into_inner()).is_none()
-    }
-
-    /// Seconds the most recent `forecast` call (of any thread) spent in the engine itself: not the reading of
-    /// the arrays, the validation or the copies into the result arrays. 0.0 before the first call.
-    #[getter]
-    fn last_engine_seconds(&self) -> f64 {
-        *self.last_engine_seconds.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Releases the engine (its graphs and weights) once calls in flight end. Closing twice is allowed.
-    fn close(&self) {
-        self.engine.lock().unwrap_or_else(|p| p.into_inner()).take();
-    }
-
-    #[pyo3(signature = (target, horizon, *, samples=None, quantiles=None, seed=None, id_mask=None, strict_context=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn forecast<'py>(
+    /// `forecast`'s work: the caller's arrays read (GIL held: the points the engine keeps are copied, see
+    /// [`input`]), then without the GIL every series checked and admitted before any runs, the CLI's groups
+    /// forecast (stopped by a pending Ctrl-C, [`Interrupt`]) and the results flattened.
+    fn run_forecast<'py>(
         &self,
         py: Python<'py>,
+        engine: Arc<Engine>,
         target: &Bound<'py, PyAny>,
-        horizon: &Bound<'py, PyAny>,
-        samples: Option<&Bound<'py, PyAny>>,
-        quantiles: Option<&Bound<'py, PyAny>>,
-        seed: Option<&Bound<'py, PyAny>>,
         id_mask: Option<&Bound<'py, PyAny>>,
-        strict_context: bool,
+        asked: &series::Asked,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let engine = self.engine()?;
-        let as_usize = |v: u64, name: &str| {
-            usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
-        };
-        let horizon = as_usize(input::count(horizon, "horizon")?, "horizon")?;
-        let samples = match samples.filter(|s| !s.is_none()) {
-            Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
-            None => None,
-        };
-        let seed = match seed.filter(|s| !s.is_none()) {
-            Some(s) => Some(input::count(s, "seed")?),
-            None => None,
-        };
-        let quantiles = input::levels(quantiles)?;
-        // The one copy of the caller's values (GIL held: the arrays are Python objects).
-        let targets = input::read(target)?;
+        let targets = input::read(target, engine.info().limits.max_context)?;
         let masks = input::id_masks(id_mask, targets.series.len())?;
         let single = targets.single;
         let point_name = self.info.point_forecast;
         let engine_seconds = &self.last_engine_seconds;
-        let result = py.detach(move || -> Result<output::Output, (errors::Kind, String)> {
-            let limits = engine.info().request_limits();
-            let mut given = Vec::with_capacity(targets.series.len());
-            let mut reqs: Vec<ForecastRequest> = Vec::with_capacity(targets.series.len());
-            let ats: Vec<String> = (0..targets.series.len()).map(|n| targets.at(n)).collect();
-            for ((target, id_mask), at) in targets.series.into_iter().zip(masks).zip(&ats) {
-                given.push(target.first().map_or(0, Vec::len));
-                let fields = RequestFields {
-                    id: None,
-                    target: target.into(),
-                    id_mask,
-                    horizon: Some(horizon),
-                    samples,
-                    quantiles: quantiles.clone(),
-                    seed,
-                    strict_context: Some(strict_context),
-                    ..RequestFields::default()
-                };
-                let mut req = fields.validate(at, &Overrides::default(), &limits).map_err(parts)?;
-                engine.admit(&mut req, at).map_err(parts)?;
-                reqs.push(req);
+        let interrupt = Interrupt::new();
+        let result = py.detach(|| -> Result<output::Output, (errors::Kind, String)> {
+            errors::test_panic("forecast");
+            let n = targets.series.len();
+            let ats: Vec<String> = (0..n).map(|i| targets.at(i)).collect();
+            let mut given = Vec::with_capacity(n);
+            let mut reqs: Vec<ForecastRequest> = Vec::with_capacity(n);
+            for ((series, id_mask), at) in targets.series.into_iter().zip(masks).zip(&ats) {
+                given.push(series.given);
+                reqs.push(series::request(&engine, series, id_mask, asked, at).map_err(parts)?);
             }
             // Every series is checked before any runs; then the CLI's groups.
             let mut responses = Vec::with_capacity(reqs.len());
@@ -313,28 +386,22 @@ impl NativeEngine {
             while reqs.peek().is_some() {
                 let group: Vec<ForecastRequest> = reqs.by_ref().take(GROUP).collect();
                 let started = std::time::Instant::now();
-                let results = engine.forecast(group);
+                let results = interrupt.run(|opts| engine.forecast_with(group, opts));
                 in_engine += started.elapsed();
                 for result in results {
                     let at = ats.next().unwrap_or_default();
                     // as `totoc forecast` reports it: the series, then the engine's message
-                    responses.push(result.map_err(|e| (errors::Kind::of(&e), format!("{at}: {e}")))?);
+                    let response = result.map_err(|e| (errors::Kind::of(&e), format!("{at}: {e}")))?.response;
+                    responses.push(response);
                 }
             }
             *engine_seconds.lock().unwrap_or_else(|p| p.into_inner()) = in_engine.as_secs_f64();
-            Ok(output::Output::new(&responses, &given, single, point_name, horizon))
+            Ok(output::Output::new(&responses, &given, single, point_name, asked.horizon))
         });
+        if let Some(raised) = interrupt.take() {
+            return Err(raised);
+        }
         result.map_err(|(kind, message)| kind.err(message))?.into_dict(py)
-    }
-
-    fn __repr__(&self) -> String {
-        let state = if self.closed() { ", closed" } else { "" };
-        format!(
-            "Engine({:?}, {}, {}{state})",
-            self.info.path.display().to_string(),
-            self.info.family,
-            self.info.engine
-        )
     }
 }
 
@@ -346,12 +413,14 @@ fn parts(e: engines::Error) -> (errors::Kind, String) {
 /// The ONNX Runtime this process loaded: `{"library", "source", "version"}`, or `None` before any engine loaded.
 #[pyfunction]
 fn runtime(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
-    let Some(rt) = engines::runtime::get() else { return Ok(None) };
-    let d = PyDict::new(py);
-    d.set_item("library", rt.library().to_string_lossy().into_owned())?;
-    d.set_item("source", rt.source().describe())?;
-    d.set_item("version", rt.version())?;
-    Ok(Some(d))
+    guard(|| {
+        let Some(rt) = engines::runtime::get() else { return Ok(None) };
+        let d = PyDict::new(py);
+        d.set_item("library", rt.library().to_string_lossy().into_owned())?;
+        d.set_item("source", rt.source().describe())?;
+        d.set_item("version", rt.version())?;
+        Ok(Some(d))
+    })
 }
 
 #[pymodule]
@@ -367,5 +436,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The ONNX Runtime version totoc is built against (the `ort` API it needs is this version's).
     m.add("ORT_VERSION", engines::runtime::ORT_VERSION)?;
+    // Whether this build has the tests' hooks (errors::test_panic): dev builds only.
+    m.add("_TEST_HOOKS", cfg!(debug_assertions))?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! ([`tables::from_arrow`]), [`tables::run`] admits and forecasts the series, [`tables::write::record_batch`]
 //! makes the forecast table. So the numbers, column names and types, future timestamps and calendars, notes and
 //! error messages are the CLI's; messages name the keyword arguments where the CLI names its flags
-//! ([`pythonic`]). The GIL is released from reading the rows to building the output table.
+//! ([`pythonic`]). The GIL is released from reading the rows to building the output table; a pending Ctrl-C
+//! stops the engine between graph runs ([`Interrupt`]).
 
 use std::sync::Arc;
 
@@ -17,8 +18,9 @@ use tables::timestamps::{parse_freq, EpochUnit};
 use tables::ReadOptions;
 
 use crate::arrow::ArrowTable;
-use crate::errors::{invalid, Kind};
+use crate::errors::{guard, invalid, Kind};
 use crate::input;
+use crate::interrupt::Interrupt;
 use crate::NativeEngine;
 use std::path::PathBuf;
 
@@ -154,7 +156,9 @@ pub fn predict(
         ..Overrides::default()
     };
     let write_samples = asked.write_samples;
+    let interrupt = Interrupt::new();
     let result = py.detach(|| -> Result<_, (Kind, String)> {
+        crate::errors::test_panic("predict_df");
         let limits = engine.info().request_limits();
         let mut dataset =
             tables::from_arrow(&schema, &batches, SOURCE, &opts, &overrides, &limits).map_err(data_err)?;
@@ -162,8 +166,11 @@ pub fn predict(
         let mut notes = Vec::new();
         let parts = |e: engines::Error| (Kind::of(&e), pythonic(&e.to_string()));
         notes.extend(tables::run::admit(&engine, &mut dataset).map_err(parts)?.map(|n| pythonic(&n)));
-        let (mut responses, _) = tables::run::forecast(&engine, &dataset, |_| {})
+        interrupt.between_phases()?;
+        let (mut responses, _) = interrupt
+            .run(|opts| tables::run::forecast_with(&engine, &dataset, opts, |_| {}))
             .map_err(|e| (Kind::of(&e.error), pythonic(&e.to_string())))?;
+        interrupt.between_phases()?;
         if !write_samples {
             responses.iter_mut().for_each(|r| r.samples = None);
         }
@@ -175,6 +182,9 @@ pub fn predict(
     });
     // The input's buffers are released here, with the GIL (a producer may hold Python objects).
     drop(batches);
+    if let Some(raised) = interrupt.take() {
+        return Err(raised);
+    }
     let (batch, calendar, notes) = result.map_err(|(kind, message)| kind.err(message))?;
     Ok(TableResult { table: Py::new(py, ArrowTable::new(batch))?, calendar, notes })
 }
@@ -230,23 +240,33 @@ fn predict_table(
     strict_context: bool,
     write_samples: bool,
 ) -> PyResult<TableResult> {
-    let as_usize = |v: u64, name: &str| {
-        usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
-    };
-    let asked = Asked {
-        horizon: as_usize(input::count(horizon, "prediction_length")?, "prediction_length")?,
-        samples: match samples.filter(|s| !s.is_none()) {
-            Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
-            None => None,
-        },
-        quantiles: input::levels(quantiles)?,
-        seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
-        strict_context,
-        write_samples,
-    };
-    let args =
-        TableArgs { id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays };
-    predict(py, engine, df, &args, &asked)
+    guard(|| {
+        let as_usize = |v: u64, name: &str| {
+            usize::try_from(v).map_err(|_| invalid(format!("`{name}` is {v}: too large for this machine")))
+        };
+        let asked = Asked {
+            horizon: as_usize(input::count(horizon, "prediction_length")?, "prediction_length")?,
+            samples: match samples.filter(|s| !s.is_none()) {
+                Some(s) => Some(as_usize(input::count(s, "samples")?, "samples")?),
+                None => None,
+            },
+            quantiles: input::levels(quantiles)?,
+            seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
+            strict_context,
+            write_samples,
+        };
+        let args = TableArgs {
+            id_column,
+            timestamp_column,
+            target,
+            timestamp_unit,
+            freq,
+            calendar,
+            timezone,
+            holidays,
+        };
+        predict(py, engine, df, &args, &asked)
+    })
 }
 
 /// `predict_df`'s function and the table classes of the module.

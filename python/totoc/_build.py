@@ -81,6 +81,7 @@ def export(
     force: bool = False,
     golden: PathLike | None = None,
     int8_roles: str | None = None,
+    tokenizer: PathLike | None = None,
     progress: Callable[[Progress], object] | None = None,
 ) -> Path:
     """Exports a Toto checkpoint to a bundle of ONNX graphs, as ``totoc export`` does; returns ``out``.
@@ -99,6 +100,8 @@ def export(
         int8_roles: the matmuls int8 graphs run in int8, ``"all"`` or a comma list of ``qkv``, ``out_proj``,
             ``fc1``, ``fc2``, each optionally ``:blocks`` (16-value blocks instead of per row; default: the model
             family's set, chosen on a trained model); ``--int8-roles``.
+        tokenizer: the model's tokenizer checkpoint directory, for a model exported with its tokenizer (its
+            config names it as ``model.tokenizer``; refused for models without one); ``--tokenizer``.
         progress: called with a :class:`Progress` for each graph written; default: the ``totoc`` logger.
 
     Raises:
@@ -126,6 +129,7 @@ def export(
             force=force,
             golden=None if golden is None else os.fspath(golden),
             int8_roles=int8_roles,
+            tokenizer=None if tokenizer is None else os.fspath(tokenizer),
             progress=_forwarder(progress),
         )
     )

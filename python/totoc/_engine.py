@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
@@ -84,6 +85,24 @@ def _as_array(x: Any, what: str) -> Any:
     return x
 
 
+#: The engines this process loaded and has not closed, for the at-fork hook below.
+_LOADED: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    """In a child right after ``fork()``: every engine inherited from the parent becomes unusable (its calls raise
+    ``TotocError`` saying to load the engine in the worker; ``closed`` is true) and is never released here (that
+    would call into the parent's ONNX Runtime, which cannot run in the child). The engines check the process id
+    on every call too, which also covers a ``fork()`` made outside Python."""
+    for engine in list(_LOADED):
+        engine._native.forget_after_fork()
+    _LOADED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _targets(target: Any) -> Any:
     if isinstance(target, (list, tuple)):
         # a list of series ([V, T] each, of any lengths), unless it is one series written as nested lists
@@ -113,7 +132,12 @@ class Engine:
 
     An engine is safe to share between threads; its calls are served one at a time (on the CPU they share one
     thread pool anyway, and one call at a time keeps the engine within its memory budget). Each call releases
-    the GIL while the engine works, so other Python threads run meanwhile.
+    the GIL while the engine works, so other Python threads run meanwhile, and stops at a pending Ctrl-C
+    (``KeyboardInterrupt``, raised between the engine's graph runs).
+
+    An engine runs only in the process that loaded it. In a child made by ``fork()`` (multiprocessing's ``fork``
+    start method, gunicorn ``--preload``) its calls raise ``TotocError`` at once, and so does a new ``Engine``
+    there: load the engine in the worker, with the ``spawn`` or ``forkserver`` start method (docs/python.md).
 
     Example (an engine built from the repository's tiny checkpoint; the engine's limits are in ``info``)::
 
@@ -139,6 +163,7 @@ class Engine:
             )
         except RuntimeMissing as e:
             raise RuntimeMissing(_runtime.failure_message(str(e))) from None
+        _LOADED.add(self)
 
     @property
     def info(self) -> dict[str, Any]:
@@ -167,6 +192,7 @@ class Engine:
         """Releases the engine's graphs and weights (once calls in flight end). Later calls raise
         ``InvalidInput``; closing again does nothing. ``with totoc.Engine(...) as eng:`` closes it at the end."""
         self._native.close()
+        _LOADED.discard(self)
 
     def __enter__(self) -> Engine:
         return self
@@ -213,16 +239,20 @@ class Engine:
             InvalidInput: a wrong type, shape or value, named with the series (``series 3: variate 1 has no
                 observed point ...``).
             EngineLimit: beyond the engine's variates, horizon, samples (or context with ``strict_context``).
+            TotocError: the engine was loaded by the process this one was forked from (load it in the worker);
+                an internal error (a bug).
+            KeyboardInterrupt: Ctrl-C while the engine ran (nothing is returned).
 
         Every series is checked before any is forecast; then all of them go to the engine together (in groups
         of 256, as ``totoc forecast`` sends them), so the numbers equal the CLI's for the same series in the same
         order, bit for bit.
 
-        Copies: the target is read straight from the array's buffer (any strides) and copied once into the
-        engine's request, 8 bytes per point (the value and whether it is missing): ``N·V·T·8`` bytes, with the
-        GIL held. Everything after runs without the GIL: validation, the engine's work, and copying the results
-        once into the buffers the returned arrays own (4 bytes per value). Calls from several threads are served
-        one at a time by the engine.
+        Copies: the target is read straight from the array's buffer (any strides); the points the engine keeps
+        (the last ``max_context`` of each series) are copied once into the engine's request, 8 bytes per point
+        (the value and whether it is missing), with the GIL held. A longer series' older points are scanned in
+        place for the checks every point gets, not copied. Everything after runs without the GIL: validation,
+        the engine's work, and copying the results once into the buffers the returned arrays own (4 bytes per
+        value). Calls from several threads are served one at a time by the engine.
 
         Example::
 

@@ -6,6 +6,8 @@ import numpy as np
 
 __version__: str
 ORT_VERSION: str
+#: Whether this build has the tests' hooks (``TOTOC_TEST_PANIC``): dev builds only.
+_TEST_HOOKS: bool
 
 class Engine:
     def __init__(
@@ -23,6 +25,7 @@ class Engine:
     @property
     def last_engine_seconds(self) -> float: ...
     def close(self) -> None: ...
+    def forget_after_fork(self) -> None: ...
     def forecast(
         self,
         target: np.ndarray | Sequence[np.ndarray],
@@ -108,6 +111,7 @@ def export(
     force: bool = False,
     golden: str | None = None,
     int8_roles: str | None = None,
+    tokenizer: str | None = None,
     progress: Callable[[str, str, int, int], None] | None = None,
 ) -> str: ...
 def build_engine(

@@ -189,6 +189,9 @@ fn print_text(i: &BundleInfo) {
         "  checkpoint:  safetensors {} config {}",
         i.checkpoint.safetensors_sha256, i.checkpoint.config_sha256
     );
+    if let Some(t) = &i.checkpoint.tokenizer {
+        let _ = writeln!(o, "  tokenizer:   safetensors {} config {}", t.safetensors_sha256, t.config_sha256);
+    }
     let _ = writeln!(o, "  model:       {}", i.model);
     let _ = writeln!(o, "  precision:   {}", i.precisions.join(", "));
     if let Some(t) = &i.target {

@@ -11,6 +11,7 @@ use crate::progress::Progress;
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let job = ExportJob {
         checkpoint: a.checkpoint,
+        tokenizer: a.tokenizer,
         config: a.config,
         out: a.out,
         profiles: a.profiles,

@@ -64,6 +64,24 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
             a.max_body_bytes
         );
     }
+    let max_bytes_per_peer = match a.max_bytes_per_peer.as_deref() {
+        None => (max_bytes_in_flight / 2).max(a.max_body_bytes as u64),
+        Some(s) => {
+            engines::memory::parse_size(s).map_err(|e| anyhow::anyhow!("--max-bytes-per-peer: {e}"))?
+        }
+    };
+    if max_bytes_per_peer < a.max_body_bytes as u64 || max_bytes_per_peer > max_bytes_in_flight {
+        bail!(
+            "--max-bytes-per-peer {max_bytes_per_peer} must be between --max-body-bytes {} (the largest body must \
+             fit) and --max-bytes-in-flight {max_bytes_in_flight}",
+            a.max_body_bytes
+        );
+    }
+    let max_response_bytes = engines::memory::parse_size(&a.max_response_bytes)
+        .map_err(|e| anyhow::anyhow!("--max-response-bytes: {e}"))?;
+    if max_response_bytes < 64 << 10 {
+        bail!("--max-response-bytes {max_response_bytes} is too small for any answer; give at least 64KiB");
+    }
     for (flag, v) in [
         ("--max-series", a.max_series as u64),
         ("--max-variates", a.max_variates as u64),
@@ -74,6 +92,9 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
         ("--idle-timeout-ms", a.idle_timeout_ms),
         ("--max-connections-per-peer", a.max_connections_per_peer as u64),
         ("--max-concurrent-streams", u64::from(a.max_concurrent_streams)),
+        ("--min-upload-bytes-per-s", a.min_upload_bytes_per_s),
+        ("--min-read-bytes-per-s", a.min_read_bytes_per_s),
+        ("--ready-attempts", u64::from(a.ready_attempts)),
     ] {
         if v == 0 {
             bail!("{flag} must be at least 1");
@@ -95,7 +116,10 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             max_in_flight: a.max_in_flight,
             max_bytes_in_flight,
+            max_bytes_per_peer,
             body_read_timeout: Duration::from_millis(a.body_read_timeout_ms),
+            min_upload_rate: a.min_upload_bytes_per_s,
+            max_response_bytes,
             budget: Budget {
                 max_series: a.max_series,
                 max_variates: a.max_variates,
@@ -109,6 +133,7 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
             header_read_timeout: Duration::from_millis(a.header_read_timeout_ms),
             idle_timeout: Duration::from_millis(a.idle_timeout_ms),
             max_concurrent_streams: a.max_concurrent_streams,
+            min_read_rate: a.min_read_bytes_per_s,
         },
         token_file: a.token_file,
         shadow_engine: a.shadow_engine,
@@ -118,6 +143,7 @@ fn options(a: ServeArgs) -> anyhow::Result<Options> {
             failures: a.unready_after_failures,
             window: Duration::from_secs(a.failure_window_s),
         },
+        ready_attempts: a.ready_attempts,
         shutdown_timeout: Duration::from_secs(a.shutdown_timeout_s),
         json_logs: a.log_json,
     })

@@ -107,7 +107,12 @@ struct Job {
     span: tracing::Span,
     request_id: String,
     reply: Reply,
+    /// What the request holds of the server (its bytes, its slot): kept until the job is answered or dropped.
+    hold: Hold,
 }
+
+/// Whatever a submitter keeps alive for as long as its job lives (see [`Batcher::submit_holding`]).
+pub type Hold = Box<dyn std::any::Any + Send + Sync>;
 
 #[derive(Default)]
 struct State {
@@ -174,14 +179,28 @@ impl Batcher {
         self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|h| !h.is_finished())
     }
 
-    /// Queues `requests` (one request's series) to be answered by `deadline`; the receiver gets the answer.
+    /// Queues `requests` (one request's series) to be answered by `deadline`; the receiver gets the answer (tests;
+    /// the server keeps what a request holds with [`submit_holding`](Self::submit_holding)).
     /// Refuses at once when the queue cannot take them (429) or the batcher is closed (503). The engine thread
     /// logs for this request in the caller's current span (which carries its request id).
+    #[cfg(test)]
     pub fn submit(
         &self,
         requests: Vec<ForecastRequest>,
         deadline: Instant,
         request_id: &str,
+    ) -> Result<oneshot::Receiver<Result<Done, ServeError>>, ServeError> {
+        self.submit_holding(requests, deadline, request_id, Box::new(()))
+    }
+
+    /// [`submit`](Self::submit), keeping `hold` alive until the job is answered or dropped, whatever its
+    /// client does meanwhile (the server's hold on the request's bytes and slot lasts as long as its work).
+    pub fn submit_holding(
+        &self,
+        requests: Vec<ForecastRequest>,
+        deadline: Instant,
+        request_id: &str,
+        hold: Hold,
     ) -> Result<oneshot::Receiver<Result<Done, ServeError>>, ServeError> {
         let span = tracing::Span::current();
         let cfg = self.shared.config;
@@ -223,7 +242,15 @@ impl Batcher {
         }
         st.queued += n;
         let request_id = request_id.to_string();
-        st.queue.push_back(Job { requests, deadline, enqueued: Instant::now(), span, request_id, reply });
+        st.queue.push_back(Job {
+            requests,
+            deadline,
+            enqueued: Instant::now(),
+            span,
+            request_id,
+            reply,
+            hold,
+        });
         self.shared.metrics.queued_series.set(st.queued as i64);
         drop(st);
         self.shared.wake.notify_one();
@@ -380,6 +407,7 @@ struct Running {
     deadline: Instant,
     span: tracing::Span,
     reply: Reply,
+    _hold: Hold,
 }
 
 impl Running {
@@ -407,6 +435,7 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
             deadline: job.deadline,
             span: job.span,
             reply: job.reply,
+            _hold: job.hold,
         });
     }
     // The batch span lists every request id, so each log line of the call names the requests it served.
@@ -698,6 +727,27 @@ mod tests {
         let e = wait(rx).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(m.render().contains("totoc_cancelled_total{reason=\"deadline\"} 1"));
+    }
+
+    #[test]
+    fn a_job_keeps_what_it_holds_until_its_call_ends_even_when_its_client_left() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let b = Batcher::start(echo, config(0, 8, 8), Arc::new(Metrics::new()));
+        let held = Arc::new(());
+        let rx = b.submit_holding(vec![series(1.0)], far(), "t", Box::new(held.clone())).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        drop(rx); // the client leaves mid-call
+        assert_eq!(Arc::strong_count(&held), 2, "the running job still holds it");
+        assert!(b.wait_idle(Duration::from_secs(5)));
+        assert_eq!(Arc::strong_count(&held), 1, "given back with the job");
+        // Queued and then dropped (its client gone) without running: given back too.
+        let queued = Arc::new(());
+        let busy = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        let rx = b.submit_holding(vec![series(2.0)], far(), "t", Box::new(queued.clone())).unwrap();
+        drop(rx);
+        wait(busy).unwrap();
+        assert!(b.wait_idle(Duration::from_secs(5)));
+        assert_eq!(Arc::strong_count(&queued), 1);
     }
 
     #[test]

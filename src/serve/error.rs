@@ -19,6 +19,13 @@ pub fn clip(s: &str) -> String {
     out
 }
 
+/// The status logged and counted for a request whose client left before its answer (nginx's "client closed
+/// request"; never sent).
+pub const CLIENT_GONE: StatusCode = match StatusCode::from_u16(499) {
+    Ok(s) => s,
+    Err(_) => StatusCode::BAD_REQUEST,
+};
+
 /// Characters of a client string quoted in an error.
 pub const CLIP: usize = 64;
 
@@ -31,7 +38,10 @@ impl ServeError {
     pub fn client_message(&self) -> String {
         let text = self.to_string();
         let text = match self {
-            ServeError::Internal(_) => scrub_paths(&text),
+            // Internal text (engine errors, the readiness gate's findings) may name the server's files.
+            ServeError::Internal(_) | ServeError::Overloaded { kind: Overload::NotReady, .. } => {
+                scrub_paths(&text)
+            }
             _ => text,
         };
         match text.char_indices().nth(MESSAGE_MAX) {
@@ -117,12 +127,20 @@ pub enum ServeError {
     UnsupportedMediaType(String),
     /// The client did not send its body within `--body-read-timeout-ms` (408; gRPC DEADLINE_EXCEEDED).
     #[error(
-        "the request body did not arrive within {ms} ms; send it faster, or raise --body-read-timeout-ms"
+        "the request body did not arrive within {ms} ms (the body timeout, or the time its bytes so far earn at \
+         --min-upload-bytes-per-s); send it faster, or raise --body-read-timeout-ms"
     )]
     BodyTimeout { ms: u128 },
     /// Overloaded or not serving (429 for a full queue, else 503), with the seconds to wait before retrying.
     #[error("{message}")]
     Overloaded { kind: Overload, message: String, retry_after_s: u64 },
+    /// The request needs more of the server's memory than one client may hold, or an answer larger than
+    /// `--max-response-bytes` (413; gRPC RESOURCE_EXHAUSTED); the message names the limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The client left before its answer (no answer goes out; logged and counted as 499 / CANCELLED).
+    #[error("the client left before the answer")]
+    ClientGone,
     /// The engine failed on a valid request (500).
     #[error("{0}")]
     Internal(String),
@@ -148,7 +166,8 @@ impl ServeError {
             ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
             ServeError::NotFound(_) => StatusCode::NOT_FOUND,
             ServeError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            ServeError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ServeError::PayloadTooLarge { .. } | ServeError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ServeError::ClientGone => CLIENT_GONE,
             ServeError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ServeError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ServeError::Overloaded { kind: Overload::QueueFull, .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -171,7 +190,9 @@ impl ServeError {
             ServeError::Unauthorized => tonic::Code::Unauthenticated,
             ServeError::NotFound(_) => tonic::Code::NotFound,
             ServeError::MethodNotAllowed(_) => tonic::Code::Unimplemented,
+            ServeError::ClientGone => tonic::Code::Cancelled,
             ServeError::PayloadTooLarge { .. }
+            | ServeError::TooLarge(_)
             | ServeError::Overloaded { kind: Overload::QueueFull | Overload::BytesInFlight, .. } => {
                 tonic::Code::ResourceExhausted
             }
@@ -264,6 +285,15 @@ mod tests {
         assert_eq!(m, "engine <path> (`<path>`): failed at ./src/x.rs");
         let e = ServeError::BadRequest(long);
         assert_eq!(tonic::Status::from(e).message().chars().count(), MESSAGE_MAX + 1);
+        // The readiness answer goes to probes without a token: the gate's findings lose their paths too.
+        let e = ServeError::overloaded(
+            Overload::NotReady,
+            "not ready: the readiness gate failed (warm-up: graph /srv/engine/graphs/a.onnx: bad)",
+        );
+        assert_eq!(e.client_message(), "not ready: the readiness gate failed (warm-up: graph <path>: bad)");
+        // Client-facing routes in other messages are kept.
+        let e = ServeError::NotFound("no route GET /v3; see /v2".into());
+        assert!(e.client_message().contains("/v3") && e.client_message().contains("/v2"));
     }
 
     #[test]

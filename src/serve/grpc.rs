@@ -9,10 +9,15 @@
 //! RPC but `ServerLive` and `ServerReady` (the health probes, open as on REST).
 //!
 //! [`Front`] stands before tonic: it checks the token from the headers, before a byte of the message is read,
-//! and gives tonic the message body through [`Guarded`], which takes every byte it lets through from the
-//! `--max-bytes-in-flight` budget (RESOURCE_EXHAUSTED when it is spent) and ends a message that is not in within
-//! `--body-read-timeout-ms` (DEADLINE_EXCEEDED). Messages over `--max-body-bytes` are RESOURCE_EXHAUSTED
-//! (tonic's decoder limit).
+//! opens the call's [`Ticket`] ([`super::hold`]) and gives tonic the message body through [`Guarded`], which
+//! holds every byte it lets through from the bytes budget as it arrives (RESOURCE_EXHAUSTED when it is spent;
+//! of what the message's length prefix declares, at most a first 1 MiB) and ends a message that is not in within
+//! `--body-read-timeout-ms`, or slower than `--min-upload-bytes-per-s` after its first seconds
+//! (DEADLINE_EXCEEDED). Messages over `--max-body-bytes` are RESOURCE_EXHAUSTED; the health probes' messages
+//! over [`PROBE_MESSAGE_MAX`] too (they are never charged to the budget, so that a full budget never fails a
+//! probe). The codec (codec.rs) counts the message before prost builds it and holds what its decode
+//! builds; the answer is held before the engine runs (its encoded size within `--max-response-bytes`), and the
+//! ticket lives in the response body until its last frame is written.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -24,10 +29,18 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::error::{Overload, ServeError};
+use super::hold::{wire_hold, Leaving, Part, Ticket};
 use super::kserve::{self, InferRequest, InputTensor, Param, RequestedOutput, TensorData};
 use super::metrics::GrpcLabels;
 use super::model::{self, TensorMeta, VERSION};
-use super::service::{request_id, Service};
+use super::service::{body_deadline, request_id, Service};
+
+/// The largest message of a health probe (`ServerLive`, `ServerReady`: empty messages).
+pub const PROBE_MESSAGE_MAX: usize = 4096;
+
+/// A call's ticket, as a request extension for its handler.
+#[derive(Clone)]
+struct CallTicket(Arc<Ticket>);
 
 /// The generated protocol types and service trait.
 #[allow(clippy::all, missing_docs)]
@@ -43,12 +56,13 @@ pub struct Grpc {
     svc: Arc<Service>,
 }
 
-/// The tonic service, with message size limits from `--max-body-bytes`.
+/// The tonic service, with message size limits from `--max-body-bytes` and `--max-response-bytes`.
 pub fn server(svc: Arc<Service>) -> GrpcInferenceServiceServer<Grpc> {
     let limit = svc.limits.max_body_bytes;
+    let answer = usize::try_from(svc.limits.max_response_bytes).unwrap_or(usize::MAX);
     GrpcInferenceServiceServer::new(Grpc { svc })
         .max_decoding_message_size(limit)
-        .max_encoding_message_size(usize::MAX)
+        .max_encoding_message_size(answer)
 }
 
 /// The gRPC port's handler for [`super::conn`]: the token, then tonic with a [`Guarded`] body.
@@ -69,7 +83,7 @@ impl super::conn::Handler for Front {
 
     fn handle(
         &self,
-        _peer: std::net::IpAddr,
+        peer: std::net::IpAddr,
         req: hyper::Request<hyper::body::Incoming>,
     ) -> super::conn::Reply<tonic::body::Body> {
         use tonic::codegen::Service as _;
@@ -89,29 +103,75 @@ impl super::conn::Handler for Front {
                 return Box::pin(async move { Ok(Status::from(e).into_http()) });
             }
         }
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        let ticket = self.svc.ticket(peer);
+        let start = Instant::now();
         let body = Guarded {
             inner: body,
             svc: self.svc.clone(),
-            held: self.svc.no_bytes(),
+            // Probes are never charged (a full budget must not fail them), and their messages are tiny.
+            ticket: (!open).then(|| ticket.clone()),
+            limit: if open { PROBE_MESSAGE_MAX } else { self.svc.limits.max_body_bytes },
             received: 0,
             prefix: Vec::new(),
-            deadline: Box::pin(tokio::time::sleep(self.svc.limits.body_read_timeout)),
+            declared: None,
+            start,
+            deadline: Box::pin(tokio::time::sleep_until(body_deadline(&self.svc.limits, start, 0).into())),
         };
+        parts.extensions.insert(CallTicket(ticket.clone()));
         let mut inner = self.inner.clone();
-        Box::pin(async move { inner.call(hyper::Request::from_parts(parts, body)).await })
+        let call = async move { inner.call(hyper::Request::from_parts(parts, body)).await };
+        // The codec holds what the message's decode builds from this ticket (never a probe's).
+        let scoped = super::hold::CALL.scope((!open).then(|| ticket.clone()), call);
+        Box::pin(async move {
+            // The answer's body keeps the ticket until its last frame is written.
+            let resp = scoped.await?;
+            Ok(resp.map(|body| tonic::body::Body::new(HoldingBody { inner: body, _ticket: ticket })))
+        })
     }
 }
 
-/// A gRPC request body that holds its bytes from `--max-bytes-in-flight` as they arrive, and must be in
-/// within `--body-read-timeout-ms` (see the module docs).
+/// A response body that keeps its call's [`Ticket`] until the body is done or dropped.
+struct HoldingBody {
+    inner: tonic::body::Body,
+    _ticket: Arc<Ticket>,
+}
+
+impl hyper::body::Body for HoldingBody {
+    type Data = bytes::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Status>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A gRPC request body that holds its bytes from the budget as they arrive, and must be in within the body
+/// timeout and the minimum upload rate (see the module docs).
 pub struct Guarded {
     inner: hyper::body::Incoming,
     svc: Arc<Service>,
-    held: super::service::BytesHeld,
+    /// Where the bytes are held (`None`: a probe, never charged).
+    ticket: Option<Arc<Ticket>>,
+    /// The largest message taken.
+    limit: usize,
     received: u64,
     /// The first message's 5-byte prefix (compression flag, length), as it arrives.
     prefix: Vec<u8>,
+    /// The first message's length with its prefix, once the prefix is in.
+    declared: Option<u64>,
+    start: Instant,
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
 }
 
@@ -129,19 +189,19 @@ impl hyper::body::Body for Guarded {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.received = this.received.saturating_add(data.len() as u64);
-                    let mut want = this.received;
                     if this.prefix.len() < 5 {
                         let take = (5 - this.prefix.len()).min(data.len());
                         this.prefix.extend_from_slice(&data[..take]);
                         if this.prefix.len() == 5 {
-                            // tonic reserves the declared length at once: refuse or hold it before it does.
+                            // Refused at once when too large; else it is held up to a first 1 MiB.
                             let len = u32::from_be_bytes([
                                 this.prefix[1],
                                 this.prefix[2],
                                 this.prefix[3],
                                 this.prefix[4],
                             ]);
-                            let limit = this.svc.limits.max_body_bytes;
+                            let limit = this.limit;
+                            this.declared = Some(5 + u64::from(len));
                             if len as usize > limit {
                                 this.svc.metrics.reject("body_too_large");
                                 return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
@@ -149,12 +209,30 @@ impl hyper::body::Body for Guarded {
                                      fewer series per request or raise --max-body-bytes"
                                 )))));
                             }
-                            want = want.max(5 + u64::from(len));
                         }
                     }
-                    if let Err(e) = this.svc.hold_bytes(&mut this.held, want) {
-                        return Poll::Ready(Some(Err(Status::from(e))));
+                    if this.received > this.limit as u64 + 5 {
+                        this.svc.metrics.reject("body_too_large");
+                        return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                            "the call sends more than the server's limit of {} bytes; send one message of at most \
+                             that",
+                            this.limit
+                        )))));
                     }
+                    if let Some(t) = &this.ticket {
+                        if let Err(e) = t.hold(Part::Wire, wire_hold(this.declared, this.received)) {
+                            return Poll::Ready(Some(Err(Status::from(e))));
+                        }
+                    }
+                    // Every byte earns time at the minimum upload rate; a message that keeps arriving is still
+                    // held to it.
+                    let deadline = body_deadline(&this.svc.limits, this.start, this.received);
+                    if Instant::now() > deadline {
+                        this.svc.metrics.reject("body_timeout");
+                        let ms = (deadline - this.start).as_millis();
+                        return Poll::Ready(Some(Err(Status::from(ServeError::BodyTimeout { ms }))));
+                    }
+                    this.deadline.as_mut().reset(deadline.into());
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -165,7 +243,7 @@ impl hyper::body::Body for Guarded {
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     this.svc.metrics.reject("body_timeout");
-                    let ms = this.svc.limits.body_read_timeout.as_millis();
+                    let ms = (this.deadline.deadline().into_std() - this.start).as_millis();
                     Poll::Ready(Some(Err(Status::from(ServeError::BodyTimeout { ms }))))
                 }
                 Poll::Pending => Poll::Pending,
@@ -481,6 +559,10 @@ impl GrpcInferenceService for Grpc {
         req: Request<pb::ModelInferRequest>,
     ) -> Result<Response<pb::ModelInferResponse>, Status> {
         let meta = req.metadata().clone();
+        let ticket = match req.extensions().get::<CallTicket>() {
+            Some(CallTicket(t)) => t.clone(),
+            None => self.svc.ticket(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        };
         // The client's deadline counts from when it sent the call; answer a little before it, so the client gets
         // the server's DEADLINE_EXCEEDED (counted and logged) rather than giving up on its own.
         let arrived = Instant::now();
@@ -491,7 +573,7 @@ impl GrpcInferenceService for Grpc {
             .map(|t| t.saturating_sub(t / 20 + Duration::from_millis(5)));
         let r = req.into_inner();
         self.call("ModelInfer", &meta, false, |rid| async move {
-            let work = self.infer(r, grpc_timeout, arrived, rid);
+            let work = self.infer(r, grpc_timeout, arrived, rid, ticket);
             match grpc_timeout {
                 None => work.await,
                 Some(t) => tokio::time::timeout_at((arrived + t).into(), work).await.unwrap_or_else(|_| {
@@ -537,39 +619,50 @@ impl Drop for Unanswered<'_> {
 }
 
 impl Grpc {
-    /// ModelInfer's work: decode, admit, forecast (by the sooner of the `timeout` parameter and what is left of
-    /// `grpc_timeout` since `arrived`), encode.
+    /// ModelInfer's work: decode, admit, hold the answer, forecast (by the sooner of the `timeout` parameter and
+    /// what is left of `grpc_timeout` since `arrived`), encode; everything held in `ticket`.
     async fn infer(
         &self,
         r: pb::ModelInferRequest,
         grpc_timeout: Option<Duration>,
         arrived: Instant,
         rid: String,
+        ticket: Arc<Ticket>,
     ) -> Result<pb::ModelInferResponse, ServeError> {
-        {
-            let svc = &self.svc;
-            svc.check_model(&r.model_name, Some(&r.model_version))?;
-            let _slot = svc.enter()?;
-            // Decoding a large message is CPU work: keep it off the runtime's workers.
-            let svc2 = svc.clone();
-            let mut plan = tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
+        let svc = &self.svc;
+        let leaving = Leaving::new(ticket.clone());
+        svc.check_model(&r.model_name, Some(&r.model_version))?;
+        ticket.keep_slot(svc.enter()?);
+        // Turning tensors into series is CPU work: off the runtime's workers, holding the ticket while it runs.
+        let (svc2, t2) = (svc.clone(), ticket.clone());
+        let mut plan = svc
+            .off_runtime(move || {
                 let req = decode_infer(r)?;
+                t2.check_here()?;
                 let mut plan =
                     model::plan_checked(&svc2.spec, req, &|size| svc2.check_size(&[size], "request"))?;
                 svc2.admit_plan(&mut plan)?;
+                svc2.hold_answer(&t2, &plan.requests, false)?;
                 Ok(plan)
             })
-            .await
-            .map_err(|e| ServeError::Internal(format!("decoder task: {e}")))??;
-            let left = grpc_timeout.map(|t| t.saturating_sub(arrived.elapsed()));
-            let timeout = match (plan.timeout, left) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let requests = std::mem::take(&mut plan.requests);
-            let (responses, _timing) = svc.forecast(requests, timeout, &rid).await?;
-            Ok(encode_infer(plan.respond(&svc.spec.name, &responses)))
-        }
+            .await?;
+        let left = grpc_timeout.map(|t| t.saturating_sub(arrived.elapsed()));
+        let timeout = match (plan.timeout, left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let requests = std::mem::take(&mut plan.requests);
+        let (responses, _timing) = svc.forecast(requests, timeout, &rid, &ticket).await?;
+        let name = svc.spec.name.clone();
+        let t3 = ticket.clone();
+        let answer = svc
+            .off_runtime(move || {
+                let _held = t3;
+                Ok(encode_infer(plan.respond(&name, &responses)))
+            })
+            .await?;
+        leaving.answered();
+        Ok(answer)
     }
 }
 

@@ -11,21 +11,30 @@
 //! * [`readiness`]: warm-up and golden cases before ready; [`shadow`]: live vs high-precision engine drift;
 //!   [`metrics`]: `GET /metrics`.
 //!
+//! * [`hold`]: what one request holds of the server (bytes budget, in-flight slot) for as long as its work
+//!   lasts; [`codec`] and [`pbscan`]: gRPC messages counted before prost builds them.
+//!
 //! [`run`] loads the engine (a bad bundle fails the command before anything listens), binds both ports and
 //! prints them (`totoc serve: http 127.0.0.1:PORT`, `... grpc ...` on stdout, so `--addr 127.0.0.1:0` works),
-//! runs the readiness gate on its own thread while already answering health probes, and on SIGTERM or SIGINT
-//! stops reporting ready, stops accepting connections, finishes every request in flight (and everything queued),
-//! then exits, within `--shutdown-timeout-s` whatever clients still hold open. Both ports run on [`conn`]
-//! (per-peer connection cap, header-read and idle timeouts, HTTP/2 stream limit).
+//! runs the readiness gate on its own thread while already answering health probes (a failed first gate is
+//! retried with backoff, and after `--ready-attempts` failures the process exits non-zero with the reason), and
+//! on SIGTERM or SIGINT stops reporting ready, closes its listeners (new connections are refused), finishes
+//! every request in flight (and everything queued), then exits, within `--shutdown-timeout-s` whatever clients
+//! still hold open; a second signal exits at once (status 128 + the signal when requests were still in
+//! progress). Both ports run on [`conn`] (per-peer connection cap,
+//! header-read and idle timeouts, minimum read rate, HTTP/2 stream limit).
 
 pub mod batcher;
+pub mod codec;
 pub mod conn;
 pub mod error;
 pub mod grpc;
+pub mod hold;
 pub mod jsonscan;
 pub mod kserve;
 pub mod metrics;
 pub mod model;
+pub mod pbscan;
 #[cfg(test)]
 mod props;
 pub mod readiness;
@@ -69,6 +78,8 @@ pub struct Options {
     pub shadow_memory_budget: Option<u64>,
     /// When engine failures make the server unready.
     pub health: readiness::HealthPolicy,
+    /// Failed runs of the first readiness gate after which the process exits.
+    pub ready_attempts: u32,
     pub shutdown_timeout: Duration,
     pub json_logs: bool,
 }
@@ -218,24 +229,42 @@ async fn serve(
     }
 
     // The readiness gate, then the health re-checks, run on their own thread while health probes are already
-    // answered.
+    // answered. A first gate that keeps failing ends the process (`failed`).
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<String>();
     {
         let (engine, readiness, metrics) = (engine.clone(), readiness.clone(), metrics.clone());
+        let attempts = opts.ready_attempts;
         std::thread::Builder::new()
             .name("totoc-health".into())
-            .spawn(move || readiness::run_health(&engine, &readiness, &metrics))
+            .spawn(move || {
+                let give_up = move |why: String| {
+                    let _ = failed_tx.send(why);
+                };
+                readiness::run_health(&engine, &readiness, &metrics, attempts, give_up)
+            })
             .context("starting the readiness gate")?;
     }
 
-    // SIGTERM / SIGINT: stop reporting ready at once, then let both servers drain.
+    // SIGTERM / SIGINT: stop reporting ready at once, then let both servers drain; a second signal exits now.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     {
-        let (readiness, metrics) = (readiness.clone(), metrics.clone());
+        let (readiness, metrics, svc) = (readiness.clone(), metrics.clone(), svc.clone());
         tokio::spawn(async move {
             wait_for_signal().await;
             tracing::info!("shutting down: no new connections; finishing the requests in flight");
             readiness.drain(&metrics);
             let _ = stop_tx.send(true);
+            let again = wait_for_signal().await;
+            // Abandoning requests is a failure (128 + the signal, as a process killed by it); with none left the
+            // drain was over anyway.
+            if svc.busy() {
+                tracing::warn!(
+                    "a second signal during the drain: exiting now, abandoning the requests in progress"
+                );
+                std::process::exit(128 + again);
+            }
+            tracing::info!("a second signal during the drain, nothing in progress: exiting now");
+            std::process::exit(0);
         });
     }
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -248,8 +277,22 @@ async fn serve(
         tokio::spawn(conn::serve(listener, front, opts.conn, true, metrics.clone(), stop_rx.clone()))
     });
 
-    // Wait for the signal, then for both servers to finish their requests, within --shutdown-timeout.
-    stopped(stop_rx.clone()).await;
+    // Wait for the signal (or a readiness gate that failed for good), then for both servers to finish their
+    // requests, within --shutdown-timeout.
+    let mut gave_up = None;
+    tokio::select! {
+        _ = stopped(stop_rx.clone()) => {}
+        Ok(why) = failed_rx => {
+            readiness.drain(&metrics);
+            gave_up = Some(why);
+        }
+    }
+    if let Some(why) = gave_up {
+        bail!(
+            "the readiness gate failed {} times (--ready-attempts); the last time: {why}",
+            opts.ready_attempts
+        );
+    }
     let drain = async {
         let h = http_task.await;
         let g = match grpc_task {
@@ -291,11 +334,13 @@ async fn serve(
 /// The longest the engine and shadow threads are waited for once every request was answered.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn wait_for_signal() {
+/// Waits for SIGTERM or SIGINT; returns its number (15 or 2).
+async fn wait_for_signal() -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install the SIGINT handler");
     tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => 15,
+        _ = int.recv() => 2,
     }
 }

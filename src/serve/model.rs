@@ -141,6 +141,13 @@ pub struct Plan {
     point: &'static str,
 }
 
+impl Plan {
+    /// Whether any output goes back as JSON `data` (REST without the binary extension for it).
+    pub fn json_outputs(&self) -> bool {
+        self.outputs.iter().any(|&(_, binary)| !binary)
+    }
+}
+
 /// A non-negative integer parameter (a JSON/gRPC integer, an integral float, or a decimal string).
 fn uint_param(key: &str, p: &Param) -> Result<u64, ServeError> {
     let v = match p {

@@ -245,7 +245,7 @@ fn apply(mut body: Vec<u8>, edits: &[(usize, u8, u8)]) -> Vec<u8> {
 
 /// The REST path as the handler runs it: decode, map to requests, admit each.
 fn rest_pipeline(body: &[u8], header: Option<&str>) {
-    if let Ok(req) = decode_request(body, header) {
+    if let Ok(req) = decode_request(body, header, &engines::bounded::Unmetered) {
         if let Ok(mut p) = plan(&spec(), req) {
             for r in &mut p.requests {
                 let _ = admit(&LIMITS, r, "r");
@@ -265,7 +265,7 @@ proptest! {
     #[test]
     fn valid_rest_requests_decode_and_edited_ones_never_panic((body, header, well_formed) in rest_body(), e in edits(), cut in any::<prop::sample::Index>(), shift in -3i64..3) {
         // Unedited and well-formed, the generated body decodes (the model may still refuse its contents).
-        let decoded = decode_request(&body, header.as_deref());
+        let decoded = decode_request(&body, header.as_deref(), &engines::bounded::Unmetered);
         prop_assert!(!well_formed || decoded.is_ok(), "{:?}", decoded.err());
         rest_pipeline(&body, header.as_deref());
         let edited = apply(body.clone(), &e);
@@ -419,14 +419,14 @@ proptest! {
             {"name": name, "datatype": datatype, "shape": shape, "parameters": {"binary_data_size": size}}]}).to_string();
         let mut body = header.clone().into_bytes();
         body.extend_from_slice(&bytes);
-        if let Ok(req) = decode_request(&body, Some(&header.len().to_string())) {
+        if let Ok(req) = decode_request(&body, Some(&header.len().to_string()), &engines::bounded::Unmetered) {
             holds_what_was_sent(&req, sent)?;
             plan_within_budget(req)?;
         }
         // REST, JSON data.
         let body = serde_json::json!({"parameters": params, "inputs": [
             {"name": name, "datatype": datatype, "shape": shape, "data": vec![1; sent]}]}).to_string();
-        if let Ok(req) = decode_request(body.as_bytes(), None) {
+        if let Ok(req) = decode_request(body.as_bytes(), None, &engines::bounded::Unmetered) {
             holds_what_was_sent(&req, sent)?;
             plan_within_budget(req)?;
         }
@@ -486,7 +486,7 @@ fn a_generated_valid_body_decodes() {
     .to_string();
     let mut bytes = body.clone().into_bytes();
     bytes.extend([1.0f32, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()));
-    let req = decode_request(&bytes, Some(&body.len().to_string())).unwrap();
+    let req = decode_request(&bytes, Some(&body.len().to_string()), &engines::bounded::Unmetered).unwrap();
     assert_eq!(plan(&spec(), req).unwrap().requests.len(), 1);
 }
 #[test]
@@ -499,7 +499,7 @@ fn the_rest_generator_reaches_the_model_mapping() {
     let (mut decoded, mut planned) = (0, 0);
     for _ in 0..1000 {
         let (body, header, _) = rest_body().new_tree(&mut runner).unwrap().current();
-        if let Ok(r) = decode_request(&body, header.as_deref()) {
+        if let Ok(r) = decode_request(&body, header.as_deref(), &engines::bounded::Unmetered) {
             decoded += 1;
             planned += usize::from(plan(&spec(), r).is_ok());
         }

@@ -1,10 +1,11 @@
 //! The readiness gate and the server's health. The server is live as soon as it listens, but reports ready only
 //! once the loaded engine has proven itself: every bucket is warmed up ([`Engine::warm_up`], so no live request
 //! pays for a first load), then the bundle's golden toto-ts cases run through it exactly as `totoc verify` runs
-//! them. A failing first check keeps the server unready for good (a load balancer never sends it traffic), logs
-//! the verify table and shows in `/metrics` (`totoc_golden_checks{result="failed"}`, `totoc_verified 0`). A
-//! bundle without golden cases becomes ready after the warm-up, and its log, metrics and model metadata say it is
-//! unverified.
+//! them. A failing first check keeps the server unready (a load balancer never sends it traffic), logs the
+//! verify table and shows in `/metrics` (`totoc_golden_checks{result="failed"}`, `totoc_verified 0`); it is run
+//! again after [`FIRST_RETRY`], doubling each time, and once `--ready-attempts` runs have failed the process
+//! exits non-zero with the reason (a pod is restarted rather than left unready for good). A bundle without
+//! golden cases becomes ready after the warm-up, and its log, metrics and model metadata say it is unverified.
 //!
 //! Readiness then follows the engine: `--unready-after-failures N` engine-side failures in a row (a panic, an
 //! engine error answered 500; never a client's 4xx), all within `--failure-window-s`, make the server unready
@@ -59,6 +60,10 @@ impl Default for HealthPolicy {
 
 /// How often the health thread re-runs the gate while unhealthy.
 const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The wait before the first gate is run again after it failed; it doubles each time, up to [`LONGEST_RETRY`].
+pub const FIRST_RETRY: Duration = Duration::from_secs(2);
+const LONGEST_RETRY: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct State {
@@ -224,13 +229,24 @@ pub fn run_gate(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
     }
     metrics.verified.set(i64::from(matches!(phase, Phase::Ready { verified: true, .. })));
     // A SIGTERM during the gate wins: never report ready while draining (one transition, no check-then-set).
-    readiness.transition(metrics, |now| matches!(now, Phase::Verifying).then_some(phase));
+    readiness.transition(metrics, |now| matches!(now, Phase::Verifying | Phase::Failed(_)).then_some(phase));
 }
 
-/// The health thread: runs the gate, then while the server lives re-runs it whenever engine failures made the
-/// server unhealthy, and makes it ready again once a re-run passes. Returns at SIGTERM.
-pub fn run_health(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
-    run_gate(engine, readiness, metrics);
+/// The health thread: runs the gate until it passes (at most `attempts` times, waiting [`FIRST_RETRY`],
+/// doubling, between runs; `give_up` gets the last reason when none passed), then while the server lives re-runs
+/// it whenever engine failures made the server unhealthy, and makes it ready again once a re-run passes. Returns
+/// at SIGTERM.
+pub fn run_health(
+    engine: &Engine,
+    readiness: &Readiness,
+    metrics: &Metrics,
+    attempts: u32,
+    give_up: impl FnOnce(String),
+) {
+    let run = || run_gate(engine, readiness, metrics);
+    if !first_gate(readiness, attempts, FIRST_RETRY, run, give_up) {
+        return;
+    }
     loop {
         std::thread::sleep(RECHECK_EVERY);
         match readiness.phase() {
@@ -255,6 +271,51 @@ pub fn run_health(engine: &Engine, readiness: &Readiness, metrics: &Metrics) {
             _ => {}
         }
     }
+}
+
+/// Runs the first gate (`run`) until it passes, at most `attempts` times, waiting `first_wait` (doubling) between
+/// runs; `give_up` gets the last reason when none passed. Returns whether the server goes on (false: it gave
+/// up, or SIGTERM came).
+fn first_gate(
+    readiness: &Readiness,
+    attempts: u32,
+    first_wait: Duration,
+    mut run: impl FnMut(),
+    give_up: impl FnOnce(String),
+) -> bool {
+    let attempts = attempts.max(1);
+    let mut wait = first_wait;
+    for attempt in 1..=attempts {
+        run();
+        let why = match readiness.phase() {
+            Phase::Failed(why) => why,
+            Phase::Draining => return false,
+            _ => return true,
+        };
+        if attempt == attempts {
+            tracing::error!("the readiness gate failed {attempt} times (--ready-attempts); exiting: {why}");
+            give_up(why);
+            return false;
+        }
+        tracing::warn!(attempt, attempts, "running the readiness gate again in {} ms", wait.as_millis());
+        if !sleep_unless_draining(readiness, wait) {
+            return false;
+        }
+        wait = (wait * 2).min(LONGEST_RETRY);
+    }
+    true
+}
+
+/// Sleeps `d` in short steps; false as soon as the server drains.
+fn sleep_unless_draining(readiness: &Readiness, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if readiness.phase() == Phase::Draining {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())));
+    }
+    readiness.phase() != Phase::Draining
 }
 
 fn gate(engine: &Engine, metrics: &Metrics) -> Phase {
@@ -403,6 +464,44 @@ mod tests {
         r.engine_failed("slow", &m);
         std::thread::sleep(Duration::from_millis(40));
         assert!(!r.engine_failed("slow", &m) && r.is_ready());
+    }
+
+    #[test]
+    fn a_failed_first_gate_is_retried_then_given_up() {
+        let m = Metrics::new();
+        // Passes on its third run: ready, nothing given up.
+        let r = Readiness::default();
+        let mut runs = 0;
+        let run = || {
+            runs += 1;
+            let phase = if runs < 3 {
+                Phase::Failed(format!("run {runs}"))
+            } else {
+                Phase::Ready { verified: true, summary: "ok".into() }
+            };
+            r.transition(&m, |now| matches!(now, Phase::Verifying | Phase::Failed(_)).then_some(phase));
+        };
+        let start = Instant::now();
+        assert!(first_gate(&r, 5, Duration::from_millis(20), run, |why| panic!("gave up: {why}")));
+        assert!(r.is_ready());
+        assert!(start.elapsed() >= Duration::from_millis(60), "waited 20 + 40 ms between runs");
+        // Never passes: given up after `attempts` runs, with the last reason.
+        let r = Readiness::default();
+        let mut runs = 0;
+        let run = || {
+            runs += 1;
+            r.transition(&m, |_| Some(Phase::Failed(format!("run {runs}"))));
+        };
+        let mut why = None;
+        assert!(!first_gate(&r, 3, Duration::from_millis(1), run, |w| why = Some(w)));
+        assert_eq!(why.as_deref(), Some("run 3"));
+        // SIGTERM while waiting: stops, gives nothing up.
+        let r = Readiness::default();
+        let run = || {
+            r.transition(&m, |_| Some(Phase::Failed("x".into())));
+            r.drain(&m);
+        };
+        assert!(!first_gate(&r, 3, Duration::from_secs(60), run, |w| panic!("gave up: {w}")));
     }
 
     #[test]

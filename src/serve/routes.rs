@@ -6,11 +6,13 @@
 //! * `auth`: with `--token-file`, every route but the health probes needs `Authorization: Bearer <token>`.
 //!
 //! Bodies are read up to `--max-body-bytes` (413 beyond, checked against `Content-Length` before reading),
-//! within `--body-read-timeout-ms` (408 beyond) and within the server's `--max-bytes-in-flight` budget (a
-//! declared `Content-Length` is taken from the budget before the first byte is read; 503 when it is spent). The
+//! within `--body-read-timeout-ms` and the minimum upload rate (408 beyond), and within the server's bytes
+//! budget, taken as the bytes arrive (never from what `Content-Length` declares; 503 when it is spent). The
 //! in-flight slot (`--max-in-flight`) is taken only once the body is in, so clients that trickle their bodies
-//! hold no slot. Large bodies are decoded on the blocking pool so a big JSON parse never stalls the runtime's
-//! workers.
+//! hold no slot. Everything a request holds is in its [`Ticket`], which the decode, the engine's job and the
+//! response body share: it is given back when the answer's last frame is written, or when the last work for a
+//! client that left ends. `/v1/forecast` bodies are always decoded on the blocking pool (their timestamps and
+//! calendars cost more than their bytes), v2 bodies over 256 KiB too; large answers are encoded there.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +24,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use engines::bounded::SeqLimit;
 use engines::budget::RequestSize;
 use engines::request::Overrides;
 use http_body_util::BodyExt;
@@ -29,11 +32,13 @@ use http_body_util::BodyExt;
 use tables::{self as data, Format, ReadOptions};
 use tracing::Instrument;
 
-use super::error::ServeError;
+use super::conn::Peer;
+use super::error::{ServeError, CLIENT_GONE};
+use super::hold::{wire_hold, Leaving, Part, Ticket};
 use super::kserve::{self, HEADER_LENGTH};
 use super::metrics::HttpLabels;
 use super::model;
-use super::service::{request_id, BytesHeld, Service, Timing};
+use super::service::{body_deadline, request_id, Service, Timing};
 
 type Svc = State<Arc<Service>>;
 
@@ -41,8 +46,11 @@ type Svc = State<Arc<Service>>;
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// Bodies larger than this are decoded on the blocking pool.
-const INLINE_DECODE_BYTES: usize = 256 * 1024;
+/// v2 bodies larger than this are decoded on the blocking pool, and answers larger than this encoded there.
+const INLINE_CODE_BYTES: usize = 256 * 1024;
+
+/// The first hold of a body without `Content-Length` (chunked), before it grows with the bytes that arrive.
+const FIRST_CHUNKED: u64 = 64 * 1024;
 
 /// The client's deadline header, in milliseconds (the v2 `timeout` parameter, in µs, also sets one).
 pub const TIMEOUT_HEADER: &str = "x-request-timeout-ms";
@@ -77,27 +85,62 @@ async fn observe(State(svc): Svc, mut req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     req.extensions_mut().insert(RequestId(rid.clone()));
     let span = tracing::info_span!("request", request_id = %rid);
-    let mut resp = next.run(req).instrument(span.clone()).await;
-    let status = resp.status();
-    let elapsed = start.elapsed();
-    let labels = HttpLabels { route: route.clone(), code: status.as_u16() };
-    svc.metrics.http_requests.get_or_create(&labels).inc();
-    svc.metrics.http_seconds.get_or_create(&labels).observe(elapsed.as_secs_f64());
-    let ms = elapsed.as_secs_f64() * 1e3;
-    span.in_scope(|| {
-        // Probes and scrapes come every few seconds; keep them out of the info log.
-        if route.starts_with("/v2/health") || route == "/metrics" {
-            tracing::debug!(status = status.as_u16(), ms, "{method} {path}");
-        } else if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(status = status.as_u16(), ms, "{method} {path}");
-        } else {
-            tracing::info!(status = status.as_u16(), ms, "{method} {path}");
-        }
-    });
+    // A request whose client leaves before the answer (its future is dropped) is still logged and counted.
+    let mut access = Access { svc: &svc, start, route, method, path, span: span.clone(), logged: false };
+    let mut resp = next.run(req).instrument(span).await;
+    access.log(resp.status());
     if let Ok(v) = HeaderValue::from_str(&rid) {
         resp.headers_mut().insert("x-request-id", v);
     }
     resp
+}
+
+/// The access line and metrics of one request: logged with its status once answered, or as [`CLIENT_GONE`]
+/// (499) when dropped before (its client left).
+struct Access<'a> {
+    svc: &'a Service,
+    start: Instant,
+    route: String,
+    method: Method,
+    path: String,
+    span: tracing::Span,
+    logged: bool,
+}
+
+impl Access<'_> {
+    fn log(&mut self, status: StatusCode) {
+        self.logged = true;
+        let elapsed = self.start.elapsed();
+        let labels = HttpLabels { route: self.route.clone(), code: status.as_u16() };
+        self.svc.metrics.http_requests.get_or_create(&labels).inc();
+        self.svc.metrics.http_seconds.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        let ms = elapsed.as_secs_f64() * 1e3;
+        let (method, path, route) = (&self.method, &self.path, &self.route);
+        self.span.in_scope(|| {
+            // Probes and scrapes come every few seconds; keep them out of the info log.
+            if route.starts_with("/v2/health") || route == "/metrics" {
+                tracing::debug!(status = status.as_u16(), ms, "{method} {path}");
+            } else if status == CLIENT_GONE {
+                tracing::info!(
+                    status = status.as_u16(),
+                    ms,
+                    "{method} {path}: the client left before the answer"
+                );
+            } else if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+                tracing::error!(status = status.as_u16(), ms, "{method} {path}");
+            } else {
+                tracing::info!(status = status.as_u16(), ms, "{method} {path}");
+            }
+        });
+    }
+}
+
+impl Drop for Access<'_> {
+    fn drop(&mut self) {
+        if !self.logged {
+            self.log(CLIENT_GONE);
+        }
+    }
 }
 
 async fn auth(State(svc): Svc, req: Request, next: Next) -> Response {
@@ -132,7 +175,9 @@ fn readiness_response(svc: &Service) -> Response {
         Ok(()) => json(StatusCode::OK, &serde_json::json!({ "ready": true })),
         Err(e) => {
             let status = e.status();
-            let mut r = json(status, &serde_json::json!({ "ready": false, "error": e.to_string() }));
+            // Scrubbed like every message a client gets: probes need no token, and the gate's findings may
+            // name the server's files.
+            let mut r = json(status, &serde_json::json!({ "ready": false, "error": e.client_message() }));
             if let Some(s) = e.retry_after_s() {
                 r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
             }
@@ -206,20 +251,27 @@ async fn infer(
     State(svc): Svc,
     Path(name): Path<String>,
     Extension(rid): Extension<RequestId>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
-    infer_v2(svc, name, None, rid, headers, body).await
+    infer_v2(svc, name, None, rid, peer_of(peer), headers, body).await
 }
 
 async fn infer_version(
     State(svc): Svc,
     Path((name, version)): Path<(String, String)>,
     Extension(rid): Extension<RequestId>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
-    infer_v2(svc, name, Some(version), rid, headers, body).await
+    infer_v2(svc, name, Some(version), rid, peer_of(peer), headers, body).await
+}
+
+/// The client address [`super::conn`] put on the request (unspecified when the router is called directly).
+fn peer_of(peer: Option<Extension<Peer>>) -> std::net::IpAddr {
+    peer.map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |Extension(Peer(ip))| ip)
 }
 
 /// `POST /v2/models/{name}[/versions/{v}]/infer`: JSON or binary-extension tensors in, the same out.
@@ -228,28 +280,37 @@ async fn infer_v2(
     name: String,
     version: Option<String>,
     RequestId(rid): RequestId,
+    peer: std::net::IpAddr,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
     svc.check_model(&name, version.as_deref())?;
-    let (bytes, _held) = read_body(&svc, &headers, body).await?;
-    let _slot = svc.enter()?;
+    let ticket = svc.ticket(peer);
+    let leaving = Leaving::new(ticket.clone());
+    let bytes = read_body(&svc, &ticket, &headers, body).await?;
+    ticket.keep_slot(svc.enter()?);
     let len = bytes.len();
     let header_length = headers.get(HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?").to_string());
-    let svc2 = svc.clone();
+    let (svc2, t2) = (svc.clone(), ticket.clone());
     let decode = move || -> Result<_, ServeError> {
-        let req = kserve::decode_request(&bytes, header_length.as_deref())?;
+        let req = kserve::decode_request(&bytes, header_length.as_deref(), &*t2)
+            .map_err(|e| t2.take_refusal().unwrap_or(e))?;
         drop(bytes);
         let mut plan = model::plan_checked(&svc2.spec, req, &|size| svc2.check_size(&[size], "request"))?;
         svc2.admit_plan(&mut plan)?;
+        svc2.hold_answer(&t2, &plan.requests, plan.json_outputs())?;
         Ok(plan)
     };
-    let mut plan = off_runtime(len, decode).await?;
+    let mut plan = if len <= INLINE_CODE_BYTES { decode()? } else { svc.off_runtime(decode).await? };
     let timeout = earliest(plan.timeout, header_timeout(&headers)?);
     let requests = std::mem::take(&mut plan.requests);
-    let (responses, timing) = svc.forecast(requests, timeout, &rid).await?;
-    let (body, json_len) = kserve::encode_response(&plan.respond(&svc.spec.name, &responses));
-    let mut r = Response::new(Body::from(body));
+    let (responses, timing) = svc.forecast(requests, timeout, &rid, &ticket).await?;
+    let model_name = svc.spec.name.clone();
+    let small = ticket.held() <= INLINE_CODE_BYTES as u64;
+    let encode = move || Ok(kserve::encode_response(&plan.respond(&model_name, &responses)));
+    let (body, json_len) = if small { encode()? } else { svc.off_runtime(encode).await? };
+    leaving.answered();
+    let mut r = Response::new(Body::new(Holding::new(body, ticket)));
     let h = r.headers_mut();
     match json_len {
         Some(n) => {
@@ -270,55 +331,103 @@ async fn infer_v2(
 async fn forecast_v1(
     State(svc): Svc,
     Extension(RequestId(rid)): Extension<RequestId>,
+    peer: Option<Extension<Peer>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
     let format = v1_format(&headers)?;
     let write_samples = write_samples(&uri)?;
-    let (bytes, _held) = read_body(&svc, &headers, body).await?;
-    let _slot = svc.enter()?;
-    let len = bytes.len();
-    let svc2 = svc.clone();
-    let decode = move || -> Result<_, ServeError> {
-        // The CLI's own reader: the same requests (timestamps included) and the same errors as `totoc forecast`.
-        let limits = svc2.engine.info().request_limits();
-        let opts = ReadOptions::default();
-        let mut dataset =
-            data::parse(bytes.to_vec(), format, "request body", &opts, &Overrides::default(), &limits)
-                .map_err(|e| v1_hint(ServeError::bad_request(e.to_string()), format))?;
-        let sizes: Vec<RequestSize> = dataset
-            .series
-            .iter()
-            .map(|s| RequestSize {
-                series: 1,
-                variates: s.request.variates(),
-                context: s.request.context_len(),
-                horizon: s.request.horizon,
-                samples: s.request.samples,
-                quantiles: s.request.quantiles.len(),
-            })
-            .collect();
-        svc2.check_size(&sizes, "request body")?;
-        for s in &mut dataset.series {
-            svc2.admit(&mut s.request, &s.at)?;
-        }
-        Ok(dataset)
-    };
-    let dataset = off_runtime(len, decode).await?;
-    let reqs = dataset.series.iter().map(|s| s.request.clone()).collect();
-    let (mut responses, timing) = svc.forecast(reqs, header_timeout(&headers)?, &rid).await?;
+    let ticket = svc.ticket(peer_of(peer));
+    let leaving = Leaving::new(ticket.clone());
+    let bytes = read_body(&svc, &ticket, &headers, body).await?;
+    ticket.keep_slot(svc.enter()?);
+    let (svc2, t2) = (svc.clone(), ticket.clone());
+    // Always off the async workers: a line's timestamps and calendar cost more than its bytes.
+    let mut dataset = svc.off_runtime(move || decode_v1(&svc2, &t2, &bytes, format)).await?;
+    // The engine's job takes the requests' values; the dataset keeps what the answer is written with.
+    let reqs = dataset
+        .series
+        .iter_mut()
+        .map(|s| {
+            let target = std::mem::take(&mut s.request.target);
+            let mut r = s.request.clone();
+            r.target = target;
+            r
+        })
+        .collect();
+    let (mut responses, timing) = svc.forecast(reqs, header_timeout(&headers)?, &rid, &ticket).await?;
     if !write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
     let point = svc.engine.info().model.point_forecast();
-    let text = data::write::to_bytes(&dataset, &responses, format, point)
-        .map_err(|e| ServeError::Internal(e.to_string()))?;
-    let mut r = Response::new(Body::from(text));
+    let small = ticket.held() <= INLINE_CODE_BYTES as u64;
+    let encode = move || {
+        data::write::to_bytes(&dataset, &responses, format, point)
+            .map_err(|e| ServeError::Internal(e.to_string()))
+    };
+    let text = if small { encode()? } else { svc.off_runtime(encode).await? };
+    leaving.answered();
+    let mut r = Response::new(Body::new(Holding::new(text, ticket)));
     let ct = if format == Format::JsonLines { "application/x-ndjson" } else { "application/json" };
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     server_timing(r.headers_mut(), timing);
     Ok(r)
+}
+
+/// Decodes a `/v1/forecast` body with the CLI's own reader (the same requests, timestamps included, and the
+/// same errors as `totoc forecast`), bounded: its requests are counted against `--max-series` before any is
+/// decoded, each is decoded straight into its fields with what it builds charged to `ticket` (which stops it
+/// once its client left), `target` and `quantiles` stop at `--max-variates` and `--max-quantile-levels`
+/// entries, and the answer's size is held before the engine runs.
+fn decode_v1(
+    svc: &Service,
+    ticket: &Ticket,
+    bytes: &[u8],
+    format: Format,
+) -> Result<data::Dataset, ServeError> {
+    let source = "request body";
+    let text = std::str::from_utf8(bytes).map_err(|_| {
+        ServeError::bad_request(format!("{source}: the body is not UTF-8 text; send UTF-8 JSON"))
+    })?;
+    let count = data::json::count_requests(text, format == Format::JsonLines);
+    svc.check_size(&[RequestSize { series: count, ..RequestSize::default() }], source)?;
+    let budget = &svc.limits.budget;
+    let keys = [
+        SeqLimit { key: "target", max: budget.max_variates, what: "variates per series (--max-variates)" },
+        SeqLimit { key: "id_mask", max: budget.max_variates, what: "variates per series (--max-variates)" },
+        SeqLimit {
+            key: "quantiles",
+            max: budget.max_quantiles,
+            what: "quantile levels (--max-quantile-levels)",
+        },
+    ];
+    let bounds = data::json::Bounds { meter: ticket, limits: &keys };
+    let limits = svc.engine.info().request_limits();
+    let opts = ReadOptions::default();
+    let mut dataset = data::parse_json(bytes, format, source, &opts, &Overrides::default(), &limits, &bounds)
+        .map_err(|e| {
+            ticket.take_refusal().unwrap_or_else(|| v1_hint(ServeError::bad_request(e.to_string()), format))
+        })?;
+    let sizes: Vec<RequestSize> = dataset
+        .series
+        .iter()
+        .map(|s| RequestSize {
+            series: 1,
+            variates: s.request.variates(),
+            context: s.request.context_len(),
+            horizon: s.request.horizon,
+            samples: s.request.samples,
+            quantiles: s.request.quantiles.len(),
+        })
+        .collect();
+    svc.check_size(&sizes, source)?;
+    for s in &mut dataset.series {
+        ticket.check_here()?;
+        svc.admit(&mut s.request, &s.at)?;
+    }
+    svc.hold_answer(ticket, dataset.series.iter().map(|s| &s.request), true)?;
+    Ok(dataset)
 }
 
 /// The `write_samples` query parameter of `/v1/forecast` (`true`/`1` or `false`/`0`; absent: false).
@@ -371,14 +480,16 @@ fn v1_hint(e: ServeError, format: Format) -> ServeError {
     }
 }
 
-/// Reads the body within `--max-body-bytes`, `--body-read-timeout-ms` and the `--max-bytes-in-flight` budget
-/// (held until the returned [`BytesHeld`] is dropped, i.e. until the request is answered); compressed bodies
-/// are refused (no decoder runs on input).
+/// Reads the body within `--max-body-bytes`, `--body-read-timeout-ms` and the minimum upload rate, holding
+/// its bytes in `ticket` as they arrive (a first hold of what `Content-Length` declares, at most
+/// [`super::hold::FIRST_HOLD`], grown with the buffer as bytes arrive); compressed bodies are refused (no
+/// decoder runs on input).
 async fn read_body(
     svc: &Service,
+    ticket: &Ticket,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(bytes::Bytes, BytesHeld), ServeError> {
+) -> Result<bytes::Bytes, ServeError> {
     if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
         let enc = enc.to_str().unwrap_or("?");
         if !enc.eq_ignore_ascii_case("identity") {
@@ -393,17 +504,17 @@ async fn read_body(
         svc.metrics.reject("body_too_large");
         return Err(ServeError::PayloadTooLarge { limit });
     }
-    let mut held = svc.no_bytes();
-    svc.hold_bytes(&mut held, declared.unwrap_or(0))?;
-    let timeout = svc.limits.body_read_timeout;
-    let deadline = tokio::time::Instant::now() + timeout;
+    let first = declared.map_or(FIRST_CHUNKED, |d| wire_hold(Some(d), 0));
+    ticket.hold(Part::Wire, first)?;
+    let start = Instant::now();
     let mut body = body;
-    let mut buf = bytes::BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    let mut buf: Vec<u8> = Vec::with_capacity(first as usize);
     loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+        let deadline = body_deadline(&svc.limits, start, buf.len() as u64);
+        let frame = match tokio::time::timeout_at(deadline.into(), body.frame()).await {
             Err(_) => {
                 svc.metrics.reject("body_timeout");
-                return Err(ServeError::BodyTimeout { ms: timeout.as_millis() });
+                return Err(ServeError::BodyTimeout { ms: (deadline - start).as_millis() });
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
@@ -417,22 +528,51 @@ async fn read_body(
             svc.metrics.reject("body_too_large");
             return Err(ServeError::PayloadTooLarge { limit });
         }
-        svc.hold_bytes(&mut held, total as u64)?;
+        if total > buf.capacity() {
+            // Grow by doubling (up to what is declared, when it is), holding the old buffer and the new one
+            // (both are alive while one is copied into the other) before allocating.
+            let cap = total.max(buf.capacity() * 2).min(declared.map_or(limit, |d| d as usize).max(total));
+            ticket.hold(Part::Wire, (cap + buf.capacity()) as u64)?;
+            buf.reserve_exact(cap - buf.len());
+        }
         buf.extend_from_slice(&data);
     }
-    Ok((buf.freeze(), held))
+    Ok(bytes::Bytes::from(buf))
 }
 
-/// Runs `f` (decoding a body of `len` bytes) on the blocking pool when the body is large, else inline: small
-/// bodies decode in microseconds, less than the hand-off would cost.
-async fn off_runtime<T: Send + 'static>(
-    len: usize,
-    f: impl FnOnce() -> Result<T, ServeError> + Send + 'static,
-) -> Result<T, ServeError> {
-    if len <= INLINE_DECODE_BYTES {
-        return f();
+/// A response body that keeps its request's [`Ticket`] (its bytes, its slot) until its last frame is taken
+/// for writing, or the connection drops it.
+pub struct Holding {
+    body: Option<bytes::Bytes>,
+    _ticket: Arc<Ticket>,
+}
+
+impl Holding {
+    pub fn new(body: Vec<u8>, ticket: Arc<Ticket>) -> Self {
+        Holding { body: Some(bytes::Bytes::from(body)), _ticket: ticket }
     }
-    tokio::task::spawn_blocking(f).await.map_err(|e| ServeError::Internal(format!("decoder task: {e}")))?
+}
+
+impl hyper::body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(
+            self.body.take().filter(|b| !b.is_empty()).map(|b| Ok(hyper::body::Frame::data(b))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(|b| b.is_empty())
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.body.as_ref().map_or(0, |b| b.len() as u64))
+    }
 }
 
 /// The `x-request-timeout-ms` header.

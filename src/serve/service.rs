@@ -1,7 +1,9 @@
 //! [`Service`]: the protocol-neutral core every front end calls (REST `/v1/forecast`, REST v2, gRPC v2). It
 //! owns the engine handle, the batcher, the readiness state, the shadow and the metrics, and does the steps
-//! that are the same whatever the wire format: the in-flight limit, the model name check, admission (the
-//! engine's limits and context policy), the deadline, the batched forecast, and handing samples to the shadow.
+//! that are the same whatever the wire format: the in-flight limit, the bytes budget ([`super::hold`]), the
+//! model name check, admission (the engine's limits and context policy), the answer's size, the deadline, the
+//! batched forecast, and handing samples to the shadow. Decoding and encoding run on a bounded pool of the
+//! blocking threads ([`Service::off_runtime`]), never on the async workers that answer health probes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +12,9 @@ use engines::budget::{Budget, RequestSize};
 use engines::engine::Engine;
 use engines::request::{ForecastRequest, ForecastResponse};
 use sha2::{Digest, Sha256};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
+
+use super::hold::{ByteBudget, InFlight, Part, Ticket};
 
 use super::batcher::Batcher;
 use super::error::{Overload, ServeError};
@@ -20,19 +24,26 @@ use super::readiness::Readiness;
 use super::shadow::Shadow;
 
 /// Request-level limits (`--max-body-bytes`, `--request-timeout-ms`, `--max-in-flight`,
-/// `--max-bytes-in-flight`, `--body-read-timeout-ms`, and the request budget: `--max-series`, `--max-variates`,
-/// `--max-quantile-levels`, `--max-response-values`, `--max-request-cost`).
+/// `--max-bytes-in-flight`, `--max-bytes-per-peer`, `--body-read-timeout-ms`, `--min-upload-bytes-per-s`,
+/// `--max-response-bytes`, and the request budget: `--max-series`, `--max-variates`, `--max-quantile-levels`,
+/// `--max-response-values`, `--max-request-cost`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
     /// The longest a request may take; a client's own timeout can only shorten it.
     pub request_timeout: Duration,
     pub max_in_flight: usize,
-    /// Bytes of request bodies (REST) and messages (gRPC) held at once, from the first byte received until the
-    /// request is answered.
+    /// Bytes the requests being received, decoded, computed and answered hold at once: their bodies as they
+    /// arrive, what decoding them builds, and their answers ([`super::hold`]).
     pub max_bytes_in_flight: u64,
+    /// ... of which one client address may hold at most this much.
+    pub max_bytes_per_peer: u64,
     /// The longest a client may take to send a body (from its headers to its last byte).
     pub body_read_timeout: Duration,
+    /// After [`UPLOAD_GRACE`], a body must have arrived at this average rate at least (bytes per second).
+    pub min_upload_rate: u64,
+    /// The largest encoded answer (HTTP body or gRPC message), checked from its counts before the engine runs.
+    pub max_response_bytes: u64,
     /// What one request may ask of the engine, checked from its counts before anything is built.
     pub budget: Budget,
 }
@@ -55,8 +66,10 @@ pub struct Service {
     pub shadow: Option<Shadow>,
     pub limits: Limits,
     in_flight: Arc<Semaphore>,
-    /// `--max-bytes-in-flight`, in KiB permits.
-    bytes: Arc<Semaphore>,
+    /// `--max-bytes-in-flight` and its per-client shares.
+    pub budget: Arc<ByteBudget>,
+    /// The decodes and encodes that may run at once on the blocking pool.
+    coders: Arc<Semaphore>,
     /// The bearer token, when one is required.
     token: Option<Token>,
 }
@@ -84,18 +97,6 @@ impl Token {
     }
 }
 
-/// Holds one of the `--max-in-flight` slots while a request is received and served.
-pub struct InFlight {
-    _permit: OwnedSemaphorePermit,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.metrics.in_flight.dec();
-    }
-}
-
 impl Service {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -108,6 +109,7 @@ impl Service {
         limits: Limits,
         token: Option<&str>,
     ) -> Self {
+        let metrics_for_budget = metrics.clone();
         Service {
             engine,
             spec,
@@ -116,10 +118,20 @@ impl Service {
             metrics,
             shadow,
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
-            bytes: Arc::new(Semaphore::new(kib(limits.max_bytes_in_flight) as usize)),
+            budget: ByteBudget::new(
+                limits.max_bytes_in_flight,
+                limits.max_bytes_per_peer,
+                metrics_for_budget,
+            ),
+            coders: Arc::new(Semaphore::new(coder_threads())),
             limits,
             token: token.map(Token::new),
         }
+    }
+
+    /// Whether any request is being received, decoded, computed or answered (it holds bytes or a slot).
+    pub fn busy(&self) -> bool {
+        self.budget.held() > 0 || self.in_flight.available_permits() < self.limits.max_in_flight
     }
 
     /// Checks the bearer token of a request (`Authorization` header or gRPC metadata), if one is required.
@@ -135,7 +147,7 @@ impl Service {
         match self.in_flight.clone().try_acquire_owned() {
             Ok(permit) => {
                 self.metrics.in_flight.inc();
-                Ok(InFlight { _permit: permit, metrics: self.metrics.clone() })
+                Ok(InFlight::new(permit, self.metrics.clone()))
             }
             Err(_) => {
                 self.metrics.reject(Overload::InFlight.label());
@@ -147,39 +159,62 @@ impl Service {
         }
     }
 
-    /// Holds nothing yet of `--max-bytes-in-flight`; [`Service::hold_bytes`] grows it.
-    pub fn no_bytes(&self) -> BytesHeld {
-        BytesHeld { permit: None, kib: 0 }
+    /// A hold for one request of `peer` ([`super::hold`]), holding nothing yet.
+    pub fn ticket(&self, peer: std::net::IpAddr) -> Arc<Ticket> {
+        self.budget.ticket(peer)
     }
 
-    /// Grows `held` to cover `total` bytes of one request, or refuses (503 / RESOURCE_EXHAUSTED) when the
-    /// bodies in flight already hold `--max-bytes-in-flight`.
-    pub fn hold_bytes(&self, held: &mut BytesHeld, total: u64) -> Result<(), ServeError> {
-        let want = kib(total);
-        if want <= held.kib {
-            return Ok(());
+    /// Runs `f` (a decode or an encode) on the blocking pool, at most [`coder_threads`] at once, so that no
+    /// client's bytes keep the async workers (and the health probes they answer) waiting. Waiting for a turn
+    /// ends when the caller's future is dropped (its client left); `f` should hold what it works for (its
+    /// [`Ticket`]) so that its budget lasts as long as it runs.
+    pub async fn off_runtime<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, ServeError> + Send + 'static,
+    ) -> Result<T, ServeError> {
+        let turn = self.coders.clone().acquire_owned().await.expect("the coder semaphore is never closed");
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            f()
+        })
+        .await
+        .map_err(|e| ServeError::Internal(format!("decoder task: {e}")))?
+    }
+
+    /// Holds the answer of `requests` in `ticket` before the engine runs: the engine's output and its encoding
+    /// (`json`: as JSON text, else as binary tensors), checked against `--max-response-bytes` (413 naming it).
+    pub fn hold_answer<'a>(
+        &self,
+        ticket: &Ticket,
+        requests: impl IntoIterator<Item = &'a ForecastRequest>,
+        json: bool,
+    ) -> Result<(), ServeError> {
+        let knots = self.engine.info().model.capabilities().quantile_knots.map_or(0, |k| k.len());
+        let mut series = 0u64;
+        let (values, steps) = requests.into_iter().fold((0u64, 0u64), |(v, s), r| {
+            series += 1;
+            let size = RequestSize {
+                series: 1,
+                variates: r.variates(),
+                context: 0,
+                horizon: r.horizon,
+                samples: r.samples,
+                quantiles: r.quantiles.len().max(knots),
+            };
+            (v.saturating_add(size.response_values()), s.saturating_add(r.horizon as u64))
+        });
+        let encoded = super::hold::encoded_bytes(values, steps, series, json);
+        if encoded > self.limits.max_response_bytes {
+            self.metrics.reject("max_response_bytes");
+            return Err(ServeError::TooLarge(format!(
+                "the answer would take up to {encoded} bytes ({values} values{}), more than the server's limit of \
+                 {} bytes (--max-response-bytes); ask for fewer series, steps, samples or quantiles{}",
+                if json { " as JSON text" } else { "" },
+                self.limits.max_response_bytes,
+                if json { ", or binary outputs" } else { "" }
+            )));
         }
-        match self.bytes.clone().try_acquire_many_owned(want - held.kib) {
-            Ok(p) => {
-                match &mut held.permit {
-                    Some(h) => h.merge(p),
-                    None => held.permit = Some(p),
-                }
-                held.kib = want;
-                Ok(())
-            }
-            Err(_) => {
-                self.metrics.reject(Overload::BytesInFlight.label());
-                Err(ServeError::overloaded(
-                    Overload::BytesInFlight,
-                    format!(
-                        "the request bodies being received and served hold the server's budget of {} bytes \
-                         (--max-bytes-in-flight); retry after the Retry-After delay",
-                        self.limits.max_bytes_in_flight
-                    ),
-                ))
-            }
-        }
+        ticket.hold(Part::Answer, super::hold::answer_bytes(values, encoded))
     }
 
     /// Checks a request's counts (before anything per series is built) against the engine's limits and the
@@ -232,6 +267,7 @@ impl Service {
         requests: Vec<ForecastRequest>,
         timeout: Option<Duration>,
         request_id: &str,
+        ticket: &Arc<Ticket>,
     ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
         // Reaching here, the request was accepted (received in full): it is served even if SIGTERM came
         // while it was uploading.
@@ -243,7 +279,8 @@ impl Service {
         let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
         let deadline = Instant::now() + budget;
         let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
-        let rx = self.batcher.submit(requests, deadline, request_id)?;
+        // The job holds the ticket: a client that leaves does not give back what its queued or running job holds.
+        let rx = self.batcher.submit_holding(requests, deadline, request_id, Box::new(ticket.clone()))?;
         let done = match tokio::time::timeout_at(deadline.into(), rx).await {
             Err(_) => {
                 self.metrics.reject(Overload::Deadline.label());
@@ -283,15 +320,20 @@ impl Service {
     }
 }
 
-/// Bytes in KiB permits (rounded up; at most what a semaphore holds).
-fn kib(bytes: u64) -> u32 {
-    bytes.div_ceil(1024).min(u64::from(u32::MAX >> 4)) as u32
+/// How long a body may take before [`Limits::min_upload_rate`] applies (at most the body timeout).
+pub const UPLOAD_GRACE: Duration = Duration::from_secs(2);
+
+/// When a body that began at `start` and has `received` bytes so far must be in: within the body timeout, and
+/// at the minimum upload rate after [`UPLOAD_GRACE`] (the time allowed grows with every byte received).
+pub fn body_deadline(limits: &Limits, start: Instant, received: u64) -> Instant {
+    let grace = UPLOAD_GRACE.min(limits.body_read_timeout);
+    let earned = Duration::from_secs_f64(received as f64 / limits.min_upload_rate.max(1) as f64);
+    start + (grace + earned).min(limits.body_read_timeout)
 }
 
-/// Part of `--max-bytes-in-flight` held by one request; given back when dropped.
-pub struct BytesHeld {
-    permit: Option<OwnedSemaphorePermit>,
-    kib: u32,
+/// Decodes and encodes that may run at once: the cores, at least 2.
+fn coder_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
 }
 
 /// The request id of a request: the client's `x-request-id` when it is a sane token (1..=128 visible ASCII

@@ -112,6 +112,8 @@ pub fn run(
                         match r.bucket.kind {
                             GraphKind::Prefill => b.prefill_ms.push(ms),
                             GraphKind::Decode => b.decode_step_ms.push(ms),
+                            // a Toto 1.0 engine runs no other kind (its loader refuses them)
+                            _ => {}
                         }
                     }
                 }

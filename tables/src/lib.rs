@@ -236,23 +236,36 @@ pub fn parse(
 ) -> Result<Dataset> {
     let (layout, kind, rows) = match format {
         Format::Json | Format::JsonLines => {
-            let text = std::str::from_utf8(&bytes).map_err(|_| {
-                DataError::input(source, "the file is not UTF-8 text", "save it as UTF-8 JSON")
-            })?;
-            let lines = format == Format::JsonLines;
-            let (series, kind) = json::read(text, lines, source, opts, overrides, limits)?;
-            let has_id = series.iter().any(|s| s.request.id.is_some());
-            let has_time = series.iter().any(|s| s.time.is_some());
-            let columns = Columns {
-                id: has_id.then(|| "id".to_string()),
-                time: has_time.then(|| ("timestamp".to_string(), kind)),
-            };
-            return Ok(Dataset { columns, series });
+            return parse_json(&bytes, format, source, opts, overrides, limits, &json::Bounds::NONE)
         }
         Format::Csv => csv_in::read(&bytes, source, opts)?,
         Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts)?,
     };
     dataset(layout, kind, rows, source, opts, overrides, limits)
+}
+
+/// [`parse`] of JSON or JSON Lines bytes (any other format is a JSON document), decoded within `bounds` (a
+/// server's bytes budget and per-key limits, see [`json`]); the bytes are borrowed, not copied.
+pub fn parse_json(
+    bytes: &[u8],
+    format: Format,
+    source: &str,
+    opts: &ReadOptions,
+    overrides: &Overrides,
+    limits: &Limits,
+    bounds: &json::Bounds<'_>,
+) -> Result<Dataset> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| DataError::input(source, "the file is not UTF-8 text", "save it as UTF-8 JSON"))?;
+    let lines = format == Format::JsonLines;
+    let (series, kind) = json::read_bounded(text, lines, source, opts, overrides, limits, bounds)?;
+    let has_id = series.iter().any(|s| s.request.id.is_some());
+    let has_time = series.iter().any(|s| s.time.is_some());
+    let columns = Columns {
+        id: has_id.then(|| "id".to_string()),
+        time: has_time.then(|| ("timestamp".to_string(), kind)),
+    };
+    Ok(Dataset { columns, series })
 }
 
 /// [`parse`] on an Arrow table already in memory (its schema and record batches), read as a Parquet table is;

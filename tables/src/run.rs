@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use engines::engine::{Engine, FORECAST_GROUP};
+use engines::engine::{Engine, RunOptions, FORECAST_GROUP};
 use engines::request::ForecastResponse;
 
 use super::Dataset;
@@ -53,6 +53,17 @@ pub fn admit(engine: &Engine, dataset: &mut Dataset) -> Result<Option<String>, e
 pub fn forecast(
     engine: &Engine,
     dataset: &Dataset,
+    done: impl FnMut(usize),
+) -> Result<(Vec<ForecastResponse>, Duration), SeriesError> {
+    forecast_with(engine, dataset, RunOptions::default(), done)
+}
+
+/// [`forecast`] with the engine's [`RunOptions`] (the Python package passes a [`RunOptions::cancel`] that stops
+/// the run at a pending Ctrl-C). A cancelled run ends at its first group's [`engines::Error::Cancelled`].
+pub fn forecast_with(
+    engine: &Engine,
+    dataset: &Dataset,
+    opts: RunOptions<'_>,
     mut done: impl FnMut(usize),
 ) -> Result<(Vec<ForecastResponse>, Duration), SeriesError> {
     let mut engine_time = Duration::ZERO;
@@ -60,10 +71,10 @@ pub fn forecast(
     for group in dataset.series.chunks(FORECAST_GROUP) {
         let reqs = group.iter().map(|s| s.request.clone()).collect();
         let t = Instant::now();
-        let results = engine.forecast(reqs);
+        let results = engine.forecast_with(reqs, opts);
         engine_time += t.elapsed();
         for (s, r) in group.iter().zip(results) {
-            responses.push(r.map_err(|error| SeriesError { at: s.at.clone(), error })?);
+            responses.push(r.map(|f| f.response).map_err(|error| SeriesError { at: s.at.clone(), error })?);
         }
         done(group.len());
     }

@@ -296,6 +296,28 @@ fn profile_larger_than_the_model_allows_is_a_clear_error() {
     );
 }
 
+/// `--tokenizer` belongs to models exported with their tokenizer; a Toto checkpoint has none, so it is refused
+/// by name, with nothing written.
+#[test]
+fn a_tokenizer_for_a_model_without_one_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let ck = fixture_checkpoint("tiny");
+    let err = totoc_err(&[
+        "export",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--tokenizer",
+        ck.to_str().unwrap(),
+        "--config",
+        tiny_profiles().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("has no tokenizer checkpoint; remove --tokenizer"), "{err}");
+    assert!(!out.exists());
+}
+
 /// A profile may list its own buckets; they must cover the profile's bounds, and mistakes name the line.
 #[test]
 fn listed_buckets_replace_the_default_ladder_and_are_checked() {

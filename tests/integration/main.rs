@@ -13,6 +13,7 @@ mod data;
 mod deploy;
 mod export;
 mod forecast;
+mod kronos;
 mod layers;
 mod plot;
 mod precision;

@@ -557,10 +557,9 @@ fn readiness_is_false_until_the_golden_gate_passes() {
     assert!(s.log().contains("golden case ok"), "{}", s.log());
 }
 
-#[test]
-fn a_corrupted_golden_set_keeps_the_server_unready() {
-    // The bundle is intact (hashes match) but its golden reference disagrees with the model: one mixture
-    // location moved by 0.01, as `verify_fails_on_a_mismatching_reference` does for `totoc verify`.
+/// An engine whose bundle is intact (hashes match) but whose golden reference disagrees with the model: one
+/// mixture location moved by 0.01, as `verify_fails_on_a_mismatching_reference` does for `totoc verify`.
+pub(crate) fn engine_with_a_corrupted_golden_set() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     for e in fs::read_dir(cases_dir()).unwrap() {
         fs::copy(e.as_ref().unwrap().path(), tmp.path().join(e.unwrap().file_name())).unwrap();
@@ -569,7 +568,12 @@ fn a_corrupted_golden_set_keeps_the_server_unready() {
     let loc = &mut c["reference"]["steps"][1]["loc"][0][3][2];
     *loc = json!(loc.as_f64().unwrap() + 0.01);
     fs::write(tmp.path().join("mean_1v.json"), c.to_string()).unwrap();
-    let (_dir, bad_engine) = build_engine("tiny", Some(tmp.path()));
+    build_engine("tiny", Some(tmp.path()))
+}
+
+#[test]
+fn a_corrupted_golden_set_keeps_the_server_unready() {
+    let (_dir, bad_engine) = engine_with_a_corrupted_golden_set();
     let s = Server::spawn(&bad_engine, &[]);
     let deadline = Instant::now() + Duration::from_secs(120);
     while !s.log().contains("NOT READY") {

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::serve::{assert_close, case, cli_forecast, engine, get, metric, post_json, Server};
+use crate::serve::{
+    assert_close, case, cli_forecast, engine, engine_with_a_corrupted_golden_set, get, metric, post_json,
+    Server,
+};
 
 fn wait_for(what: &str, s: &Server, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -118,6 +121,31 @@ fn sigterm_during_uploads_lets_them_finish_within_the_timeout() {
     }
     let took = terminate(&mut s, Duration::from_secs(15));
     eprintln!("exited {took:?} after SIGTERM with 3 uploads in progress");
+}
+
+#[test]
+fn a_first_readiness_gate_that_keeps_failing_is_retried_then_ends_the_process() {
+    let (_dir, bad_engine) = engine_with_a_corrupted_golden_set();
+    let mut s = Server::spawn_env(&bad_engine, &["--ready-attempts", "3"], &[]);
+    let start = Instant::now();
+    let code = loop {
+        if let Some(code) = s.child.try_wait().unwrap() {
+            break code;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "still running:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = s.log();
+    eprintln!("exited with {code} after {:?}", start.elapsed());
+    assert!(!code.success(), "{code}");
+    // Three runs of the gate, 2 s then 4 s apart, each failing; then the reason, and the process ends.
+    assert_eq!(log.matches("NOT READY: the readiness gate failed").count(), 3, "{log}");
+    assert!(log.contains("running the readiness gate again"), "{log}");
+    assert!(start.elapsed() >= Duration::from_secs(6), "{:?}", start.elapsed());
+    assert!(
+        log.contains("the readiness gate failed 3 times (--ready-attempts); the last time: 34 of 35"),
+        "{log}"
+    );
 }
 
 #[test]

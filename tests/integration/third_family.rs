@@ -70,8 +70,8 @@ const EDITS: &[Edit] = &[
     ),
     replace(
         EXPORTER_FAMILY,
-        "pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];",
-        "pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Toy];",
+        "pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Kronos];",
+        "pub const ALL: [Family; 4] = [Family::Toto1, Family::Toto2, Family::Kronos, Family::Toy];",
     ),
     after(EXPORTER_FAMILY, "            Family::Toto2 => &TOTO2,\n", "            Family::Toy => &TOY,\n"),
     after(EXPORTER_FAMILY, "    Toto2(Toto2Config),\n", "    #[serde(rename = \"toy\")]\n    Toy(crate::toy::ToyConfig),\n"),

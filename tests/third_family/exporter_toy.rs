@@ -71,7 +71,11 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
         graphs.push(ToyGraph { profile: p.clone(), file, context: c, horizon: h, inputs, outputs });
     }
     store.finish()?;
-    let info = CheckpointInfo { safetensors_sha256: String::new(), config_sha256: sha256_bytes(text.as_bytes()) };
+    let info = CheckpointInfo {
+        safetensors_sha256: String::new(),
+        config_sha256: sha256_bytes(text.as_bytes()),
+        tokenizer: None,
+    };
     let manifest = Manifest {
         precisions: vec![Precision::Fp32],
         weights: vec![WeightsEntry { precision: Precision::Fp32, file: wfile }],

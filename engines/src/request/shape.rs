@@ -81,8 +81,6 @@ pub(super) struct Given<'a> {
     pub top_k: bool,
     pub top_p: bool,
     pub params: Option<&'a BTreeMap<String, f64>>,
-    /// `calendar`, `timezone`, `holidays`: a table reader's fields.
-    pub calendar: [bool; 3],
 }
 
 /// Refuses, by name, the first field `given` holds that `shape`'s family does not take, with its reason.
@@ -129,18 +127,6 @@ pub(super) fn refuse_untaken(shape: &RequestShape, given: &Given<'_>, at: &str) 
             }
         };
         return not_taken(&format!("params.{}", crate::request::clip(name)), takes);
-    }
-    for (field, is) in ["calendar", "timezone", "holidays"].into_iter().zip(given.calendar) {
-        if is {
-            return Err(Error::BadField {
-                at: at.to_string(),
-                field: field.to_string(),
-                message: format!(
-                    "`{field}` goes with `timestamps` read by `totoc forecast` or `POST /v1/forecast` (they \
-                     continue the series' session calendar); this reader does not read it: remove it"
-                ),
-            });
-        }
     }
     Ok(())
 }

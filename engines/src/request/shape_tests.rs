@@ -103,7 +103,6 @@ fn each_new_field_is_checked_naming_it_and_the_fix() {
         (r#", "samples": 2, "top_p": 1.5"#, "`top_p` is 1.5; it must be in (0, 1] (1 turns nucleus filtering off)"),
         (r#", "params": {"windw": 5}"#, "`params.windw` is not a field Toy Candles takes: its parameters are `window`, `clip`; remove it"),
         (r#", "params": {"window": "big"}"#, "invalid type: string \"big\", expected f64"),
-        (r#", "calendar": "weekdays""#, "`calendar` goes with `timestamps` read by `totoc forecast` or `POST /v1/forecast`"),
     ];
     for (rest, want) in cases {
         let msg = toy_err(&with(rest));
@@ -195,7 +194,6 @@ fn a_family_without_them_refuses_each_by_name() {
         (r#""top_k": 5"#, "`top_k` is not a field this model takes"),
         (r#""top_p": 0.9"#, "`top_p` is not a field this model takes"),
         (r#""params": {"clip": 5}"#, "`params.clip` is not a field this model takes: it takes no parameters; remove it"),
-        (r#""holidays": ["2024-12-25"]"#, "`holidays` goes with `timestamps`"),
     ];
     for (field, want) in cases {
         let text = format!(r#"{{"target": [[1]], "horizon": 1, {field}}}"#);

@@ -1,5 +1,4 @@
-//! A request's time fields: `timestamps` and `future_timestamps` ([`TimeValue`] each), and the session calendar
-//! fields a table reader applies with them (`calendar`, `timezone`, `holidays`).
+//! A request's time fields: `timestamps` and `future_timestamps` ([`TimeValue`] each).
 //!
 //! Who reads them depends on the family ([`super::shape::RequestShape::reads_timestamps`]):
 //! * a family that reads each point's wall clock gets them here, as [`WallClock`]s: one per context point
@@ -7,16 +6,13 @@
 //!   /v1/forecast`) parses them, sorts the rows by time, refuses duplicates, continues the series' calendar when
 //!   `future_timestamps` is absent, and hands over [`TimeValue::Clock`]s; another reader (a golden case, the
 //!   Python package) gives ISO 8601 text, read by [`WallClock::parse`] as written;
-//! * for the other families the tables layer places the points on the series' grid by their `timestamps` and
-//!   clears the field before validation, so a request that still carries one here was not read by a table
+//! * for the other families the tables layer places the points on the series' grid by their `timestamps` (it
+//!   takes the field aside as it decodes), so a request that carries one here was not read by a table
 //!   reader, and is refused naming the field.
-//!
-//! The calendar fields are always the tables layer's: they are parsed here only so that one `Deserialize` covers
-//! the whole request (the server's bounded decode), with their messages.
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -64,148 +60,6 @@ impl Visitor<'_> for TimeVisitor {
         i64::try_from(x)
             .map(TimeValue::Epoch)
             .map_err(|_| E::custom(format!("{x} is too large for an epoch timestamp")))
-    }
-}
-
-/// `calendar` and `timezone`: text, or `null`; anything else names the field.
-pub(super) fn calendar_text<'de, D: Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Option<String>, D::Error> {
-    d.deserialize_any(TextField {
-        message: "`calendar` is not a string; give `calendar` as \"auto\", \"continuous\" or \"weekdays\"",
-    })
-}
-
-/// See [`calendar_text`].
-pub(super) fn timezone_text<'de, D: Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Option<String>, D::Error> {
-    d.deserialize_any(TextField {
-        message: "`timezone` is not a string; give an IANA name such as \"America/New_York\"",
-    })
-}
-
-/// A text field whose other types are refused with `message`.
-struct TextField {
-    message: &'static str,
-}
-
-impl TextField {
-    fn refuse<T, E: de::Error>(&self) -> std::result::Result<T, E> {
-        Err(E::custom(self.message))
-    }
-}
-
-impl<'de> Visitor<'de> for TextField {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(self.message)
-    }
-
-    fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Option<String>, E> {
-        Ok(Some(s.to_string()))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Option<String>, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E: de::Error>(self) -> std::result::Result<Option<String>, E> {
-        Ok(None)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Option<String>, E> {
-        self.refuse()
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Option<String>, E> {
-        self.refuse()
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Option<String>, E> {
-        self.refuse()
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Option<String>, E> {
-        self.refuse()
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> std::result::Result<Option<String>, A::Error> {
-        self.refuse()
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> std::result::Result<Option<String>, A::Error> {
-        self.refuse()
-    }
-}
-
-const HOLIDAYS: &str = "`holidays` is not an array of dates; give `holidays` as an array of dates such as \
-                        \"2024-12-25\"";
-
-/// `holidays`: an array of text (each date is checked by the tables layer), or `null`.
-pub(super) fn holidays<'de, D: Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Option<Vec<String>>, D::Error> {
-    d.deserialize_any(Holidays)
-}
-
-struct Holidays;
-
-impl<'de> Visitor<'de> for Holidays {
-    type Value = Option<Vec<String>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(HOLIDAYS)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Self::Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(HolidayText(s)) = seq.next_element()? {
-            out.push(s);
-        }
-        Ok(Some(out))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Self::Value, E> {
-        Err(E::custom(HOLIDAYS))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Self::Value, E> {
-        Err(E::custom(HOLIDAYS))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Self::Value, E> {
-        Err(E::custom(HOLIDAYS))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Self::Value, E> {
-        Err(E::custom(HOLIDAYS))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Self::Value, E> {
-        Err(E::custom(HOLIDAYS))
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> std::result::Result<Self::Value, A::Error> {
-        Err(de::Error::custom(HOLIDAYS))
-    }
-}
-
-/// One entry of `holidays`: text.
-struct HolidayText(String);
-
-impl<'de> Deserialize<'de> for HolidayText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        String::deserialize(d).map(HolidayText).map_err(|_| de::Error::custom(HOLIDAYS))
     }
 }
 
@@ -288,10 +142,6 @@ mod tests {
     struct Fields {
         #[serde(default)]
         t: Option<Vec<TimeValue>>,
-        #[serde(default, deserialize_with = "calendar_text")]
-        calendar: Option<String>,
-        #[serde(default, deserialize_with = "holidays")]
-        holidays: Option<Vec<String>>,
     }
 
     fn parse(text: &str) -> std::result::Result<Fields, String> {
@@ -311,21 +161,6 @@ mod tests {
         }
         assert!(parse(r#"{"t": "2024-01-31"}"#).unwrap_err().contains("expected a sequence"));
         assert!(parse(r#"{"t": [18446744073709551615]}"#).unwrap_err().contains("too large for an epoch"));
-    }
-
-    #[test]
-    fn calendar_fields_name_themselves() {
-        let f = parse(r#"{"calendar": "weekdays", "holidays": ["2024-12-25"]}"#).unwrap();
-        assert_eq!(
-            (f.calendar.as_deref(), f.holidays),
-            (Some("weekdays"), Some(vec!["2024-12-25".to_string()]))
-        );
-        let f = parse(r#"{"calendar": null, "holidays": null}"#).unwrap();
-        assert_eq!((f.calendar, f.holidays), (None, None));
-        assert!(parse(r#"{"calendar": 3}"#).unwrap_err().starts_with("`calendar` is not a string"));
-        for bad in [r#"{"holidays": "2013-03-04"}"#, r#"{"holidays": [3]}"#, r#"{"holidays": {"a": 1}}"#] {
-            assert!(parse(bad).unwrap_err().starts_with("`holidays` is not an array of dates"), "{bad}");
-        }
     }
 
     #[test]

@@ -22,13 +22,29 @@ pub type Points = Vec<Vec<Option<f32>>>;
 /// f64 values `[variate][time]`, NaN = missing.
 pub type Wide = Vec<Vec<f64>>;
 
-/// One series' values, `[variate][time]`.
-#[derive(Debug, Clone, PartialEq)]
+/// One series' values, `[variate][time]`. Equal when they hold the same points (NaN, a missing point, equals
+/// NaN: values are compared by their bits).
+#[derive(Debug, Clone)]
 pub enum TargetValues {
     /// f32 points, `None` = missing (arrays of float32, Open Inference Protocol tensors).
     F32(Vec<Vec<Option<f32>>>),
     /// Values as parsed, NaN = missing (JSON, tables, float64 arrays).
     F64(Vec<Vec<f64>>),
+}
+
+impl PartialEq for TargetValues {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (TargetValues::F32(a), TargetValues::F32(b)) => a == b,
+            (TargetValues::F64(a), TargetValues::F64(b)) => {
+                a.len() == b.len()
+                    && a.iter().zip(b).all(|(x, y)| {
+                        x.len() == y.len() && x.iter().zip(y).all(|(x, y)| x.to_bits() == y.to_bits())
+                    })
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Default for TargetValues {
@@ -63,6 +79,19 @@ impl TargetValues {
         match self {
             TargetValues::F32(x) => x[v].len(),
             TargetValues::F64(x) => x[v].len(),
+        }
+    }
+
+    /// The bytes its vectors hold (at their capacity): what a bounded decode must have charged at least.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> u64 {
+        fn of<T>(rows: &[Vec<T>], outer: usize) -> u64 {
+            let inner: usize = rows.iter().map(|v| v.capacity() * std::mem::size_of::<T>()).sum();
+            (outer * std::mem::size_of::<Vec<T>>() + inner) as u64
+        }
+        match self {
+            TargetValues::F32(v) => of(v, v.capacity()),
+            TargetValues::F64(v) => of(v, v.capacity()),
         }
     }
 
@@ -217,6 +246,8 @@ mod tests {
             assert!(serde_json::from_str::<TargetValues>(bad).is_err(), "{bad}");
         }
         assert_eq!(parse("[[], [1]]").rows(), 2);
+        assert_eq!(parse("[[1, null]]"), parse("[[1.0, null]]"));
+        assert_ne!(parse("[[1, null]]"), parse("[[1, 2]]"));
         assert_eq!(parse("[[], [1]]").row_len(1), 1);
     }
 }

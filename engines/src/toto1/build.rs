@@ -154,7 +154,7 @@ pub fn build_engine(
     let form = options.graphs.unwrap_or_else(|| GraphForm::default_for(target));
     let mut dynamic: Vec<&DynamicGraphEntry> = Vec::new();
     if form == GraphForm::Shared {
-        for kind in GraphKind::ALL {
+        for kind in GraphKind::PREFILL_DECODE {
             if !kept.iter().flat_map(|(_, g)| g.iter()).any(|g| g.bucket.kind == kind) {
                 continue;
             }

@@ -69,6 +69,9 @@ impl Toto1Engine {
         // Identical shapes in several profiles are one graph: keep the first.
         let mut slots: HashMap<Bucket, Slot> = HashMap::new();
         for (p, g) in super::manifest::graphs(&manifest.family.profiles) {
+            // a bucket of another family's kind is no graph this engine can run
+            exporter::toto1::signature::check_kind(g.bucket.kind)
+                .map_err(|e| Error::Engine { path: dir.to_path_buf(), message: e.to_string() })?;
             slots
                 .entry(g.bucket)
                 .or_insert_with(|| Slot { graph: g.clone(), profile: p.profile.name.clone() });
@@ -361,6 +364,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
     let (width, index) = match bucket.kind {
         GraphKind::Prefill => (bucket.slots * dh, signature::LAST_INDEX),
         GraphKind::Decode => (dh, signature::WRITE_POS),
+        _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
     };
     runner.input_mut::<i64>(index)?.fill(0);
     let mut tables = [vec![0f32; n * width], vec![0f32; n * width], vec![0f32; n * width]];
@@ -379,6 +383,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
             GraphKind::Decode => {
                 rope::fill_decode(0, dh, &mut c[span.clone()], &mut s[span.clone()], &mut x[span])
             }
+            _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
         }
     }
     for (name, t) in [signature::ROPE_COS, signature::ROPE_SIN, signature::XPOS_SCALE].iter().zip(&tables) {
@@ -388,6 +393,7 @@ fn warm(runner: &mut GraphRunner, bucket: Bucket) -> Result<()> {
         let mask = match bucket.kind {
             GraphKind::Prefill => super::session::causal_mask(bucket.slots),
             GraphKind::Decode => super::session::key_mask(&vec![0; n], bucket.slots),
+            _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
         };
         runner.write_f32(signature::TIME_MASK, 0, &mask)?;
     }

@@ -136,6 +136,7 @@ mod tests {
             samples: 0,
             buckets: None,
             decode_block,
+            family: None,
         };
         ladder(&profile, &cfg()).unwrap()
     }
@@ -238,6 +239,7 @@ mod tests {
             samples: 0,
             buckets: None,
             decode_block: None,
+            family: None,
         };
         Toto2ProfileEntry {
             profile,

@@ -212,6 +212,7 @@ pub fn tiny_profile() -> Profile {
         samples: 3,
         buckets: None,
         decode_block: None,
+        family: None,
     }
 }
 
@@ -277,6 +278,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
                 nodes.push(node("Reshape", &["last", "shape_np"], &["x"], vec![]));
             }
             GraphKind::Decode => nodes.push(node("Identity", &["patches"], &["x"], vec![])),
+            other => unreachable!("synthetic Toto 1.0 buckets are prefill or decode, not {other:?}"),
         }
         nodes.push(node("MatMul", &["x", "w_wide"], &["xw_wide"], vec![]));
         nodes.push(node("Slice", &["xw_wide", "w_cols_start", "w_cols_end", "w_cols_axis"], &["xw"], vec![]));
@@ -325,6 +327,7 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
                     ));
                 }
             }
+            other => unreachable!("synthetic Toto 1.0 buckets are prefill or decode, not {other:?}"),
         }
         // every declared input must exist; unused ones (group_id, rope tables, ...) are fine for ORT
         let m = model(
@@ -353,7 +356,11 @@ pub fn synthetic_bundle(dir: &Path) -> Manifest {
         format: BUNDLE_FORMAT.into(),
         format_version: BUNDLE_FORMAT_VERSION,
         totoc_version: "0.0.0-test".into(),
-        checkpoint: CheckpointInfo { safetensors_sha256: "0".repeat(64), config_sha256: "0".repeat(64) },
+        checkpoint: CheckpointInfo {
+            safetensors_sha256: "0".repeat(64),
+            config_sha256: "0".repeat(64),
+            tokenizer: None,
+        },
         model: exporter::registry::AnyConfig::Toto1(cfg),
         variant: OpsetVariant::Opset24,
         opset: 24,

@@ -58,6 +58,7 @@ pub fn cpu_engine_form(
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: root().join("tests/fixtures").join(config).join("checkpoint"),
+        tokenizer: None,
         profiles,
         out: bundle.clone(),
         precisions: vec![precision],
@@ -87,6 +88,7 @@ pub fn int8_engine_of(checkpoint: &Path, profiles_file: &Path, dir: &Path, plan:
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint: checkpoint.to_path_buf(),
+        tokenizer: None,
         profiles: ProfileSet::from_file(profiles_file).unwrap().profiles,
         out: bundle.clone(),
         precisions: vec![Precision::Int8],
@@ -133,6 +135,7 @@ fn export_fp32_and(
     let bundle = dir.join("bundle");
     let opts = ExportOptions {
         checkpoint,
+        tokenizer: None,
         profiles,
         out: bundle.clone(),
         precisions: vec![Precision::Fp32, other],

@@ -75,7 +75,7 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
             Some(ElemType::Bool)
         }
         "Where" => inputs.get(1).copied(),
-        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Max" | "Min" | "Neg" | "Reciprocal" | "Sqrt"
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "MatMul" | "Max" | "Min" | "Neg" | "Reciprocal" | "Sqrt"
         | "Sigmoid" | "Softplus" | "Softmax" | "ReduceMean" | "ReduceSum" | "Reshape" | "Transpose"
         | "Unsqueeze" | "Expand" | "Split" | "Concat" | "Identity" | "Gather" | "GatherND"
         | "TensorScatter" | "ScatterND" | "Slice" | "Pad" | "Abs" | "ReduceMax" => inputs.first().copied(),
@@ -94,8 +94,8 @@ pub fn output_type(op: &str, inputs: &[ElemType], cast_to: Option<i64>) -> Optio
 /// The inputs of `op` that must share one element type (the data operands; not shapes, axes or indices).
 pub fn same_type_inputs(op: &str, n_inputs: usize) -> Vec<usize> {
     match op {
-        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Max" | "Min" | "Equal" | "Less" | "LessOrEqual"
-        | "Greater" | "GreaterOrEqual" => vec![0, 1],
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "MatMul" | "Max" | "Min" | "Equal" | "Less"
+        | "LessOrEqual" | "Greater" | "GreaterOrEqual" => vec![0, 1],
         "Where" => vec![1, 2],
         "Concat" => (0..n_inputs).collect(),
         "TensorScatter" => vec![0, 1],

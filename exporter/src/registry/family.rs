@@ -31,6 +31,9 @@ pub enum Family {
     /// Toto 2.0 (toto-2 2.0.0): nine quantile knots.
     #[serde(rename = "toto-2.0")]
     Toto2,
+    /// Kronos (shiyu-coder/Kronos, kronos-finance 0.1.5): candlestick tokens, a predictor and its tokenizer.
+    #[serde(rename = "kronos")]
+    Kronos,
 }
 
 /// What a family does, asked by the code that serves every family (tables, requests, `bench`, `verify`).
@@ -110,7 +113,8 @@ const TOTO2: Capabilities = Capabilities {
     title: "Toto 2.0",
     folder: "toto2",
     reference: "toto-2 2.0.0",
-    config_keys: &["d_model"],
+    // `d_model` alone is not enough: other families' configs have it too; `layer_group_size` is Toto 2.0's own
+    config_keys: &["d_model", "layer_group_size"],
     tokenizer_keys: None,
     point_forecast: "median",
     samples: false,
@@ -124,14 +128,45 @@ const TOTO2: Capabilities = Capabilities {
     params: &[],
 };
 
+const KRONOS: Capabilities = Capabilities {
+    name: "kronos",
+    title: "Kronos",
+    folder: "kronos",
+    reference: "kronos-finance 0.1.5 (shiyu-coder/Kronos 67b630e) in eval mode",
+    config_keys: &crate::kronos::config::PREDICTOR_KEYS,
+    tokenizer_keys: Some(&crate::kronos::config::TOKENIZER_KEYS),
+    point_forecast: "mean",
+    samples: true,
+    quantile_knots: None,
+    precisions: &[Precision::Fp32],
+    targets: &["cpu"],
+    // upstream's `KronosPredictor.predict` (k:522-530): the prices are required, volume and amount derived
+    columns: Some(&[
+        InputColumn { name: "open", derived_when_absent: None },
+        InputColumn { name: "high", derived_when_absent: None },
+        InputColumn { name: "low", derived_when_absent: None },
+        InputColumn { name: "close", derived_when_absent: None },
+        InputColumn {
+            name: "volume",
+            derived_when_absent: Some("volume = amount = 0, even when amount is given"),
+        },
+        InputColumn { name: "amount", derived_when_absent: Some("volume × mean(open, high, low, close)") },
+    ]),
+    reads_timestamps: true,
+    missing_points: false,
+    sampling_controls: true,
+    params: &crate::kronos::config::PARAMS,
+};
+
 impl Family {
     /// Every family, in the order they were added.
-    pub const ALL: [Family; 2] = [Family::Toto1, Family::Toto2];
+    pub const ALL: [Family; 3] = [Family::Toto1, Family::Toto2, Family::Kronos];
 
     pub fn capabilities(self) -> &'static Capabilities {
         match self {
             Family::Toto1 => &TOTO1,
             Family::Toto2 => &TOTO2,
+            Family::Kronos => &KRONOS,
         }
     }
 
@@ -145,35 +180,56 @@ impl Family {
         self.capabilities().point_forecast
     }
 
-    /// The family of a `config.json` text: the one family whose config keys it has.
+    /// The family of a `config.json` text: the one family whose config keys it has. A family's tokenizer
+    /// config ([`Capabilities::tokenizer_keys`]) is refused with the flag it belongs to.
     pub fn detect(text: &str) -> Result<Self> {
         let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
             .map_err(|e| Error::Config { message: format!("not a JSON object: {e}") })?;
-        let claims = |f: &Family| f.capabilities().config_keys.iter().all(|k| obj.contains_key(*k));
+        let has = |keys: &[&str]| keys.iter().all(|k| obj.contains_key(*k));
+        let claims = |f: &Family| has(f.capabilities().config_keys);
         let found: Vec<Family> = Family::ALL.into_iter().filter(claims).collect();
-        match found.as_slice() {
-            [one] => Ok(*one),
-            _ => Err(Error::Config {
-                message: format!(
-                    "cannot tell the model family: {}; exactly one of them is required",
-                    Family::ALL
-                        .iter()
-                        .map(|f| {
-                            let c = f.capabilities();
-                            let keys =
-                                c.config_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-                            format!("a {} config has {keys} (present: {})", c.title, claims(f))
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            }),
+        if let [one] = found.as_slice() {
+            return Ok(*one);
         }
+        let tokenizer_of = Family::ALL.into_iter().find(|f| f.capabilities().tokenizer_keys.is_some_and(has));
+        if let (Some(f), []) = (tokenizer_of, found.as_slice()) {
+            let title = f.capabilities().title;
+            return Err(Error::Config {
+                message: format!(
+                    "this is a {title} tokenizer config, not a model's: give the {title} model's checkpoint \
+                     directory as --checkpoint and this directory as --tokenizer (the profile YAML's \
+                     `model.tokenizer`, `totoc.export(tokenizer=...)`)"
+                ),
+            });
+        }
+        Err(Error::Config {
+            message: format!(
+                "cannot tell the model family: {}; exactly one of them is required",
+                Family::ALL
+                    .iter()
+                    .map(|f| {
+                        let c = f.capabilities();
+                        let keys =
+                            c.config_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                        format!("a {} config has {keys} (present: {})", c.title, claims(f))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
     }
 
-    /// The family of the checkpoint directory `dir` (from its `config.json`).
+    /// The family of the checkpoint directory `dir` (from its `config.json`), whose config its family's parser
+    /// accepts; a family read with its tokenizer ([`Capabilities::tokenizer_keys`]) checks its two configs
+    /// together when it loads them.
     pub fn of_checkpoint(dir: &Path) -> Result<Self> {
-        Ok(AnyConfig::from_dir(dir)?.family())
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let family = Family::detect(&text).map_err(|e| e.in_file(&path))?;
+        if family.capabilities().tokenizer_keys.is_some() {
+            return Ok(family);
+        }
+        Ok(AnyConfig::from_json(&text).map_err(|e| e.in_file(&path))?.family())
     }
 }
 
@@ -187,6 +243,9 @@ pub enum AnyConfig {
     Toto1(ModelConfig),
     #[serde(rename = "toto-2.0")]
     Toto2(Toto2Config),
+    /// Both of its configs: `{"predictor": {...}, "tokenizer": {...}}`.
+    #[serde(rename = "kronos")]
+    Kronos(crate::kronos::config::KronosConfig),
 }
 
 impl AnyConfig {
@@ -194,6 +253,7 @@ impl AnyConfig {
         match self {
             AnyConfig::Toto1(_) => Family::Toto1,
             AnyConfig::Toto2(_) => Family::Toto2,
+            AnyConfig::Kronos(_) => Family::Kronos,
         }
     }
 
@@ -213,6 +273,14 @@ impl AnyConfig {
         }
     }
 
+    /// The Kronos configs, if that is what this is.
+    pub fn kronos(&self) -> Option<&crate::kronos::config::KronosConfig> {
+        match self {
+            AnyConfig::Kronos(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// Reads `dir/config.json` with the parser of its family.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let path = dir.join(CONFIG_FILE);
@@ -224,13 +292,14 @@ impl AnyConfig {
         Ok(match Family::detect(text)? {
             Family::Toto1 => AnyConfig::Toto1(ModelConfig::from_json(text)?),
             Family::Toto2 => AnyConfig::Toto2(Toto2Config::from_json(text)?),
+            Family::Kronos => return Err(crate::kronos::config::KronosConfig::needs_tokenizer()),
         })
     }
 }
 
 /// Each family's graphs in an export manifest. Written flattened, as top-level manifest fields, so the manifest
 /// format (`totoc-export/4`) is unchanged: `profiles` and `dynamic_graphs` (Toto 1.0; empty in other bundles),
-/// `toto2_profiles` (Toto 2.0; absent in other bundles).
+/// `toto2_profiles` (Toto 2.0), `kronos_profiles` (Kronos; each absent in other bundles).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FamilyGraphs {
     /// Toto 1.0 profiles (empty in other bundles).
@@ -240,6 +309,9 @@ pub struct FamilyGraphs {
     pub toto2_profiles: Vec<crate::toto2::manifest::Toto2ProfileEntry>,
     /// Toto 1.0, opset-24 bundles: each graph kind once more with rows and slots symbolic, per precision.
     pub dynamic_graphs: Vec<crate::toto1::manifest::DynamicGraphEntry>,
+    /// Kronos profiles (absent in other bundles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kronos_profiles: Vec<crate::kronos::manifest::KronosProfileEntry>,
 }
 
 impl FamilyGraphs {
@@ -249,6 +321,7 @@ impl FamilyGraphs {
             .iter()
             .map(|p| p.profile.name.as_str())
             .chain(self.toto2_profiles.iter().map(|p| p.profile.name.as_str()))
+            .chain(self.kronos_profiles.iter().map(|p| p.profile.name.as_str()))
             .collect()
     }
 
@@ -256,5 +329,6 @@ impl FamilyGraphs {
     pub fn graph_count(&self) -> usize {
         self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
             + self.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>()
+            + self.kronos_profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
     }
 }

@@ -137,6 +137,7 @@ mod tests {
             samples,
             buckets: None,
             decode_block: None,
+            family: None,
         }
     }
 

@@ -134,6 +134,7 @@ impl Checkpoint {
         CheckpointInfo {
             safetensors_sha256: self.safetensors_sha256.get_or_init(|| sha256_bytes(&self.mmap)).clone(),
             config_sha256: self.config_sha256.clone(),
+            tokenizer: None,
         }
     }
 

@@ -54,7 +54,7 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     // The shape-polymorphic graphs (TensorRT) need TensorScatter: opset 24 only.
     let mut dynamic_kinds = Vec::new();
     if opts.variant == OpsetVariant::Opset24 {
-        for kind in GraphKind::ALL {
+        for kind in GraphKind::PREFILL_DECODE {
             if ladders.iter().flatten().any(|b| b.kind == kind) {
                 dynamic_kinds.push(kind);
             }

@@ -107,6 +107,7 @@ impl Ctx {
 pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: &GraphOptions) -> Result<()> {
     let cfg = &ckpt.config;
     let kind = d.kind;
+    signature::check_kind(kind)?;
     let (n, s) = (d.rows, d.step_slots());
     let ft = FloatTypes::new(opts.precision, &opts.plan);
     let ins = signature::inputs(d, ft.io());
@@ -125,6 +126,7 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         (GraphKind::Prefill, _) => signature::PATCHES.to_string(),
         (GraphKind::Decode, false) => g.reshape(signature::PATCHES, &[n, 1, d.patch]),
         (GraphKind::Decode, true) => g.unsqueeze(signature::PATCHES, &[1]),
+        _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
     };
     let rope = rope_tables(g, d, s, opts.symbolic)?;
     let space_mask = space_mask(g, ft.softmax);
@@ -134,6 +136,7 @@ pub fn toto_graph(g: &mut GraphBuilder, ckpt: &Checkpoint, d: &GraphDims, opts: 
         // the host's mask: `[S, S]` broadcasts over rows and heads as the constant does; `[N, T]` → `[N, 1, 1, T]`
         (GraphKind::Prefill, true) => signature::TIME_MASK.to_string(),
         (GraphKind::Decode, true) => g.unsqueeze(signature::TIME_MASK, &[1, 2]),
+        _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
     };
     let ctx = Ctx {
         kind,
@@ -207,6 +210,7 @@ fn rope_tables(g: &mut GraphBuilder, d: &GraphDims, s: usize, symbolic: bool) ->
             (false, _) => g.reshape(name, &[d.rows, 1, s, d.head_dim]),
             (true, GraphKind::Prefill) => g.unsqueeze(name, &[1]),
             (true, GraphKind::Decode) => g.unsqueeze(name, &[1, 2]),
+            _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
         });
     }
     let k_scale = g.op("Reciprocal", &[&out[2]], vec![]);
@@ -393,6 +397,7 @@ fn attention_time(
             let va = g.scoped("v_update", |g| cache_write(g, &v_in, &val, rows, &v_out, ctx));
             (ka, va)
         }
+        _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
     };
     let k_t = g.transpose(&k_all, &[0, 1, 3, 2]);
     let o = sdpa(g, &q, &k_t, &v_all, &ctx.time_mask.clone(), ctx);
@@ -482,6 +487,7 @@ fn last_patch(g: &mut GraphBuilder, x: &str, ctx: &Ctx) -> String {
             let idx = g.binary("Add", &base, signature::LAST_INDEX);
             g.op("Gather", &[&flat, &idx], vec![("axis", Attr::Int(0))])
         }),
+        _ => unreachable!("{}", signature::ONLY_PREFILL_DECODE),
     }
 }
 

@@ -47,6 +47,15 @@ impl ModelProfile for Profile {
     /// Checks the profile's bounds against a model: the patches it needs must stay within
     /// [`ModelConfig::max_patches`].
     fn check_against(&self, model: &ModelConfig) -> Result<()> {
+        if self.family.is_some() {
+            return Err(Error::Profile {
+                message: format!(
+                    "profile {:?}: a Toto 1.0 profile has no `family:` settings (its bounds and `buckets` say \
+                     everything): remove them",
+                    self.name
+                ),
+            });
+        }
         if let Some(b) = self.decode_block {
             return Err(Error::Profile {
                 message: format!(
@@ -135,6 +144,20 @@ mod tests {
         let e = set.check_against(&model).unwrap_err().to_string();
         assert!(e.contains("`long`") && e.contains("8193") && e.contains("8192"), "{e}");
         ProfileSet::from_yaml(GOOD, "x.yaml").unwrap().check_against(&model).unwrap();
+    }
+
+    #[test]
+    fn a_family_section_is_refused_naming_it() {
+        let model = super::super::checkpoint::tests::tiny_config(16);
+        let text = GOOD.replace("    samples: 16\n", "    samples: 16\n    family:\n      window: 64\n");
+        let set = ProfileSet::from_yaml(&text, "x.yaml").unwrap();
+        assert_eq!(set.profiles[1].family, Some(serde_json::json!({"window": 64})));
+        let e = set.check_against(&model).unwrap_err().to_string();
+        assert!(e.contains("\"b-2_x\"") && e.contains("`family:`") && e.contains("remove them"), "{e}");
+        // a section that is no mapping is refused when the file is read, at its line
+        let text = GOOD.replace("    samples: 16\n", "    samples: 16\n    family: 3\n");
+        let e = ProfileSet::from_yaml(&text, "x.yaml").unwrap_err().to_string();
+        assert!(e.starts_with("x.yaml: line 14: profiles[1].family must be a mapping"), "{e}");
     }
 
     /// The shipped profile files parse and fit the models they are meant for.

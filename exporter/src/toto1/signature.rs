@@ -28,6 +28,23 @@ use serde::{Deserialize, Serialize};
 
 use super::config::ModelConfig;
 // The shared types the contract is written in, re-exported so 1.0 code reads `signature::X` for all of it.
+/// What the arms no Toto 1.0 graph reaches say: its buckets are prefill or decode, the kinds [`check_kind`] lets
+/// through where a manifest is read (the other kinds of [`GraphKind`] are other families').
+pub const ONLY_PREFILL_DECODE: &str = "Toto 1.0 graphs are prefill or decode graphs (check_kind)";
+
+/// A Toto 1.0 bucket's kind must be prefill or decode.
+pub fn check_kind(kind: GraphKind) -> crate::error::Result<()> {
+    if GraphKind::PREFILL_DECODE.contains(&kind) {
+        return Ok(());
+    }
+    Err(crate::error::Error::Config {
+        message: format!(
+            "a Toto 1.0 bucket of kind {:?}: its graphs are prefill or decode graphs",
+            kind.as_str()
+        ),
+    })
+}
+
 pub use crate::signature::{
     k_cache, v_cache, DType, Dim, DynSig, GraphKind, IoTypes, Precision, TensorSig, ROWS, SLOTS,
 };
@@ -80,6 +97,7 @@ pub fn time_mask(d: &GraphDims, mask: DType) -> TensorSig {
     let shape = match d.kind {
         GraphKind::Prefill => vec![d.slots, d.slots],
         GraphKind::Decode => vec![d.rows, d.slots],
+        _ => unreachable!("{ONLY_PREFILL_DECODE}"),
     };
     TensorSig::new(TIME_MASK, mask, &shape)
 }
@@ -139,6 +157,7 @@ impl GraphDims {
         match self.kind {
             GraphKind::Prefill => self.slots,
             GraphKind::Decode => 1,
+            _ => unreachable!("{ONLY_PREFILL_DECODE}"),
         }
     }
 
@@ -179,6 +198,7 @@ pub fn inputs(d: &GraphDims, io: IoTypes) -> Vec<TensorSig> {
                 v.push(TensorSig::new(v_cache(i, false), float, &d.cache_shape()));
             }
         }
+        _ => unreachable!("{ONLY_PREFILL_DECODE}"),
     }
     v
 }

@@ -184,7 +184,11 @@ impl Toto2Checkpoint {
                 .collect();
             sha256_bytes(lines.as_bytes())
         });
-        CheckpointInfo { safetensors_sha256: weights.clone(), config_sha256: self.config_sha256.clone() }
+        CheckpointInfo {
+            safetensors_sha256: weights.clone(),
+            config_sha256: self.config_sha256.clone(),
+            tokenizer: None,
+        }
     }
 
     /// The tensor `name` (a checkpoint path such as `transformer.layers.0.attn.in_proj.weight`).

@@ -36,6 +36,13 @@ pub fn check_profile(profile: &Profile, cfg: &Toto2Config) -> Result<()> {
             profile.samples
         ));
     }
+    if profile.family.is_some() {
+        return bad(
+            "a Toto 2.0 profile has no `family:` settings (its bounds and `decode_block` say everything): \
+                    remove them"
+                .into(),
+        );
+    }
     if profile.buckets.is_some() {
         return bad(
             "`buckets` lists Toto 1.0 prefill/decode buckets; a Toto 2.0 profile uses the default ladder \
@@ -140,6 +147,7 @@ mod tests {
             samples: 0,
             buckets: None,
             decode_block: block,
+            family: None,
         }
     }
 
@@ -170,6 +178,8 @@ mod tests {
         assert!(s.contains("samples: 8") && s.contains("remove it"), "{s}");
         assert!(e(profile(1, 1, 512, 64, Some(100))).contains("multiple of the patch size 32"));
         assert!(e(profile(1, 1, 16, 64, None)).contains("at least one patch"));
+        let s = e(Profile { family: Some(serde_json::json!({"window": 8})), ..profile(1, 1, 512, 64, None) });
+        assert!(s.contains("`family:`") && s.contains("remove them"), "{s}");
     }
 
     #[test]

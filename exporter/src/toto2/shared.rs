@@ -145,6 +145,7 @@ mod tests {
             samples: 0,
             buckets: None,
             decode_block,
+            family: None,
         };
         let l = ladder(&profile, &cfg).unwrap();
         assert!(l.len() > 4, "the ladder should vary rows and context: {l:?}");

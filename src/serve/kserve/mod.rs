@@ -16,17 +16,22 @@
 //!
 //! Sizes from the client (shapes, `binary_data_size`, the header length) are checked with checked arithmetic
 //! against the data actually sent before anything is allocated for them: a declared count never allocates more
-//! than the body holds.
+//! than the body holds. The JSON is decoded [`engines::bounded`]: what it builds (tensor data first) is charged
+//! to the caller's meter as it is built, and every list stops at what this model can take ([`MAX_INPUTS`]
+//! inputs, [`MAX_OUTPUTS`] outputs, [`MAX_DIMS`] dimensions, [`MAX_PARAMETERS`] parameters of at most
+//! [`MAX_NAME`]-byte names and [`MAX_TEXT`]-byte strings) before one entry too many is built.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
+use engines::bounded::{Meter, Tally, VALUE_BYTES};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::ServeError;
-use super::jsonscan::{NEG_INF_MARK, POS_INF_MARK};
+use wire::{parse_json, FlatData, WireRequest};
+
+mod wire;
 
 /// Every datatype the protocol defines (an unknown name is a different error from an unsupported one).
 pub const DATATYPES: [&str; 14] = [
@@ -36,6 +41,19 @@ pub const DATATYPES: [&str; 14] = [
 
 /// The header naming the JSON part's length in a binary-extension body.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// Inputs a request may name: this model's four (target, id_mask, lengths, quantile_levels).
+pub const MAX_INPUTS: usize = 4;
+/// Outputs a request may ask for: this model's four, a name given twice included (refused by name later).
+pub const MAX_OUTPUTS: usize = 8;
+/// Dimensions of a shape (this model's tensors have at most 3).
+pub const MAX_DIMS: usize = 16;
+/// Parameters of a request (this model takes 6), or of one tensor.
+pub const MAX_PARAMETERS: usize = 16;
+/// Bytes of a parameter's name.
+pub const MAX_NAME: usize = 128;
+/// Bytes of a string parameter.
+pub const MAX_TEXT: usize = 1024;
 
 /// A request or output parameter: the protocol allows strings, numbers and booleans.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,158 +162,6 @@ fn bad(msg: impl Into<String>) -> ServeError {
     ServeError::BadRequest(msg.into())
 }
 
-// --- request JSON as written
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireRequest {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
-    inputs: Vec<WireInput>,
-    #[serde(default)]
-    outputs: Option<Vec<WireOutput>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireInput {
-    name: String,
-    datatype: String,
-    shape: Vec<i64>,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
-    #[serde(default)]
-    data: Option<FlatData>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireOutput {
-    name: String,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
-}
-
-/// JSON tensor data, flat or nested, flattened row-major into f64 with NaN for `null` (and the `NaN` token) and
-/// ±inf for the `±Infinity` tokens ([`super::jsonscan`]'s markers). f64 holds every FP32 value and every INT64 up to 2^53 exactly.
-struct FlatData(Vec<f64>);
-
-impl<'de> Deserialize<'de> for FlatData {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut out = Vec::new();
-        FlatSeed(&mut out).deserialize(d)?;
-        Ok(FlatData(out))
-    }
-}
-
-/// Appends the elements of one (possibly nested) array. serde_json's recursion limit bounds the nesting.
-struct FlatSeed<'a>(&'a mut Vec<f64>);
-
-impl<'de> DeserializeSeed<'de> for FlatSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FlatSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("numbers or null, in a flat or nested array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if let Some(n) = seq.size_hint() {
-            self.0.reserve(n);
-        }
-        while seq.next_element_seed(FlatSeed(self.0))?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        self.0.push(v);
-        Ok(())
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        self.0.push(v as f64);
-        Ok(())
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        self.0.push(v as f64);
-        Ok(())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.0.push(f64::NAN);
-        Ok(())
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Err(E::custom("tensor data holds a boolean; totoc's tensors are FP32 or INT64 numbers"))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        match v {
-            POS_INF_MARK => {
-                self.0.push(f64::INFINITY);
-                return Ok(());
-            }
-            NEG_INF_MARK => {
-                self.0.push(f64::NEG_INFINITY);
-                return Ok(());
-            }
-            _ => {}
-        }
-        Err(E::custom(
-            "tensor data holds a string; totoc's tensors are FP32 or INT64 numbers (null = missing)",
-        ))
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(de::Error::custom("tensor data holds an object; send numbers in a flat or nested array"))
-    }
-}
-
-/// Reads the JSON object of a request, with the NaN hint the CLI gives too (Python's `json.dumps` writes NaN).
-fn parse_json<T: for<'de> Deserialize<'de>>(json: &[u8]) -> Result<T, ServeError> {
-    serde_json::from_slice(json).map_err(|e| {
-        let text = String::from_utf8_lossy(json);
-        let line = text.lines().nth(e.line().saturating_sub(1)).unwrap_or("");
-        let rest = line.get(e.column().saturating_sub(1)..).unwrap_or("");
-        let rest = rest.trim_start_matches(['-', '+']);
-        if rest.starts_with("NaN") || rest.starts_with("Infinity") {
-            bad(format!(
-                "request JSON: {e}: NaN/Infinity are not JSON; they are read only as elements of an input's \
-                 `data` (NaN = a missing point, like null)"
-            ))
-        } else {
-            bad(format!("request JSON: {e}"))
-        }
-    })
-}
-
-fn param_from_json(key: &str, v: &Value) -> Result<Param, ServeError> {
-    match v {
-        Value::Bool(b) => Ok(Param::Bool(*b)),
-        Value::String(s) => Ok(Param::Str(s.clone())),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Ok(Param::Int(i)),
-            None => Ok(Param::Float(n.as_f64().unwrap_or(f64::NAN))),
-        },
-        _ => Err(bad(format!("parameter `{key}` is {v}; parameters are strings, numbers or booleans"))),
-    }
-}
-
-fn params_from_json(map: Option<Map<String, Value>>) -> Result<BTreeMap<String, Param>, ServeError> {
-    map.unwrap_or_default().iter().map(|(k, v)| Ok((k.clone(), param_from_json(k, v)?))).collect()
-}
-
 /// Checks a declared datatype against the ones totoc reads.
 pub fn check_datatype(input: &str, datatype: &str) -> Result<(), ServeError> {
     match datatype {
@@ -376,8 +242,13 @@ pub fn byte_size(input: &str, shape: &[usize], count: usize, datatype: &str) -> 
 }
 
 /// Decodes a REST inference request body. `header_length` is the `Inference-Header-Content-Length` header
-/// (present when the body carries binary tensor data).
-pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferRequest, ServeError> {
+/// (present when the body carries binary tensor data). What the decode builds is charged to `meter` (see the
+/// module docs); a refusal of the meter is a 400 here, its caller knows the real reason.
+pub fn decode_request(
+    body: &[u8],
+    header_length: Option<&str>,
+    meter: &dyn Meter,
+) -> Result<InferRequest, ServeError> {
     let json_len = match header_length {
         None => body.len(),
         Some(h) => {
@@ -396,21 +267,23 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
     };
     let (json, mut binary) = body.split_at(json_len);
     let rewritten = super::jsonscan::rewrite(json).map_err(|e| bad(format!("request JSON: {e}")))?;
-    let wire: WireRequest = parse_json(rewritten.as_deref().unwrap_or(json))?;
-    let mut parameters = params_from_json(wire.parameters)?;
+    let tally = Tally::new(meter, &[]);
+    let wire: WireRequest = parse_json(rewritten.as_deref().unwrap_or(json), &tally)?;
+    drop(rewritten);
+    let mut parameters = wire.parameters.map_or_else(BTreeMap::new, |p| p.0);
     let binary_data_output = match parameters.remove("binary_data_output") {
         None => false,
         Some(Param::Bool(b)) => b,
         Some(p) => return Err(bad(format!("parameter `binary_data_output` is {p}; it is a boolean"))),
     };
-    let mut inputs = Vec::with_capacity(wire.inputs.len());
-    for input in wire.inputs {
+    let mut inputs = Vec::with_capacity(wire.inputs.0.len());
+    for input in wire.inputs.0 {
         let name = input.name;
         check_datatype(&name, &input.datatype)?;
-        let (shape, count) = element_count(&name, &input.shape)?;
+        let (shape, count) = element_count(&name, &input.shape.0)?;
         let mut binary_size = None;
-        for (k, v) in input.parameters.unwrap_or_default() {
-            match (k.as_str(), param_from_json(&k, &v)?) {
+        for (k, v) in input.parameters.map_or_else(BTreeMap::new, |p| p.0) {
+            match (k.as_str(), v) {
                 ("binary_data_size", Param::Int(n)) if n >= 0 => binary_size = Some(n as u64),
                 ("binary_data_size", p) => {
                     return Err(bad(format!("input `{name}`: binary_data_size is {p}; it is a byte count")))
@@ -469,6 +342,8 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
                 }
                 let (mine, rest) = binary.split_at(size as usize);
                 binary = rest;
+                // What these values become (typed here, then one series' points each), before they are built.
+                tally.charge((count as u64).saturating_mul(VALUE_BYTES)).map_err(bad)?;
                 typed_from_bytes(&input.datatype, mine)
             }
         };
@@ -483,11 +358,11 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
     let outputs = match wire.outputs {
         None => None,
         Some(outs) => {
-            let mut v = Vec::with_capacity(outs.len());
-            for o in outs {
+            let mut v = Vec::with_capacity(outs.0.len());
+            for o in outs.0 {
                 let mut binary = None;
-                for (k, val) in o.parameters.unwrap_or_default() {
-                    match (k.as_str(), param_from_json(&k, &val)?) {
+                for (k, val) in o.parameters.map_or_else(BTreeMap::new, |p| p.0) {
+                    match (k.as_str(), val) {
                         ("binary_data", Param::Bool(b)) => binary = Some(b),
                         ("class_count", Param::Int(0)) => {}
                         ("class_count", _) => {
@@ -509,6 +384,7 @@ pub fn decode_request(body: &[u8], header_length: Option<&str>) -> Result<InferR
             Some(v)
         }
     };
+    tally.flush().map_err(bad)?;
     Ok(InferRequest { id: wire.id, parameters, inputs, outputs, binary_data_output })
 }
 
@@ -595,7 +471,7 @@ mod tests {
             "inputs": [{"name": "target", "datatype": "FP32", "shape": [2, 3], "data": [[1, null, 3.5], [4, 5, 6]]},
                        {"name": "id_mask", "datatype": "INT64", "shape": [2], "data": [0, 1]}],
             "outputs": [{"name": "mean", "parameters": {"binary_data": true}}]}"#;
-        let r = decode_request(body, None).unwrap();
+        let r = decode_request(body, None, &engines::bounded::Unmetered).unwrap();
         assert_eq!(r.id.as_deref(), Some("r1"));
         assert_eq!(r.parameters["horizon"], Param::Int(4));
         assert_eq!(r.parameters["strict_context"], Param::Bool(true));
@@ -619,7 +495,7 @@ mod tests {
         let mut body = header.to_vec();
         body.extend(f32_bytes(&[1.0, f32::NAN, 3.0]));
         body.extend(i64_bytes(&[2]));
-        let r = decode_request(&body, Some(&header.len().to_string())).unwrap();
+        let r = decode_request(&body, Some(&header.len().to_string()), &engines::bounded::Unmetered).unwrap();
         assert!(r.binary_data_output);
         let TensorData::Fp32(t) = &r.inputs[0].data else { panic!() };
         assert!(t[0] == 1.0 && t[1].is_nan() && t[2] == 3.0);
@@ -629,7 +505,9 @@ mod tests {
 
     #[test]
     fn malformed_requests_say_what_is_wrong() {
-        let h = |json: &str| decode_request(json.as_bytes(), None).unwrap_err().to_string();
+        let h = |json: &str| {
+            decode_request(json.as_bytes(), None, &engines::bounded::Unmetered).unwrap_err().to_string()
+        };
         let input = |rest: &str| format!(r#"{{"inputs": [{{"name": "target", {rest}}}]}}"#);
         let cases = [
             ("{", "request JSON: EOF".to_string()),
@@ -684,10 +562,12 @@ mod tests {
     #[test]
     fn nan_and_infinity_tokens_are_read_in_tensor_data_only() {
         let body = br#"{"inputs": [{"name": "target", "datatype": "FP32", "shape": [1, 4], "data": [[1, NaN, Infinity, -Infinity]]}]}"#;
-        let r = decode_request(body, None).unwrap();
+        let r = decode_request(body, None, &engines::bounded::Unmetered).unwrap();
         let TensorData::Fp32(t) = &r.inputs[0].data else { panic!() };
         assert!(t[0] == 1.0 && t[1].is_nan() && t[2] == f32::INFINITY && t[3] == f32::NEG_INFINITY, "{t:?}");
-        let e = decode_request(br#"{"id": NaN, "inputs": []}"#, None).unwrap_err().to_string();
+        let e = decode_request(br#"{"id": NaN, "inputs": []}"#, None, &engines::bounded::Unmetered)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("NaN/Infinity are not JSON"), "{e}");
     }
 
@@ -698,8 +578,13 @@ mod tests {
             let header = format!(
                 r#"{{"inputs": [{{"name": "target", "datatype": "{dt}", "shape": {shape}, "parameters": {{"binary_data_size": 0}}}}]}}"#
             );
-            let e =
-                decode_request(header.as_bytes(), Some(&header.len().to_string())).unwrap_err().to_string();
+            let e = decode_request(
+                header.as_bytes(),
+                Some(&header.len().to_string()),
+                &engines::bounded::Unmetered,
+            )
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("more bytes than fit in memory"), "{e}");
         }
     }
@@ -711,14 +596,14 @@ mod tests {
         let with = |extra: &[u8]| {
             let mut b = header.to_vec();
             b.extend_from_slice(extra);
-            decode_request(&b, Some(&n)).map(|_| ()).map_err(|e| e.to_string())
+            decode_request(&b, Some(&n), &engines::bounded::Unmetered).map(|_| ()).map_err(|e| e.to_string())
         };
         assert!(with(&[0; 8]).is_ok());
         assert!(with(&[0; 4]).unwrap_err().contains("only 4 bytes of binary data are left"));
         assert!(with(&[0; 12]).unwrap_err().contains("4 bytes of binary data follow"));
-        let e = decode_request(header, Some("999")).unwrap_err().to_string();
+        let e = decode_request(header, Some("999"), &engines::bounded::Unmetered).unwrap_err().to_string();
         assert!(e.contains("the body has only"), "{e}");
-        let e = decode_request(header, Some("x1")).unwrap_err().to_string();
+        let e = decode_request(header, Some("x1"), &engines::bounded::Unmetered).unwrap_err().to_string();
         assert!(e.contains("not a byte count"), "{e}");
     }
 
