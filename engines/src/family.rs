@@ -53,14 +53,17 @@ impl EngineInfo {
     /// than a limit of 0.
     pub fn request_limits(&self) -> crate::request::Limits {
         let shape = crate::request::RequestShape::of(self.model.capabilities());
+        let max_horizon = self.limits.max_horizon;
         if self.model.capabilities().samples {
-            crate::request::Limits {
-                max_samples: self.limits.max_samples,
-                quantiles_without_samples: false,
-                shape,
-            }
+            let max_samples = self.limits.max_samples;
+            crate::request::Limits { max_samples, quantiles_without_samples: false, shape, max_horizon }
         } else {
-            crate::request::Limits { max_samples: usize::MAX, quantiles_without_samples: true, shape }
+            crate::request::Limits {
+                max_samples: usize::MAX,
+                quantiles_without_samples: true,
+                shape,
+                max_horizon,
+            }
         }
     }
 }

@@ -222,11 +222,33 @@ pub struct Limits {
     pub quantiles_without_samples: bool,
     /// What the family's requests may hold (default: unnamed variates, missing points allowed, nothing else).
     pub shape: RequestShape,
+    /// The most forecast steps the engine serves (admission refuses more): a reader builds no more forecast
+    /// timestamps than this for a family that reads them.
+    pub max_horizon: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_samples: usize::MAX, quantiles_without_samples: false, shape: RequestShape::default() }
+        Limits {
+            max_samples: usize::MAX,
+            quantiles_without_samples: false,
+            shape: RequestShape::default(),
+            max_horizon: usize::MAX,
+        }
+    }
+}
+
+impl Limits {
+    /// `horizon` against [`Limits::max_horizon`], with admission's error.
+    pub fn check_horizon(&self, horizon: usize, at: &str) -> Result<()> {
+        match horizon > self.max_horizon {
+            true => Err(Error::Limit {
+                at: at.to_string(),
+                what: format!("horizon {horizon}"),
+                limit: self.max_horizon,
+            }),
+            false => Ok(()),
+        }
     }
 }
 

@@ -99,10 +99,12 @@ impl<'a> Rows<'a> {
             .zip(responses)
             .map(|(s, r)| {
                 let horizon = r.point().first().map_or(0, Vec::len);
-                match &s.time {
-                    None => Ok(None),
+                match (&s.future, &s.time) {
+                    // given by the request (its count is the horizon: checked when it was read)
+                    (Some(given), _) => Ok(Some(given.clone())),
+                    (None, None) => Ok(None),
                     // Checked when the series was read (`series::check_future`).
-                    Some(axis) => {
+                    (None, Some(axis)) => {
                         axis.future(horizon).map(Some).ok_or_else(|| super::series::no_future(&s.at))
                     }
                 }

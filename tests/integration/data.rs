@@ -470,3 +470,39 @@ fn a_10000_point_series_forecasts_like_its_last_512_points() {
     let err = String::from_utf8_lossy(&long.stderr);
     assert!(err.contains("horizon 33 exceed this engine's limit of 32"), "{err}");
 }
+
+/// The fields only some families take (issue 34's request seam) are refused by a Toto engine, naming each field
+/// and its reason, from a table's command line and from a JSON request alike; nothing is written.
+#[test]
+fn fields_a_toto_engine_does_not_take_are_refused_by_name() {
+    let table = "unique_id,ds,y\na,2024-01-01,1\na,2024-01-02,2\na,2024-01-03,3\n";
+    let title = exporter::registry::Family::Toto1.capabilities().title;
+    let sampling =
+        format!("is not a field {title} takes: it draws its sample paths from the distribution it predicts");
+    let cases: Vec<(&str, String, Vec<&str>, String)> = vec![
+        ("t.csv", table.into(), vec!["--samples", "4", "--temperature", "0.7"], format!("`temperature` {sampling}")),
+        ("t.csv", table.into(), vec!["--samples", "4", "--top-k", "5"], format!("`top_k` {sampling}")),
+        ("t.csv", table.into(), vec!["--samples", "4", "--top-p", "0.9"], format!("`top_p` {sampling}")),
+        (
+            "t.csv",
+            table.into(),
+            vec!["--param", "clip=5"],
+            format!("`params.clip` is not a field {title} takes: it takes no parameters; remove it"),
+        ),
+        (
+            "r.json",
+            r#"{"target": [[1, 2, 3]], "horizon": 2, "columns": ["close"]}"#.into(),
+            vec![],
+            format!("FILE: `columns` is not a field {title} takes: its variates are unnamed rows of `target`"),
+        ),
+        (
+            "r.json",
+            r#"{"target": [[1, 2]], "horizon": 1, "timestamps": ["2024-01-01", "2024-01-02"], "future_timestamps": ["2024-01-03"]}"#.into(),
+            vec![],
+            format!("FILE: `future_timestamps` is not a field {title} takes: it does not read timestamps"),
+        ),
+    ];
+    for (name, body, extra, want) in cases {
+        assert_refused(name, &body, &extra, &want);
+    }
+}

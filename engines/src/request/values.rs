@@ -95,14 +95,22 @@ impl TargetValues {
         }
     }
 
+    /// The values in f64, `NaN` = missing (f32 input widened exactly).
+    pub fn into_f64(self) -> Wide {
+        match self {
+            TargetValues::F32(v) => {
+                v.iter().map(|row| row.iter().map(|x| x.map_or(f64::NAN, f64::from)).collect()).collect()
+            }
+            TargetValues::F64(v) => v,
+        }
+    }
+
     /// The f32 points (`None` = missing) and, when `keep_f64`, the values in f64 (`NaN` = missing; f32 input
     /// widened exactly).
     pub fn split(self, keep_f64: bool) -> (Points, Option<Wide>) {
         match self {
             TargetValues::F32(v) => {
-                let wide = keep_f64.then(|| {
-                    v.iter().map(|row| row.iter().map(|x| x.map_or(f64::NAN, f64::from)).collect()).collect()
-                });
+                let wide = keep_f64.then(|| TargetValues::F32(v.clone()).into_f64());
                 (v, wide)
             }
             TargetValues::F64(v) => {

@@ -104,6 +104,7 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
                 at: id.to_string(),
                 target_names: vec!["y".into()],
                 time,
+                future: None,
             });
             let h = w.horizon;
             let point = vec![f.point.iter().map(|&x| x as f32).collect()];

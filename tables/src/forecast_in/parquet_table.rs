@@ -7,7 +7,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::super::error::{DataError, Loc, Result};
-use super::super::parquet_in::{integers, numbers, stamps, text_values, Ids};
+use super::super::parquet_in::{integers, numbers_f32, stamps, text_values, Ids};
 use super::super::series::IdRef;
 use super::super::timestamps::EpochUnit;
 use super::super::Columns;
@@ -87,11 +87,11 @@ pub(super) fn parquet_rows(
             None => None,
         };
         let (pi, pname) = roles.point;
-        let point = numbers(batch.column(slot(pi)), pname, source, first_row)?;
+        let point = numbers_f32(batch.column(slot(pi)), pname, source, first_row)?;
         let quantiles: Vec<Vec<Option<f32>>> = roles
             .quantiles
             .iter()
-            .map(|&(i, _)| numbers(batch.column(slot(i)), &names[i], source, first_row))
+            .map(|&(i, _)| numbers_f32(batch.column(slot(i)), &names[i], source, first_row))
             .collect::<Result<_>>()?;
         for (r, step) in steps.into_iter().enumerate() {
             let null = |column: &str| {
