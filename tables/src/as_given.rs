@@ -256,6 +256,37 @@ mod tests {
         assert!(s[0].time.is_some());
     }
 
+    /// A family that derives an absent column gets the values as parsed, in f64, from a table too.
+    #[test]
+    fn a_derived_column_gets_the_values_as_parsed() {
+        const DERIVES: &[InputColumn] = &[
+            InputColumn { name: "open", derived_when_absent: None },
+            InputColumn { name: "close", derived_when_absent: None },
+            InputColumn { name: "amount", derived_when_absent: Some("open × close") },
+        ];
+        let limits =
+            Limits { shape: RequestShape { columns: Some(DERIVES), ..shape() }, ..Limits::default() };
+        let table =
+            "ds,open,close,note\n2024-01-01,0.1,100.3,x\n2024-01-02,0.2,100.7,y\n2024-01-03,0.3,101.1,z\n";
+        let o = Overrides { horizon: Some(1), ..Overrides::default() };
+        let opts = super::super::ReadOptions::default();
+        let d = super::super::parse(
+            table.as_bytes().to_vec(),
+            super::super::Format::Csv,
+            "t.csv",
+            &opts,
+            &o,
+            &limits,
+        )
+        .unwrap();
+        let r = &d.series[0].request;
+        assert_eq!(r.columns, vec!["open", "close"]);
+        assert_eq!(r.target_f64.as_ref().unwrap()[0], vec![0.1, 0.2, 0.3]);
+        assert_eq!(r.target_f64.as_ref().unwrap()[1], vec![100.3, 100.7, 101.1]);
+        assert_eq!(r.target[0], vec![Some(0.1f32), Some(0.2), Some(0.3)]);
+        assert_eq!(d.series[0].target_names, vec!["open", "close"]);
+    }
+
     #[test]
     fn duplicates_and_missing_values_are_refused_naming_the_rows() {
         let e = assemble_rows(&[
