@@ -3,24 +3,26 @@
 # two totoc binaries, on the same engines, and diffs what they wrote: a change to the shared request / tables seam
 # must leave every output of the existing families byte-identical.
 #
-#   scripts/forecast-outputs-diff.sh BEFORE_TOTOC AFTER_TOTOC WORKDIR [IGNORE_JQ]
+#   scripts/forecast-outputs-diff.sh BEFORE_TOTOC AFTER_TOTOC WORKDIR [--without-model]
 #
 # BEFORE_TOTOC builds the engines (a tiny Toto 1.0 engine with its golden cases, the trained Toto 2.0 4m engine);
 # each binary then writes, per input file and flag set, stdout, stderr (without the timing summary line, which
 # varies) and the exit status into WORKDIR/before and WORKDIR/after; the script prints `diff -r` of the two and
-# exits 1 when they differ. IGNORE_JQ, when given, is a jq filter applied to every JSON / JSON Lines output of
-# BOTH runs before the diff (e.g. 'del(.model)' to compare everything but a field a commit adds on purpose); CSV and
-# Parquet outputs are compared as written either way. Needs TOTOC_ORT_LIB (or --ort-lib defaults) and, for
-# Parquet, python3 with pyarrow only when IGNORE_JQ is used (not needed otherwise: files are compared as bytes).
+# exits 1 when they differ. Outputs are compared as written (bytes), unless --without-model: then the `model`
+# field / column the forecast outputs gained in response format 5 (and only it) is taken out of both runs' outputs
+# before the diff — JSON Lines through jq, CSV through python3's csv module, Parquet decoded (schema, metadata,
+# rows) by PYARROW_PYTHON (default ~/.cache/totoc/data-venv/bin/python) — so everything else must be identical.
+# Needs TOTOC_ORT_LIB (or the --ort-lib default).
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  sed -n 2,14p "$0" >&2
+  sed -n 2,15p "$0" >&2
   exit 2
 fi
 before=$(realpath "$1")
 after=$(realpath "$2")
 work=$(realpath -m "$3")
-ignore=${4:-}
+strip=${4:-}
+pyarrow=${PYARROW_PYTHON:-$HOME/.cache/totoc/data-venv/bin/python}
 root=$(cd "$(dirname "$0")/.." && pwd)
 data="$root/tests/fixtures/data"
 mkdir -p "$work"
@@ -64,6 +66,32 @@ for f in "$data"/*.csv "$data"/*.parquet "$data"/*.jsonl "$requests"; do
   cases+=("toto1-$b-strict|toto1|$f|--horizon 3 --strict-context --output-format jsonl")
 done
 
+# Takes the `model` field / column out of one output (see the usage).
+without_model() {
+  local out=$1 flags=$2
+  case "$flags" in
+    *jsonl*) jq -c 'del(.model)' "$out" >"$out.kept" ;;
+    *csv*) python3 -c '
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+keep = [i for i, n in enumerate(rows[0]) if n != "model"]
+w = csv.writer(sys.stdout, lineterminator="\n")
+for r in rows:
+    w.writerow([r[i] for i in keep])' "$out" >"$out.kept" ;;
+    *parquet*) "$pyarrow" -c '
+import sys, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+if "model" in t.column_names:
+    t = t.drop(["model"])
+print(t.schema.remove_metadata(), dict(t.schema.metadata or {}))
+meta = pq.read_metadata(sys.argv[1]).metadata or {}
+print({k: v for k, v in meta.items() if k != b"ARROW:schema"})  # the Arrow schema is printed above, decoded
+for r in t.to_pylist():
+    print(r)' "$out" >"$out.kept" ;;
+  esac
+  mv "$out.kept" "$out"
+}
+
 run_all() {
   local bin=$1 out=$2
   rm -rf "$out"
@@ -78,8 +106,8 @@ run_all() {
     set -e
     grep -v '^forecast [0-9]* series' "$dest.err" >"$dest.err.kept" || true
     mv "$dest.err.kept" "$dest.err"
-    if [ -n "$ignore" ] && [[ "$flags" == *jsonl* ]] && [ -s "$dest.out" ]; then
-      jq -c "$ignore" "$dest.out" >"$dest.out.kept" && mv "$dest.out.kept" "$dest.out"
+    if [ "$strip" = --without-model ] && [ -s "$dest.out" ]; then
+      without_model "$dest.out" "$flags"
     fi
   done
   for e in toto1 toto2; do

@@ -83,8 +83,8 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{note}");
     }
     let write_start = Instant::now();
-    let point = engine.info().model.point_forecast();
-    let bytes = write::to_bytes(&dataset, &responses, out_format, point)?;
+    let (point, model) = (engine.info().model.point_forecast(), engine.info().model.as_str());
+    let bytes = write::to_bytes(&dataset, &responses, out_format, point, Some(model))?;
     write::emit(&output, out_format, &bytes)?;
     let write_time = write_start.elapsed();
 

@@ -34,6 +34,7 @@ pub(super) fn parquet_rows(
         .into_iter()
         .chain([roles.time, roles.point.0])
         .chain(roles.target_name)
+        .chain(roles.model)
         .chain(roles.quantiles.iter().map(|&(i, _)| i))
         .collect();
     wanted.sort_unstable();
@@ -86,6 +87,16 @@ pub(super) fn parquet_rows(
             })?),
             None => None,
         };
+        let models = match roles.model {
+            Some(i) => Some(text_values(batch.column(slot(i))).ok_or_else(|| {
+                DataError::input(
+                    source,
+                    "column `model` does not hold text",
+                    "give a table written by totoc forecast",
+                )
+            })?),
+            None => None,
+        };
         let (pi, pname) = roles.point;
         let point = numbers_f32(batch.column(slot(pi)), pname, source, first_row)?;
         let quantiles: Vec<Vec<Option<f32>>> = roles
@@ -117,6 +128,7 @@ pub(super) fn parquet_rows(
                 id,
                 step,
                 variate,
+                model: models.as_ref().and_then(|m| m[r]).map(str::to_string),
                 point: point[r].ok_or_else(|| null(pname))?,
                 quantiles: quantiles.iter().map(|q| q[r]).collect(),
             });
