@@ -1,4 +1,5 @@
 //! Command-line flags (clap derive). Validation that needs files happens in `cmd/`.
+//! long-file: every subcommand's flags and their help text in one place, the one definition clap reads.
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -90,13 +91,23 @@ pub enum BundleCommand {
         json: bool,
     },
     /// Print what a bundle holds: model config, profiles and buckets with the memory each needs, precision,
-    /// target, file sizes and hashes.
+    /// target, file sizes and hashes; for an engine, with --measure-rates, each graph's speed (what `totoc
+    /// serve` measures at warm-up and its cost estimates use).
     Info {
         /// Export or engine bundle directory.
         dir: PathBuf,
         /// Print it as JSON (format `totoc-bundle-info/1`, see docs/formats.md).
         #[arg(long)]
         json: bool,
+        /// Engines: load the engine and time every graph as `totoc serve` does at warm-up (seconds per run and
+        /// per row-step, the median of a few runs on placeholder inputs).
+        #[arg(long)]
+        measure_rates: bool,
+        /// CPU intra-op threads for --measure-rates (default: the engine's recorded count, else physical cores).
+        #[arg(long, requires = "measure_rates")]
+        threads: Option<usize>,
+        #[command(flatten)]
+        ort: OrtArgs,
     },
 }
 
@@ -576,6 +587,41 @@ pub enum BenchCommand {
     /// Load-test `totoc serve` on loopback: N concurrent clients for T seconds per phase; throughput, latency,
     /// batch occupancy, errors, server RSS, and the server's overhead over the engine's own compute time.
     Serve(BenchServeArgs),
+    /// The cost model against the clock: the engine's graph rates measured at warm-up, each request's estimate
+    /// (graph runs, row-steps, seconds), whether `totoc serve` would admit it within --deadline-s, and the time
+    /// an admitted one takes alone; exits 1 if one took more than 2× its estimate.
+    Cost(BenchCostArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchCostArgs {
+    /// Engine bundle directory.
+    #[arg(long)]
+    pub engine: PathBuf,
+    /// A request as SERIESxVARIATESxHORIZONxSAMPLES, e.g. 1x4x336x256 (repeatable; default: a ladder from the
+    /// engine's limits, one series to 16, one variate to all, mean forecasts and all sample paths).
+    #[arg(long = "request", value_name = "SxVxHxN")]
+    pub requests: Vec<String>,
+    /// Context points of every series (default: the engine's longest context).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// The deadline a request is admitted against, in seconds (`totoc serve --request-timeout-ms`'s default).
+    #[arg(long, default_value_t = 30.0)]
+    pub deadline_s: f64,
+    /// Timed runs of each admitted request (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CPU intra-op threads (default: the engine's recorded count, else physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// The engine's memory budget, e.g. 4GiB (default: 80% of this container's or machine's memory).
+    #[arg(long)]
+    pub memory_budget: Option<String>,
+    /// Also write the rates and results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: OrtArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,9 +3,15 @@
 //! forecasts each window ([`run_spec`]), and the per-window forecast table with Nixtla's columns
 //! ([`forecast_table`]: `unique_id`, the timestamp column, `cutoff`, `y`, then per model its point column and its
 //! quantile columns named as utilsforecast expects, [`quantile_column`]).
+//!
+//! Every row of the forecast table and every cutoff is labelled with a timestamp. On a session calendar a
+//! timestamp is a walk of session steps, so the labels are walked once per series, back from its last point to
+//! its earliest cutoff ([`TimeAxis::past`]), and then indexed: `W` windows `S` apart cost `O(W·S)` steps, where
+//! walking from the last point for each row cost `O(W·H·W·S)`.
 
 use tables::axis::TimeAxis;
 use tables::table_out::{Column, Table};
+use tables::timestamps::Stamp;
 use tables::Dataset;
 
 use crate::metrics;
@@ -38,6 +44,37 @@ pub struct Backtest {
     /// Said once when series with timestamps end at different times: their cutoffs are pooled by timestamp, so
     /// windows of the same index from the end fall into different cutoff rows.
     pub warning: Option<String>,
+    /// Per series with timestamps, the timestamps of the positions its windows label, walked once.
+    labels: Vec<Option<Labels>>,
+}
+
+/// The timestamps of one series' positions `from..len` (its earliest cutoff to its last point): `at[k - from]`
+/// is the axis' `at(k - (len - 1))`, `None` outside the range of timestamps.
+struct Labels {
+    from: usize,
+    at: Vec<Option<Stamp>>,
+}
+
+impl Labels {
+    /// Walks `axis` back from the series' last point (position `len - 1`) to position `from` once. The plan bounds
+    /// the walk before anything is allocated: a plan exists only when its windows fit the series, so every cutoff
+    /// is one of its positions (`0 ≤ from < len`) and the walk holds `len - from ≤ len` stamps, at most one per
+    /// grid point the series already holds (its values). `None` for `from ≥ len`, which no plan gives.
+    fn walk(axis: &TimeAxis, from: usize, len: usize) -> Option<Labels> {
+        let n = len.checked_sub(1)?.checked_sub(from)?;
+        let past = axis.past(n);
+        let mut at = Vec::with_capacity(n + 1);
+        // The steps past the range of timestamps are the oldest (TimeAxis::past).
+        at.resize(n - past.len(), None);
+        at.extend(past.into_iter().map(Some));
+        at.push(axis.at(0));
+        Some(Labels { from, at })
+    }
+
+    /// The timestamp of position `k`; `None` when the walk did not reach it.
+    fn get(&self, k: usize) -> Option<Option<Stamp>> {
+        self.at.get(k.checked_sub(self.from)?).copied()
+    }
 }
 
 impl Backtest {
@@ -69,9 +106,23 @@ impl Backtest {
             keep_samples: false,
             chunk: 1,
         };
+        // Asked only by a plan that does not fit, once, for its first cutoff before the series' first point
+        // (`k` = minus the windows' span); walked only when that is within twice the series' points, so a huge
+        // `windows × step` is refused without being walked.
         let plans = plan_all(&series, &probe, &|s, k| {
-            axes[s].as_ref().and_then(|ax: &TimeAxis| ax.at(k)).map(|t| t.to_text())
+            let points = u64::try_from(series[s].values.len()).unwrap_or(u64::MAX);
+            let near = k.unsigned_abs() <= points.saturating_mul(2);
+            axes[s].as_ref().filter(|_| near).and_then(|ax: &TimeAxis| ax.at(k)).map(|t| t.to_text())
         })?;
+        let labels = series
+            .iter()
+            .zip(&axes)
+            .zip(&plans)
+            .map(|((s, axis), plan)| {
+                let from = plan.iter().map(|w| w.cutoff).min()?;
+                Labels::walk(axis.as_ref()?, from, s.values.len())
+            })
+            .collect();
         let values = series.iter().map(score::values_f64).collect();
         let longest =
             series.iter().zip(&axes).filter(|(_, a)| a.is_none()).map(|(s, _)| s.values.len()).max();
@@ -85,6 +136,7 @@ impl Backtest {
             time_name,
             longest: longest.unwrap_or(0),
             warning,
+            labels,
         })
     }
 
@@ -97,15 +149,22 @@ impl Backtest {
     /// the same index from the end share their cutoff, and pool in one cutoff row, as fev and Nixtla pool them.
     /// Series of one length keep their own positions.
     pub fn stamp(&self, s: usize, k: usize) -> String {
-        let len = self.series[s].values.len();
         match &self.axes[s] {
-            Some(a) => i64::try_from(k)
-                .ok()
-                .zip(i64::try_from(len).ok())
-                .and_then(|(k, len)| a.at(k - (len - 1)))
-                .map_or_else(|| k.to_string(), |t| t.to_text()),
-            None => (k + self.longest.saturating_sub(len)).to_string(),
+            Some(_) => self.time(s, k).map_or_else(|| k.to_string(), |t| t.to_text()),
+            None => (k + self.longest.saturating_sub(self.series[s].values.len())).to_string(),
         }
+    }
+
+    /// The timestamp of grid position `k` (0-based) of series `s`: `None` without timestamps, or outside the range
+    /// of timestamps. The positions the windows label were walked once ([`Labels`]); any other is walked from the
+    /// series' last point.
+    pub fn time(&self, s: usize, k: usize) -> Option<Stamp> {
+        let axis = self.axes[s].as_ref()?;
+        if let Some(held) = self.labels[s].as_ref().and_then(|l| l.get(k)) {
+            return held;
+        }
+        let len = i64::try_from(self.series[s].values.len()).ok()?;
+        axis.at(i64::try_from(k).ok()? - (len - 1))
     }
 
     pub fn windows(&self) -> usize {
@@ -288,6 +347,84 @@ mod tests {
         let w = bt.warning.as_deref().unwrap();
         assert!(w.contains("end at different times (a at 1708553600, b at 1710281600)"), "{w}");
         assert!(backtest(&[("a", 100, 1.0), ("b", 100, 3.0)], true).warning.is_none());
+    }
+
+    /// One series `a` of `points` hourly bars on weekdays only (Monday 1 January 2024 on, UTC epochs): its
+    /// session is inferred, so its timestamps are walks of session steps.
+    fn hourly_weekdays(points: usize) -> Dataset {
+        let mut csv = String::from("unique_id,ds,y\n");
+        let weekday = |t: i64| (t.div_euclid(86_400) + 3).rem_euclid(7) < 5; // 1970-01-01 was a Thursday
+        let stamps = (0..).map(|i| 1_704_067_200 + 3_600 * i).filter(|&t| weekday(t)).take(points);
+        for (i, t) in stamps.enumerate() {
+            csv.push_str(&format!("a,{t},{}\n", i % 24));
+        }
+        let o = Overrides { horizon: Some(24), ..Overrides::default() };
+        tables::parse(csv.into_bytes(), Format::Csv, "h.csv", &ReadOptions::default(), &o, &Limits::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn labels_on_a_session_are_the_axis_timestamps_of_every_position() {
+        let bt = Backtest::from_dataset(hourly_weekdays(1_000), WindowSpec::new(5, Some(30), 24)).unwrap();
+        let axis = bt.axes[0].as_ref().unwrap();
+        assert_eq!(axis.calendar_text(), "weekdays Mon–Fri UTC, 1 hour");
+        let len = bt.series[0].values.len();
+        assert_eq!((len, bt.plans[0][0].cutoff), (1_000, 855));
+        // Every position, the labelled ones (855..1000, across a weekend) and the ones before them, is the axis'
+        // own timestamp.
+        for k in (0..len).rev().take(300).chain([0, 1]) {
+            let want = axis.at(k as i64 - (len as i64 - 1)).unwrap();
+            assert_eq!((bt.time(0, k), bt.stamp(0, k)), (Some(want), want.to_text()), "position {k}");
+        }
+        assert_eq!(bt.stamp(0, len - 1), "1709046000"); // Tuesday 27 February 2024 15:00 UTC
+        assert_eq!(bt.stamp(0, 855), "1708354800"); // Monday 19 February 15:00, the first cutoff
+        assert_eq!(bt.stamp(0, 832), "1708099200"); // Friday 16 February 16:00, before the labels: walked
+                                                    // The forecast table's rows carry the same labels.
+        let table = forecast_table(&bt, &[]);
+        assert_eq!(table.rows(), 5 * 24);
+    }
+
+    /// Slot visits of the session walks that label a `windows`-window backtest of an hourly weekday series
+    /// (its forecast table and its cutoffs).
+    fn label_steps(windows: usize) -> u64 {
+        let dataset = hourly_weekdays(2_100);
+        let before = tables::calendar::slots_walked();
+        let bt = Backtest::from_dataset(dataset, WindowSpec::new(windows, None, 24)).unwrap();
+        let table = forecast_table(&bt, &[]);
+        let cutoffs: Vec<String> = bt.plans[0].iter().map(|w| bt.stamp(0, w.cutoff)).collect();
+        assert_eq!((table.rows(), cutoffs.len()), (windows * 24, windows));
+        tables::calendar::slots_walked() - before
+    }
+
+    #[test]
+    fn labelling_a_backtest_walks_the_calendar_linearly_in_its_windows() {
+        // 40 and 80 windows of 24 steps: 960 and 1,920 positions from the first cutoff to the end, walked once
+        // (968 and 1,936 slot visits: a weekend is two). Walking each row's label from the series' last point
+        // visited 504,816 and 2,016,352 slots: 4× for 2× the windows.
+        let (w, w2) = (label_steps(40), label_steps(80));
+        assert!(w2 * 10 <= w * 22, "{w} slot visits for 40 windows, {w2} for 80: not linear");
+        assert!(w <= 2 * 40 * 24 && w2 <= 2 * 80 * 24, "{w}, {w2}: more than two visits per position");
+    }
+
+    #[test]
+    fn a_plan_that_does_not_fit_names_its_cutoff_without_walking_a_huge_span() {
+        let plan = |windows: usize| {
+            let dataset = hourly_weekdays(600);
+            assert_eq!(
+                dataset.series[0].time.as_ref().unwrap().calendar_text(),
+                "weekdays Mon–Fri UTC, 1 hour"
+            );
+            let before = tables::calendar::slots_walked();
+            let e = Backtest::from_dataset(dataset, WindowSpec::new(windows, None, 24)).err().unwrap();
+            (e.to_string(), tables::calendar::slots_walked() - before)
+        };
+        // One window too many (24 fit in 600 points): the first cutoff is named by its timestamp, Friday
+        // 29 December 2023 23:00 UTC, the open hour before Monday 1 January 00:00.
+        let (e, _) = plan(25);
+        assert!(e.contains("grid position -1 (1703890800, before the series' first point)"), "{e}");
+        // 10^15 windows: a span of 2.4e16 steps, not walked (a walk from the series' end would take years).
+        let (e, steps) = plan(1_000_000_000_000_000);
+        assert!(e.contains("(before the series' first point)") && steps == 0, "{steps} steps: {e}");
     }
 
     #[test]

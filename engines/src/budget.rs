@@ -9,6 +9,7 @@
 //! [`Engine::check_size`]: crate::engine::Engine::check_size
 
 use crate::error::{Error, Result};
+use crate::request::ForecastRequest;
 
 /// The counts of a request, known before its series are built: `series` series of (at most) `variates`
 /// variates, `context` points, `horizon` steps, `samples` paths and `quantiles` levels each.
@@ -23,6 +24,19 @@ pub struct RequestSize {
 }
 
 impl RequestSize {
+    /// The counts of one built request (one series; its context as it stands, so after admission the context
+    /// the engine keeps).
+    pub fn of(req: &ForecastRequest) -> Self {
+        RequestSize {
+            series: 1,
+            variates: req.variates(),
+            context: req.context_len(),
+            horizon: req.horizon,
+            samples: req.samples,
+            quantiles: req.quantiles.len(),
+        }
+    }
+
     /// Response values: series × variates × horizon × (1 + quantiles + samples), saturating.
     pub fn response_values(&self) -> u64 {
         let per = 1u64.saturating_add(self.quantiles as u64).saturating_add(self.samples as u64);

@@ -24,6 +24,7 @@ use exporter::bucket::Bucket;
 pub use crate::admission::{admit, check_size};
 use crate::budget::{Budget, RequestSize};
 use crate::bundle::{EngineBundle, EngineManifest};
+use crate::cost::{Estimate, Rates, SharedRates};
 use crate::error::{Error, Result};
 pub use crate::family::{
     check_cancel, BucketStats, Call, Cancel, EngineInfo, EngineLimits, FamilyEngine, Forecast, RunOptions,
@@ -58,6 +59,8 @@ pub struct Engine {
     budget: u64,
     /// The family's engine; it serves calls one at a time (each family's pool sits behind its own lock).
     family: Box<dyn FamilyEngine>,
+    /// Its graphs' speed, measured at warm-up (see [`crate::cost`]).
+    rates: SharedRates,
 }
 
 impl std::fmt::Debug for Engine {
@@ -99,7 +102,7 @@ impl Engine {
             limits,
             has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
         };
-        Ok(Engine { dir: dir.to_path_buf(), info, bundle, budget, family })
+        Ok(Engine { dir: dir.to_path_buf(), info, bundle, budget, family, rates: SharedRates::default() })
     }
 
     pub fn dir(&self) -> &Path {
@@ -136,10 +139,37 @@ impl Engine {
     }
 
     /// Loads every graph and runs each once on placeholder inputs (a server calls this before it reports
-    /// ready, so no request pays for a first load). Graphs are evicted again as the budget requires. Returns
-    /// how many graphs ran.
+    /// ready, so no request pays for a first load), then measures each graph's speed ([`measure_rates`](
+    /// Self::measure_rates)). Graphs are evicted again as the budget requires. Returns how many graphs ran.
     pub fn warm_up(&self) -> Result<usize> {
-        self.family.warm_up(self.call())
+        let graphs = self.family.warm_up(self.call())?;
+        self.measure_rates()?;
+        Ok(graphs)
+    }
+
+    /// Times every graph on placeholder inputs (the family's [`FamilyEngine::measure`]) and keeps the rates
+    /// for [`estimate_seconds`](Self::estimate_seconds); returns them (no graphs: the family gives no rates).
+    pub fn measure_rates(&self) -> Result<Rates> {
+        let rates = Rates::new(self.family.measure(self.call())?);
+        self.rates.set((!rates.graphs.is_empty()).then(|| rates.clone()));
+        Ok(rates)
+    }
+
+    /// The rates measured at warm-up, shared (what a server's model metadata reports).
+    pub fn rates(&self) -> &SharedRates {
+        &self.rates
+    }
+
+    /// The graph runs a group of series (their counts, contexts as admitted) would make, from the family's own
+    /// planner ([`FamilyEngine::estimate`]); `None` when the family cannot say.
+    pub fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        self.family.estimate(sizes)
+    }
+
+    /// The seconds those series would hold the engine: [`estimate`](Self::estimate) at the measured rates;
+    /// `None` before the rates are measured or when the family cannot say.
+    pub fn estimate_seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
+        self.rates.seconds(&self.estimate(sizes)?)
     }
 
     /// Checks `req` against the engine's limits and applies the context policy: a context longer than
@@ -168,9 +198,31 @@ impl Engine {
         self.forecast_with(reqs, RunOptions { record_steps, ..RunOptions::default() })
     }
 
-    /// [`forecast`](Self::forecast) with [`RunOptions`].
+    /// [`forecast`](Self::forecast) with [`RunOptions`]. A call that succeeds calibrates the cost model's host
+    /// factor (what it took against its graph estimate, [`SharedRates::observe`]).
     pub fn forecast_with(&self, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
-        self.family.forecast(self.call(), reqs, opts)
+        let graph_seconds =
+            if opts.pins == crate::plan::Pins::default() { self.graph_seconds(&reqs) } else { None };
+        let start = std::time::Instant::now();
+        let out = self.family.forecast(self.call(), reqs, opts);
+        if let Some(g) = graph_seconds.filter(|_| out.iter().all(Result::is_ok)) {
+            self.rates.observe(g, start.elapsed().as_secs_f64());
+        }
+        out
+    }
+
+    /// The graphs' own seconds of a call of `reqs` (their contexts as the engine keeps them), once rates are
+    /// measured.
+    fn graph_seconds(&self, reqs: &[ForecastRequest]) -> Option<f64> {
+        if !self.rates.is_measured() {
+            return None;
+        }
+        let max = self.info.limits.max_context;
+        let sizes: Vec<RequestSize> = reqs
+            .iter()
+            .map(|r| RequestSize { context: r.context_len().min(max), ..RequestSize::of(r) })
+            .collect();
+        self.rates.graph_seconds(&self.family.estimate(&sizes)?)
     }
 
     /// The engine's graph sets where they are not shape buckets (`default.n4.s64`); empty otherwise.

@@ -13,7 +13,9 @@ use exporter::bucket::Bucket;
 use exporter::registry::Family;
 use exporter::signature::GraphKind;
 
+use crate::budget::RequestSize;
 use crate::bundle::EngineBundle;
+use crate::cost::{Estimate, GraphRate};
 use crate::error::Result;
 use crate::plan::Pins;
 use crate::request::{ContextCut, ForecastRequest, ForecastResponse};
@@ -173,6 +175,27 @@ pub trait FamilyEngine: Send + Sync + std::fmt::Debug {
     /// Admits and forecasts a group of requests: one result per request, in order.
     fn forecast(&self, call: Call<'_>, reqs: Vec<ForecastRequest>, opts: RunOptions)
         -> Vec<Result<Forecast>>;
+
+    // Cost in seconds (see `crate::cost`): the family measures its graphs and plans from counts; the shared code
+    // only multiplies. A family that implements neither is bounded by `--max-request-cost` alone (the server
+    // logs so at warm-up).
+
+    /// Times every graph the engine runs on placeholder inputs ([`crate::cost::time_runs`]: one untimed run,
+    /// then the median of a few), one rate per graph, named as [`Self::estimate`] names them. Graphs are loaded
+    /// (and evicted) as the memory budget allows. A server calls this at warm-up.
+    fn measure(&self, call: Call<'_>) -> Result<Vec<GraphRate>> {
+        let _ = call;
+        Ok(Vec::new())
+    }
+
+    /// The graph runs a group of series would make, planned and packed as [`Self::forecast`] would run them,
+    /// from their counts alone (`sizes`, each `series` series; contexts as admitted, at most `max_context`).
+    /// `None` when some series fits no graph of the engine (admission refuses those) or the family cannot say.
+    /// The caller bounds the number of series (the request budget, the batch).
+    fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        let _ = sizes;
+        None
+    }
 
     // The bucket reports below default to "no buckets", for a family whose graphs are not shape buckets.
 

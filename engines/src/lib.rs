@@ -25,6 +25,7 @@
 //!   tables ([`host::rope`]), torch's reduction order ([`host::sum`]) and sample-path quantiles ([`host::quantile`]);
 //! * [`plan`] packs a group of requests onto the engine's shape buckets (prefill calls, decode passes);
 //!   [`memory`] is the budget the engine keeps its buckets within; [`budget`] how much one request may ask;
+//!   [`cost`] how long a request will take (the family's plan priced by the rates measured at warm-up);
 //! * [`bounded`]: decoding that charges what a client's bytes become as they become it (a serde wrapper);
 //! * [`admission`]: the limits and context policy every family applies before its own checks;
 //! * [`compare`]: tolerances against the reference (`1e-4·σ + 1e-6·|ref|`) and finding golden case files.
@@ -53,6 +54,7 @@ pub mod budget;
 pub mod build_job;
 pub mod bundle;
 pub mod compare;
+pub mod cost;
 pub mod cpu;
 pub mod doctor;
 pub mod engine;

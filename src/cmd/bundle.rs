@@ -21,7 +21,14 @@ pub const INFO_FORMAT: &str = "totoc-bundle-info/1";
 pub fn run(a: BundleArgs) -> anyhow::Result<ExitCode> {
     match a.command {
         BundleCommand::Verify { dir, json } => verify(&dir, json),
-        BundleCommand::Info { dir, json } => info(&dir, json),
+        BundleCommand::Info { dir, json, measure_rates, threads, ort } => {
+            let measure = measure_rates.then_some(engines::engine::LoadOptions {
+                ort_lib: ort.ort_lib,
+                threads,
+                memory_budget: None,
+            });
+            info(&dir, json, measure)
+        }
     }
 }
 
@@ -94,11 +101,14 @@ struct BundleInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     resident_weight_bytes: Option<u64>,
     profiles: Vec<ProfileInfo>,
+    /// Engines, with `--measure-rates`: each graph's speed, measured now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rates: Option<engines::cost::Rates>,
     files: Vec<FileEntry>,
     total_bytes: u64,
 }
 
-fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+fn info(dir: &Path, json: bool, measure: Option<engines::engine::LoadOptions>) -> anyhow::Result<ExitCode> {
     let path = dir.join(MANIFEST_FILE);
     let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     let tag: FormatTag =
@@ -109,10 +119,19 @@ fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         export_info(dir, Manifest::read(dir)?)
     }?;
+    let rates = match (measure, info.kind) {
+        (None, _) => None,
+        (Some(load), "engine") => Some(measure_rates(dir, &load)?),
+        (Some(_), _) => anyhow::bail!(
+            "{}: --measure-rates times an engine's graphs; this is an export bundle (build an engine from it first)",
+            dir.display()
+        ),
+    };
     let info = BundleInfo {
         manifest_sha256: exporter::fsutil::sha256_bytes(&text),
         intact: problems.is_empty(),
         problems,
+        rates,
         ..info
     };
     if json {
@@ -121,6 +140,17 @@ fn info(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
         print_text(&info);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Loads the engine at `dir` and times every graph as `totoc serve` does at warm-up.
+fn measure_rates(dir: &Path, load: &engines::engine::LoadOptions) -> anyhow::Result<engines::cost::Rates> {
+    let engine = engines::engine::Engine::load(dir, load)
+        .with_context(|| format!("loading engine {} to measure its rates", dir.display()))?;
+    engine.warm_up().context("warming up the engine")?;
+    engine
+        .rates()
+        .get()
+        .ok_or_else(|| anyhow::anyhow!("{}: this engine's model family gives no graph rates", dir.display()))
 }
 
 fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
@@ -142,6 +172,7 @@ fn export_info(dir: &Path, m: Manifest) -> anyhow::Result<BundleInfo> {
         memory_budget: None,
         resident_weight_bytes: None,
         profiles,
+        rates: None,
         total_bytes: m.files.iter().map(|f| f.bytes).sum(),
         files: m.files,
     })
@@ -168,6 +199,7 @@ fn engine_info(dir: &Path, m: EngineManifest) -> anyhow::Result<BundleInfo> {
         memory_budget: Some(m.memory_budget),
         resident_weight_bytes: Some(m.resident_weight_bytes()),
         profiles,
+        rates: None,
         total_bytes: m.files.iter().map(|f| f.bytes).sum(),
         format: m.format,
         files: m.files,
@@ -218,6 +250,33 @@ fn print_text(i: &BundleInfo) {
                 b.file
             );
         }
+    }
+    match (&i.rates, i.kind) {
+        (Some(r), _) => {
+            let _ = writeln!(
+                o,
+                "  rates (measured now: the median of each graph's timed runs; estimates add a host factor of {}):",
+                r.host_factor
+            );
+            for g in &r.graphs {
+                let _ = writeln!(
+                    o,
+                    "    {:<32} {:<7} rows {:>4}  {:>10.3} ms/run  {:>10.3} µs/row-step",
+                    g.graph,
+                    g.kind,
+                    g.rows,
+                    g.seconds_per_run * 1e3,
+                    g.seconds_per_row_step * 1e6
+                );
+            }
+        }
+        (None, "engine") => {
+            let _ = writeln!(
+                o,
+                "  rates:       measured at serve warm-up (GET /v2/models/NAME); --measure-rates measures them here"
+            );
+        }
+        (None, _) => {}
     }
     let _ = writeln!(o, "  files ({}, {}):", i.files.len(), human(i.total_bytes));
     for f in &i.files {

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub(crate) mod backtest;
 mod bench;
+mod bench_cost;
 mod bench_serve;
 pub(crate) mod bench_support;
 mod build_engine;
@@ -25,6 +26,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plot(a) => plot::run(a),
         Command::Bench(a) => match a.command {
             Some(BenchCommand::Serve(s)) => bench_serve::run(s),
+            Some(BenchCommand::Cost(c)) => bench_cost::run(c),
             None => bench::run(a),
         },
         Command::Serve(a) => serve::run(a),

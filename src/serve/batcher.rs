@@ -1,3 +1,6 @@
+//! long-file: the queue and its engine thread share one state; every policy below is tested against one fake
+//! engine in this file.
+//!
 //! [`Batcher`]: dynamic batching onto the engine. Requests from every front end wait in one bounded queue; a
 //! dedicated engine thread packs what is waiting into **one** [`Backend::forecast`] call (one
 //! `Engine::forecast`, which places the series on its shape buckets) and answers each request through its own
@@ -8,13 +11,20 @@
 //! * **Queue delay**: a batch is flushed when the oldest waiting request has waited `queue_delay`, when
 //!   `max_batch` series are waiting, or at shutdown. Requests that arrive while the engine is busy are packed into
 //!   the next call anyway, so even a zero delay batches under load.
-//! * **Bounded queue**: at most `capacity` series wait; a request that does not fit is refused at once (429 with
-//!   `Retry-After`), so memory never grows with load. A request with more series than `capacity` can never fit
-//!   and is a 400.
+//! * **Bounded queue**: at most `capacity` series wait, and a tenth more from small requests (of at most a tenth
+//!   of `capacity` series each: one large request waiting never refuses them); a request that does not fit is
+//!   refused at once (429 with `Retry-After`), so memory never grows with load. A request with more series than
+//!   `capacity` can never fit and is a 400.
 //! * **Deadlines**: a request whose deadline passes while queued is answered 503 without running; one whose
 //!   client went away (its receiver dropped) is skipped. Both are dropped before packing, so they cost nothing.
 //! * **Packing**: FIFO; a batch takes whole requests while it holds at most `max_batch` series (the first request
-//!   always goes, whatever its size). Requests are never split or reordered, so a request's series stay together.
+//!   always goes, whatever its size) and while the packed call's estimated time (the engine's plan of the whole
+//!   batch at its measured rates, with admission's margin) lets every member finish within its deadline. Requests are never split or
+//!   reordered, so a request's series stay together.
+//! * **Cost in seconds** (see [`super::cost`]): each queued request carries its own estimate; a request is queued
+//!   only if the work ahead of it (what is left of the running call's estimate, plus every queued request's)
+//!   and its own fit its [`Allowance`] (429 `engine_backlog` with `Retry-After` otherwise), and one that can no
+//!   longer finish by its deadline when its turn comes is answered 503 without running.
 //! * **Cancellation**: while a call runs, the engine asks between graph runs whether any of its requests is
 //!   still wanted (a client waiting within its deadline); once none is, the call stops
 //!   (`totoc_cancelled_total{reason}`), and the requests still waiting are answered 503 (deadline).
@@ -29,10 +39,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use engines::budget::RequestSize;
 use engines::engine::{Cancel, Engine, RunOptions};
 use engines::request::{ForecastRequest, ForecastResponse};
 use tokio::sync::oneshot;
 
+use super::cost::Allowance;
 use super::error::{Overload, ServeError};
 use super::metrics::{BucketLabels, Metrics, ReasonLabels};
 use super::readiness::Readiness;
@@ -55,6 +67,12 @@ pub trait Backend: Send + Sync + 'static {
     fn last_runs(&self) -> Vec<(String, usize, usize)> {
         Vec::new()
     }
+    /// The seconds one call of these series would take (the engine's plan at its measured rates); `None` when
+    /// it cannot say.
+    fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
+        let _ = sizes;
+        None
+    }
 }
 
 impl Backend for Engine {
@@ -73,6 +91,10 @@ impl Backend for Engine {
 
     fn last_runs(&self) -> Vec<(String, usize, usize)> {
         self.last_call().iter().map(|r| (self.bucket_name(r.bucket), r.rows_used, r.bucket.rows)).collect()
+    }
+
+    fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
+        self.estimate_seconds(sizes)
     }
 }
 
@@ -102,6 +124,10 @@ type Reply = oneshot::Sender<Result<Done, ServeError>>;
 
 struct Job {
     requests: Vec<ForecastRequest>,
+    /// Each request's counts, for the packed call's estimate.
+    sizes: Vec<RequestSize>,
+    /// Its own estimated seconds, when the engine gives estimates.
+    seconds: Option<f64>,
     deadline: Instant,
     enqueued: Instant,
     span: tracing::Span,
@@ -121,7 +147,37 @@ struct State {
     queued: usize,
     /// The engine thread is inside a forecast call.
     running: bool,
+    /// When the running call should end, by its estimate.
+    running_until: Option<Instant>,
+    /// The queued jobs' estimated seconds.
+    queued_seconds: f64,
     closed: bool,
+}
+
+impl State {
+    /// Estimated seconds of work ahead of a request queued now.
+    fn ahead(&self, now: Instant) -> f64 {
+        let running = self.running_until.map_or(0.0, |t| t.saturating_duration_since(now).as_secs_f64());
+        running + self.queued_seconds
+    }
+
+    /// Recounts the queue's series and seconds (after jobs left it other than from the front).
+    fn recount(&mut self) {
+        self.queued = self.queue.iter().map(|j| j.requests.len()).sum();
+        self.queued_seconds = self.queue.iter().filter_map(|j| j.seconds).sum();
+    }
+
+    /// Takes the front job off the queue's counts.
+    fn pop(&mut self) -> Option<Job> {
+        let job = self.queue.pop_front()?;
+        self.queued -= job.requests.len();
+        self.queued_seconds = match self.queue.is_empty() {
+            // no drift from adding and taking away floats
+            true => 0.0,
+            false => (self.queued_seconds - job.seconds.unwrap_or(0.0)).max(0.0),
+        };
+        Some(job)
+    }
 }
 
 struct Shared {
@@ -181,25 +237,29 @@ impl Batcher {
 
     /// Queues `requests` (one request's series) to be answered by `deadline`; the receiver gets the answer (tests;
     /// the server keeps what a request holds with [`submit_holding`](Self::submit_holding)).
-    /// Refuses at once when the queue cannot take them (429) or the batcher is closed (503). The engine thread
-    /// logs for this request in the caller's current span (which carries its request id).
     #[cfg(test)]
     pub fn submit(
         &self,
         requests: Vec<ForecastRequest>,
         deadline: Instant,
         request_id: &str,
+        allowance: Option<Allowance>,
     ) -> Result<oneshot::Receiver<Result<Done, ServeError>>, ServeError> {
-        self.submit_holding(requests, deadline, request_id, Box::new(()))
+        self.submit_holding(requests, deadline, request_id, allowance, Box::new(()))
     }
 
-    /// [`submit`](Self::submit), keeping `hold` alive until the job is answered or dropped, whatever its
-    /// client does meanwhile (the server's hold on the request's bytes and slot lasts as long as its work).
+    /// Queues `requests` (one request's series) to be answered by `deadline`, keeping `hold` alive until the job
+    /// is answered or dropped, whatever its client does meanwhile (the server's hold on the request's bytes and
+    /// slot lasts as long as its work); the receiver gets the answer. Refuses at once when the queue cannot take
+    /// them (429), when the estimated work ahead and the request's own (its `allowance`, if the engine gives
+    /// estimates) would not fit its allowance (429 with `Retry-After`), or when the batcher is closed (503). The
+    /// engine thread logs for this request in the caller's current span (which carries its request id).
     pub fn submit_holding(
         &self,
         requests: Vec<ForecastRequest>,
         deadline: Instant,
         request_id: &str,
+        allowance: Option<Allowance>,
         hold: Hold,
     ) -> Result<oneshot::Receiver<Result<Done, ServeError>>, ServeError> {
         let span = tracing::Span::current();
@@ -211,41 +271,57 @@ impl Batcher {
                 cfg.capacity
             )));
         }
+        // A small request may use the queue's reserve too, so that one large request waiting never refuses it.
+        let room = match n <= queue_reserve(cfg.capacity) {
+            true => cfg.capacity + queue_reserve(cfg.capacity),
+            false => cfg.capacity,
+        };
         let (reply, rx) = oneshot::channel();
         let mut st = self.shared.lock();
         if st.closed {
             self.shared.metrics.reject(Overload::Draining.label());
             return Err(ServeError::overloaded(Overload::Draining, "the server is shutting down"));
         }
-        if st.queued + n > cfg.capacity {
+        if st.queued + n > room {
             // Requests whose clients gave up (deadline, disconnect) still hold their place until the engine
             // thread pops them; drop them now rather than refuse a live request for their sake.
             let before = st.queue.len();
             st.queue.retain(|j| !j.reply.is_closed());
             let dropped = before - st.queue.len();
             if dropped > 0 {
-                st.queued = st.queue.iter().map(|j| j.requests.len()).sum();
+                st.recount();
                 self.shared.metrics.abandoned.inc_by(dropped as u64);
             }
         }
-        if st.queued + n > cfg.capacity {
+        if st.queued + n > room {
             let queued = st.queued;
             drop(st);
             self.shared.metrics.reject(Overload::QueueFull.label());
             return Err(ServeError::overloaded(
                 Overload::QueueFull,
-                format!(
-                    "the queue is full ({queued} of {} series waiting); retry after the Retry-After delay",
-                    cfg.capacity
-                ),
+                format!("the queue is full ({queued} of {room} series waiting); retry after the Retry-After delay"),
             ));
         }
+        if let Some(a) = allowance {
+            let ahead = st.ahead(Instant::now());
+            if !a.fits_behind(ahead) {
+                drop(st);
+                self.shared.metrics.reject(Overload::Backlog.label());
+                return Err(backlog(ahead, a));
+            }
+        }
         st.queued += n;
+        let seconds = allowance.map(|a| a.own);
+        st.queued_seconds += seconds.unwrap_or(0.0);
         let request_id = request_id.to_string();
+        let sizes = requests.iter().map(RequestSize::of).collect();
+        let enqueued = Instant::now();
         st.queue.push_back(Job {
             requests,
+            sizes,
+            seconds,
             deadline,
-            enqueued: Instant::now(),
+            enqueued,
             span,
             request_id,
             reply,
@@ -305,8 +381,33 @@ impl Drop for Batcher {
     }
 }
 
+/// Series of the queue kept for small requests (of at most this many series): a tenth of its capacity, beyond
+/// it. A request of more series may fill the capacity, and a small one still finds room.
+fn queue_reserve(capacity: usize) -> usize {
+    capacity / 10
+}
+
+/// The refusal of a request whose estimate does not fit behind `ahead` seconds of estimated work: 429 with the
+/// seconds until enough of that work is done.
+fn backlog(ahead: f64, a: Allowance) -> ServeError {
+    let wait = (ahead - a.ahead).ceil().clamp(1.0, 3600.0) as u64;
+    ServeError::Overloaded {
+        kind: Overload::Backlog,
+        message: format!(
+            "the engine has an estimated {ahead:.1} s of work ahead of this request, whose own estimate is {:.2} s: \
+             it may wait behind at most {:.1} s to finish within {:.1} s (estimates count {}× in admission); \
+             retry after the Retry-After delay",
+            a.own,
+            a.ahead.max(0.0),
+            a.time,
+            super::cost::MARGIN
+        ),
+        retry_after_s: wait,
+    }
+}
+
 /// Waits for a batch to be due and takes it (see the module docs), or returns `None` when closed and empty.
-fn next_batch(shared: &Shared) -> Option<Vec<Job>> {
+fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
     let cfg = shared.config;
     let mut st = shared.lock();
     loop {
@@ -325,33 +426,66 @@ fn next_batch(shared: &Shared) -> Option<Vec<Job>> {
         st = shared.wake.wait_timeout(st, due - now).unwrap_or_else(|p| p.into_inner()).0;
     }
     let now = Instant::now();
-    let mut batch = Vec::new();
+    let mut batch: Vec<Job> = Vec::new();
     let mut series = 0;
+    // the batch's series counts and earliest deadline, for the packed call's estimate
+    let mut sizes: Vec<RequestSize> = Vec::new();
+    let mut earliest: Option<Instant> = None;
     while let Some(job) = st.queue.front() {
         let n = job.requests.len();
         let gone = job.reply.is_closed();
-        let late = job.deadline <= now;
-        if !gone && !late && !batch.is_empty() && series + n > cfg.max_batch {
-            break;
+        // A job that can no longer finish by its deadline (by its own estimate) is answered now, not run.
+        let late = job.deadline <= now || job.seconds.is_some_and(|t| now + secs(t) > job.deadline);
+        if !gone && !late && !batch.is_empty() {
+            if series + n > cfg.max_batch {
+                break;
+            }
+            // Would the packed call make any member (this one included) miss its deadline? (Its estimate counts
+            // with the margin admission gives every estimate.)
+            let packed: Vec<RequestSize> = sizes.iter().chain(&job.sizes).copied().collect();
+            let by = earliest.map_or(job.deadline, |e| e.min(job.deadline));
+            if backend.seconds(&packed).is_some_and(|t| now + secs(t * super::cost::MARGIN) > by) {
+                break;
+            }
         }
-        let job = st.queue.pop_front().expect("front exists");
-        st.queued -= n;
+        let job = st.pop().expect("front exists");
         if gone {
             shared.metrics.abandoned.inc();
         } else if late {
             shared.metrics.reject(Overload::Deadline.label());
             let waited = now - job.enqueued;
+            let why = match job.deadline <= now {
+                true => "passed".to_string(),
+                false => format!(
+                    "cannot be met (its estimated engine time is {:.2} s, {:.2} s are left)",
+                    job.seconds.unwrap_or(0.0),
+                    job.deadline.saturating_duration_since(now).as_secs_f64()
+                ),
+            };
             let _ = job.reply.send(Err(ServeError::overloaded(
                 Overload::Deadline,
-                format!("the request's deadline passed after {} ms in the queue", waited.as_millis()),
+                format!("the request's deadline {why} after {} ms in the queue", waited.as_millis()),
             )));
         } else {
             series += n;
+            sizes.extend_from_slice(&job.sizes);
+            earliest = Some(earliest.map_or(job.deadline, |e| e.min(job.deadline)));
             batch.push(job);
         }
     }
     shared.metrics.queued_series.set(st.queued as i64);
     st.running = !batch.is_empty();
+    // The running call's end, by its members' own estimates (those they were admitted with: what the work
+    // queued ahead of later requests was bounded by); else by the packed call's.
+    st.running_until = match batch.is_empty() {
+        true => None,
+        false => batch
+            .iter()
+            .map(|j| j.seconds)
+            .sum::<Option<f64>>()
+            .or_else(|| backend.seconds(&sizes))
+            .map(|t| now + secs(t)),
+    };
     if batch.is_empty() {
         // Everything due was dropped: nothing runs, which those waiting for idle must hear.
         shared.idle.notify_all();
@@ -361,7 +495,7 @@ fn next_batch(shared: &Shared) -> Option<Vec<Job>> {
 
 fn engine_loop(shared: &Shared, backend: &dyn Backend) {
     let mut calls = 0u64;
-    while let Some(batch) = next_batch(shared) {
+    while let Some(batch) = next_batch(shared, backend) {
         if batch.is_empty() {
             continue;
         }
@@ -370,7 +504,10 @@ fn engine_loop(shared: &Shared, backend: &dyn Backend) {
             engines::pool::test_fault::arm();
         }
         run_batch(shared, backend, batch);
-        shared.lock().running = false;
+        let mut st = shared.lock();
+        st.running = false;
+        st.running_until = None;
+        drop(st);
         shared.idle.notify_all();
     }
     shared.idle.notify_all();
@@ -386,6 +523,11 @@ fn test_panic_calls() -> &'static [u64] {
             .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
             .unwrap_or_default()
     })
+}
+
+/// Seconds as a duration, for estimates (finite and non-negative, capped at a day).
+fn secs(t: f64) -> Duration {
+    Duration::from_secs_f64(if t.is_finite() { t.clamp(0.0, 86_400.0) } else { 86_400.0 })
 }
 
 /// A test-only pause before every graph run of an engine call (live or shadow), from the
@@ -537,20 +679,30 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Echoes each request's first value as its mean, records every call's size, and sleeps `delay` per call.
+    /// Echoes each request's first value as its mean, records every call's size, and sleeps `delay` per call;
+    /// with a `cost`, estimates a call at that many seconds per series.
     struct Echo {
         calls: Mutex<Vec<usize>>,
         delay: Duration,
         panics: AtomicUsize,
+        cost: Option<f64>,
     }
 
     impl Echo {
         fn new(delay: Duration) -> Arc<Self> {
-            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0) })
+            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0), cost: None })
+        }
+
+        fn costing(delay: Duration, cost: f64) -> Arc<Self> {
+            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0), cost: Some(cost) })
         }
     }
 
     impl Backend for Echo {
+        fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
+            self.cost.map(|c| c * sizes.len() as f64)
+        }
+
         /// Sleeps `delay` in 10 ms steps, asking `cancel` between them as the engine does between graph runs.
         fn forecast_until(
             &self,
@@ -630,9 +782,9 @@ mod tests {
     fn requests_within_the_queue_delay_share_one_engine_call_and_keep_their_results() {
         let echo = Echo::new(Duration::ZERO);
         let b = Batcher::start(echo.clone(), config(200, 64, 64), Arc::new(Metrics::new()));
-        let rx1 = b.submit(vec![series(1.0), series(2.0)], far(), "t").unwrap();
-        let rx2 = b.submit(vec![series(3.0)], far(), "t").unwrap();
-        let rx3 = b.submit(vec![series(4.0), series(5.0), series(6.0)], far(), "t").unwrap();
+        let rx1 = b.submit(vec![series(1.0), series(2.0)], far(), "t", None).unwrap();
+        let rx2 = b.submit(vec![series(3.0)], far(), "t", None).unwrap();
+        let rx3 = b.submit(vec![series(4.0), series(5.0), series(6.0)], far(), "t", None).unwrap();
         let (d1, d2, d3) = (wait(rx1).unwrap(), wait(rx2).unwrap(), wait(rx3).unwrap());
         assert_eq!((means(&d1), means(&d2), means(&d3)), (vec![1.0, 2.0], vec![3.0], vec![4.0, 5.0, 6.0]));
         assert_eq!(*echo.calls.lock().unwrap(), vec![6]);
@@ -645,7 +797,7 @@ mod tests {
         let b = Batcher::start(echo.clone(), config(300, 3, 64), Arc::new(Metrics::new()));
         let rxs: Vec<_> = [2, 2, 1, 5]
             .iter()
-            .map(|&n| b.submit((0..n).map(|i| series(i as f32)).collect(), far(), "t").unwrap())
+            .map(|&n| b.submit((0..n).map(|i| series(i as f32)).collect(), far(), "t", None).unwrap())
             .collect();
         for rx in rxs {
             wait(rx).unwrap();
@@ -659,26 +811,46 @@ mod tests {
         let echo = Echo::new(Duration::from_millis(300));
         let m = Arc::new(Metrics::new());
         let b = Batcher::start(echo, config(0, 1, 2), m.clone());
-        let first = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        let first = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
         // Let the engine thread take the first request, then fill the queue.
         std::thread::sleep(Duration::from_millis(50));
-        let _a = b.submit(vec![series(2.0), series(3.0)], far(), "t").unwrap();
-        let e = b.submit(vec![series(4.0)], far(), "t").unwrap_err();
+        let _a = b.submit(vec![series(2.0), series(3.0)], far(), "t", None).unwrap();
+        let e = b.submit(vec![series(4.0)], far(), "t", None).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
         assert!(e.to_string().contains("queue is full"), "{e}");
-        let e = b.submit(vec![series(1.0); 3], far(), "t").unwrap_err();
+        let e = b.submit(vec![series(1.0); 3], far(), "t", None).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
         assert!(m.render().contains("totoc_rejected_total{reason=\"queue_full\"} 1"));
         wait(first).unwrap();
     }
 
     #[test]
+    fn small_requests_find_room_beside_a_large_one_waiting() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let b = Batcher::start(echo, config(0, 1, 20), Arc::new(Metrics::new()));
+        let busy = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        // a large request takes the whole capacity while it waits
+        let large = b.submit(vec![series(2.0); 20], far(), "t", None).unwrap();
+        // small ones (at most 2 series: a tenth) use the reserve of 2 series
+        let small = b.submit(vec![series(3.0); 2], far(), "t", None).unwrap();
+        let e = b.submit(vec![series(4.0)], far(), "t", None).unwrap_err();
+        assert!(e.to_string().contains("queue is full (22 of 22 series waiting)"), "{e}");
+        // a request of 3 series is not small: the capacity alone
+        let e = b.submit(vec![series(4.0); 3], far(), "t", None).unwrap_err();
+        assert!(e.to_string().contains("of 20 series waiting"), "{e}");
+        for rx in [busy, large, small] {
+            wait(rx).unwrap();
+        }
+    }
+
+    #[test]
     fn abandoned_requests_give_their_place_to_live_ones() {
         let echo = Echo::new(Duration::ZERO);
         let b = Batcher::start(echo.clone(), config(300, 64, 2), Arc::new(Metrics::new()));
-        let gone = b.submit(vec![series(1.0), series(2.0)], far(), "t").unwrap();
+        let gone = b.submit(vec![series(1.0), series(2.0)], far(), "t", None).unwrap();
         drop(gone);
-        let live = b.submit(vec![series(3.0)], far(), "t").unwrap();
+        let live = b.submit(vec![series(3.0)], far(), "t", None).unwrap();
         assert_eq!(means(&wait(live).unwrap()), vec![3.0]);
         assert_eq!(*echo.calls.lock().unwrap(), vec![1]);
     }
@@ -687,10 +859,10 @@ mod tests {
     fn expired_requests_are_answered_503_without_running() {
         let echo = Echo::new(Duration::from_millis(200));
         let b = Batcher::start(echo.clone(), config(0, 1, 8), Arc::new(Metrics::new()));
-        let busy = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        let busy = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let soon = Instant::now() + Duration::from_millis(50);
-        let late = b.submit(vec![series(2.0)], soon, "t").unwrap();
+        let late = b.submit(vec![series(2.0)], soon, "t", None).unwrap();
         let e = wait(late).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.to_string().contains("deadline passed"), "{e}");
@@ -703,9 +875,9 @@ mod tests {
         let echo = Echo::new(Duration::ZERO);
         echo.panics.store(1, Ordering::SeqCst);
         let b = Batcher::start(echo, config(0, 8, 8), Arc::new(Metrics::new()));
-        let e = wait(b.submit(vec![series(1.0)], far(), "t").unwrap()).unwrap_err();
+        let e = wait(b.submit(vec![series(1.0)], far(), "t", None).unwrap()).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-        let d = wait(b.submit(vec![series(7.0)], far(), "t").unwrap()).unwrap();
+        let d = wait(b.submit(vec![series(7.0)], far(), "t", None).unwrap()).unwrap();
         assert_eq!(means(&d), vec![7.0]);
     }
 
@@ -714,7 +886,7 @@ mod tests {
         let echo = Echo::new(Duration::from_secs(5));
         let m = Arc::new(Metrics::new());
         let b = Batcher::start(echo.clone(), config(0, 8, 8), m.clone());
-        let rx = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        let rx = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let t = Instant::now();
         drop(rx); // the client leaves
@@ -723,7 +895,7 @@ mod tests {
         assert_eq!(*echo.calls.lock().unwrap(), vec![usize::MAX]);
         assert!(m.render().contains("totoc_cancelled_total{reason=\"client_gone\"} 1"), "{}", m.render());
         // A deadline passing mid-call stops it too, and its client hears 503.
-        let rx = b.submit(vec![series(1.0)], Instant::now() + Duration::from_millis(100), "t").unwrap();
+        let rx = b.submit(vec![series(1.0)], Instant::now() + Duration::from_millis(100), "t", None).unwrap();
         let e = wait(rx).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         assert!(m.render().contains("totoc_cancelled_total{reason=\"deadline\"} 1"));
@@ -734,7 +906,7 @@ mod tests {
         let echo = Echo::new(Duration::from_millis(300));
         let b = Batcher::start(echo, config(0, 8, 8), Arc::new(Metrics::new()));
         let held = Arc::new(());
-        let rx = b.submit_holding(vec![series(1.0)], far(), "t", Box::new(held.clone())).unwrap();
+        let rx = b.submit_holding(vec![series(1.0)], far(), "t", None, Box::new(held.clone())).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         drop(rx); // the client leaves mid-call
         assert_eq!(Arc::strong_count(&held), 2, "the running job still holds it");
@@ -742,8 +914,8 @@ mod tests {
         assert_eq!(Arc::strong_count(&held), 1, "given back with the job");
         // Queued and then dropped (its client gone) without running: given back too.
         let queued = Arc::new(());
-        let busy = b.submit(vec![series(1.0)], far(), "t").unwrap();
-        let rx = b.submit_holding(vec![series(2.0)], far(), "t", Box::new(queued.clone())).unwrap();
+        let busy = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        let rx = b.submit_holding(vec![series(2.0)], far(), "t", None, Box::new(queued.clone())).unwrap();
         drop(rx);
         wait(busy).unwrap();
         assert!(b.wait_idle(Duration::from_secs(5)));
@@ -761,7 +933,7 @@ mod tests {
         b.report_to(r.clone());
         echo.panics.store(2, Ordering::SeqCst);
         for _ in 0..2 {
-            wait(b.submit(vec![series(1.0)], far(), "t").unwrap()).unwrap_err();
+            wait(b.submit(vec![series(1.0)], far(), "t", None).unwrap()).unwrap_err();
         }
         assert_eq!(r.phase(), Phase::Draining);
         assert!(m.render().contains("totoc_engine_failures_total 2"));
@@ -769,13 +941,78 @@ mod tests {
     }
 
     #[test]
+    fn a_request_is_not_packed_where_the_call_would_make_a_member_miss_its_deadline() {
+        // 0.3 s per series by the estimate: two series together take 0.6 s, 1.2 s with admission's margin, more
+        // than the second one's deadline leaves when the batch forms (~0.9 s).
+        let echo = Echo::costing(Duration::ZERO, 0.3);
+        let b = Batcher::start(echo.clone(), config(100, 64, 64), Arc::new(Metrics::new()));
+        let soon = Instant::now() + Duration::from_millis(1000);
+        let a = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        let s = b.submit(vec![series(2.0)], soon, "t", None).unwrap();
+        assert_eq!(means(&wait(a).unwrap()), vec![1.0]);
+        assert_eq!(means(&wait(s).unwrap()), vec![2.0]);
+        assert_eq!(
+            *echo.calls.lock().unwrap(),
+            vec![1, 1],
+            "packed together, the second would end past its deadline"
+        );
+        // With time for both, they share a call.
+        let a = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        let s = b.submit(vec![series(2.0)], far(), "t", None).unwrap();
+        wait(a).unwrap();
+        wait(s).unwrap();
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1, 1, 2]);
+    }
+
+    #[test]
+    fn the_work_ahead_and_a_requests_own_must_fit_its_allowance() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let m = Arc::new(Metrics::new());
+        let b = Batcher::start(echo.clone(), config(0, 64, 64), m.clone());
+        let allow = |own: f64, ahead: f64| Some(Allowance { own, ahead, time: 30.0 });
+        let first = b.submit(vec![series(1.0)], far(), "t", allow(20.0, 7.0)).unwrap();
+        // 20 s ahead (queued or running, by its estimate), 17 allowed: refused, retry when 3 s of it are done
+        let e = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.retry_after_s(), Some(3));
+        assert!(e.to_string().contains("estimated 20.0 s of work ahead"), "{e}");
+        assert!(m.render().contains("totoc_rejected_total{reason=\"engine_backlog\"} 1"), "{}", m.render());
+        // a cheap one still fits behind it
+        let cheap = b.submit(vec![series(3.0)], far(), "t", allow(1.0, 28.0)).unwrap();
+        assert_eq!(means(&wait(first).unwrap()), vec![1.0]);
+        assert_eq!(means(&wait(cheap).unwrap()), vec![3.0]);
+        // once the engine is idle nothing is ahead
+        assert!(b.wait_idle(Duration::from_secs(2)));
+        let again = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap();
+        assert_eq!(means(&wait(again).unwrap()), vec![2.0]);
+    }
+
+    #[test]
+    fn a_request_that_can_no_longer_finish_by_its_deadline_is_answered_without_running() {
+        let echo = Echo::new(Duration::from_millis(300));
+        let b = Batcher::start(echo.clone(), config(0, 1, 8), Arc::new(Metrics::new()));
+        let busy = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // 0.5 s to go, 0.4 s of its own: by its turn (after ~0.3 s) it cannot finish
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let allowance = Some(Allowance { own: 0.4, ahead: 10.0, time: 30.0 });
+        let doomed = b.submit(vec![series(2.0)], deadline, "t", allowance).unwrap();
+        let e = wait(doomed).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.to_string().contains("cannot be met (its estimated engine time is 0.40 s"), "{e}");
+        assert!(Instant::now() < deadline, "answered before its deadline, not at it");
+        wait(busy).unwrap();
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1]);
+    }
+
+    #[test]
     fn close_finishes_what_is_queued_then_refuses() {
         let echo = Echo::new(Duration::from_millis(20));
         let b = Batcher::start(echo, config(10_000, 64, 64), Arc::new(Metrics::new()));
-        let rx = b.submit(vec![series(1.0)], far(), "t").unwrap();
+        let rx = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
         b.close();
         assert_eq!(means(&wait(rx).unwrap()), vec![1.0]);
-        let e = b.submit(vec![series(1.0)], far(), "t").unwrap_err();
+        let e = b.submit(vec![series(1.0)], far(), "t", None).unwrap_err();
         assert!(e.to_string().contains("shutting down"), "{e}");
         assert!(b.wait_idle(Duration::ZERO));
     }

@@ -87,6 +87,9 @@ pub enum Overload {
     InFlight,
     /// The bodies being received hold `--max-bytes-in-flight` (503; gRPC RESOURCE_EXHAUSTED).
     BytesInFlight,
+    /// The engine's estimated work ahead would make the request miss its deadline (429; gRPC
+    /// RESOURCE_EXHAUSTED), see `serve::cost`.
+    Backlog,
 }
 
 impl Overload {
@@ -98,6 +101,7 @@ impl Overload {
             Overload::Draining => "draining",
             Overload::InFlight => "in_flight",
             Overload::BytesInFlight => "bytes_in_flight",
+            Overload::Backlog => "engine_backlog",
         }
     }
 }
@@ -131,9 +135,14 @@ pub enum ServeError {
          --min-upload-bytes-per-s); send it faster, or raise --body-read-timeout-ms"
     )]
     BodyTimeout { ms: u128 },
-    /// Overloaded or not serving (429 for a full queue, else 503), with the seconds to wait before retrying.
+    /// Overloaded or not serving (429 for a full queue or engine backlog, else 503), with the seconds to wait
+    /// before retrying.
     #[error("{message}")]
     Overloaded { kind: Overload, message: String, retry_after_s: u64 },
+    /// The request's estimated engine time exceeds what it may take (429; gRPC RESOURCE_EXHAUSTED; no
+    /// `Retry-After`: only a smaller request fits), see `serve::cost`.
+    #[error("{0}")]
+    TooCostly(String),
     /// The request needs more of the server's memory than one client may hold, or an answer larger than
     /// `--max-response-bytes` (413; gRPC RESOURCE_EXHAUSTED); the message names the limit.
     #[error("{0}")]
@@ -153,7 +162,11 @@ impl ServeError {
 
     pub fn overloaded(kind: Overload, message: impl Into<String>) -> Self {
         let retry_after_s = match kind {
-            Overload::QueueFull | Overload::Deadline | Overload::InFlight | Overload::BytesInFlight => 1,
+            Overload::QueueFull
+            | Overload::Deadline
+            | Overload::InFlight
+            | Overload::BytesInFlight
+            | Overload::Backlog => 1,
             Overload::NotReady => 5,
             Overload::Draining => 10,
         };
@@ -170,7 +183,8 @@ impl ServeError {
             ServeError::ClientGone => CLIENT_GONE,
             ServeError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ServeError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            ServeError::Overloaded { kind: Overload::QueueFull, .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServeError::Overloaded { kind: Overload::QueueFull | Overload::Backlog, .. }
+            | ServeError::TooCostly(_) => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ServeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -192,10 +206,12 @@ impl ServeError {
             ServeError::MethodNotAllowed(_) => tonic::Code::Unimplemented,
             ServeError::ClientGone => tonic::Code::Cancelled,
             ServeError::PayloadTooLarge { .. }
+            | ServeError::TooCostly(_)
             | ServeError::TooLarge(_)
-            | ServeError::Overloaded { kind: Overload::QueueFull | Overload::BytesInFlight, .. } => {
-                tonic::Code::ResourceExhausted
-            }
+            | ServeError::Overloaded {
+                kind: Overload::QueueFull | Overload::BytesInFlight | Overload::Backlog,
+                ..
+            } => tonic::Code::ResourceExhausted,
             ServeError::BodyTimeout { .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { kind: Overload::Deadline, .. } => tonic::Code::DeadlineExceeded,
             ServeError::Overloaded { .. } => tonic::Code::Unavailable,
@@ -267,6 +283,14 @@ mod tests {
             assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
             assert!(e.into_response().headers().contains_key(header::RETRY_AFTER));
         }
+        let backlog = ServeError::overloaded(Overload::Backlog, "busy");
+        assert_eq!(backlog.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(backlog.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(backlog.into_response().headers().contains_key(header::RETRY_AFTER));
+        let costly = ServeError::TooCostly("too slow".into());
+        assert_eq!(costly.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(costly.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(!costly.into_response().headers().contains_key(header::RETRY_AFTER), "retrying cannot help");
         let bad = ServeError::bad_request("no").into_response();
         assert!(!bad.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(bad.headers()[header::CONTENT_TYPE], "application/json");

@@ -7,7 +7,7 @@
 //!   ([`error`]); [`kserve`] is the v2 REST codec (JSON tensors and the binary extension), [`model`] the
 //!   forecaster as a v2 model (inputs → forecast requests → outputs);
 //! * [`batcher`]: the bounded queue and the engine thread that packs concurrent requests into one
-//!   `Engine::forecast` call;
+//!   `Engine::forecast` call; [`cost`]: a request's estimated engine time against its deadline;
 //! * [`readiness`]: warm-up and golden cases before ready; [`shadow`]: live vs high-precision engine drift;
 //!   [`metrics`]: `GET /metrics`.
 //!
@@ -27,6 +27,7 @@
 pub mod batcher;
 pub mod codec;
 pub mod conn;
+pub mod cost;
 pub mod error;
 pub mod grpc;
 pub mod hold;
@@ -183,7 +184,11 @@ async fn serve(
     let batcher = Arc::new(Batcher::start(engine.clone(), opts.batcher, metrics.clone()));
     batcher.report_to(readiness.clone());
     let shadow = shadow_engine.map(|e| Shadow::start(e, opts.shadow_rate, batcher.clone(), metrics.clone()));
-    let spec = ModelSpec { name: opts.model_name.clone(), info: engine.info().clone() };
+    let spec = ModelSpec {
+        name: opts.model_name.clone(),
+        info: engine.info().clone(),
+        rates: engine.rates().clone(),
+    };
     let svc = Arc::new(Service::new(
         engine.clone(),
         spec,

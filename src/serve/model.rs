@@ -39,6 +39,8 @@ fn bad(msg: impl Into<String>) -> ServeError {
 pub struct ModelSpec {
     pub name: String,
     pub info: EngineInfo,
+    /// The engine's graph rates, measured at warm-up (empty before).
+    pub rates: engines::cost::SharedRates,
 }
 
 /// One tensor of the metadata.
@@ -51,7 +53,7 @@ pub struct TensorMeta {
 }
 
 /// The model metadata response (`GET /v2/models/{name}`); `parameters` is totoc's addition (engine, limits,
-/// verification state).
+/// verification state, the graph rates measured at warm-up).
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelMetadata {
     pub name: String,
@@ -112,6 +114,7 @@ impl ModelSpec {
                 "max_horizon": l.max_horizon,
                 "max_samples": l.max_samples,
                 "verification": verification,
+                "rates": self.rates.get(),
             }),
         }
     }
@@ -541,6 +544,7 @@ mod tests {
                 },
                 has_golden: true,
             },
+            rates: Default::default(),
         }
     }
 

@@ -37,6 +37,7 @@ fn spec() -> ModelSpec {
             limits: LIMITS,
             has_golden: false,
         },
+        rates: Default::default(),
     }
 }
 

@@ -322,7 +322,8 @@ fn gate(engine: &Engine, metrics: &Metrics) -> Phase {
     let start = std::time::Instant::now();
     match engine.warm_up() {
         Ok(graphs) => {
-            tracing::info!(graphs, ms = start.elapsed().as_millis() as u64, "warmed up every bucket")
+            tracing::info!(graphs, ms = start.elapsed().as_millis() as u64, "warmed up every bucket");
+            super::cost::log_rates(engine);
         }
         Err(e) => return Phase::Failed(format!("warm-up: {e}")),
     }

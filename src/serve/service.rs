@@ -2,7 +2,8 @@
 //! owns the engine handle, the batcher, the readiness state, the shadow and the metrics, and does the steps
 //! that are the same whatever the wire format: the in-flight limit, the bytes budget ([`super::hold`]), the
 //! model name check, admission (the engine's limits and context policy), the answer's size, the deadline, the
-//! batched forecast, and handing samples to the shadow. Decoding and encoding run on a bounded pool of the
+//! estimated engine time against it ([`super::cost`]), the batched forecast, and handing samples to the shadow.
+//! Decoding, encoding and the search for what a refused request could ask instead run on a bounded pool of the
 //! blocking threads ([`Service::off_runtime`]), never on the async workers that answer health probes.
 
 use std::sync::Arc;
@@ -278,9 +279,21 @@ impl Service {
         })?;
         let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
         let deadline = Instant::now() + budget;
+        // Cost in seconds: a request that cannot finish within what it may take is refused before it is queued
+        // (one plan, here; the bisection that names what would fit is CPU work, off the runtime's workers).
+        let sizes: Vec<RequestSize> = requests.iter().map(RequestSize::of).collect();
+        let allowance = match super::cost::admit(&self.engine, &sizes, budget, self.limits.request_timeout) {
+            Ok(a) => a,
+            Err(refusal) => {
+                self.metrics.reject(super::cost::REJECT_REASON);
+                let engine = self.engine.clone();
+                return Err(self.off_runtime(move || Ok(refusal.explain(&engine, &sizes))).await?);
+            }
+        };
         let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
         // The job holds the ticket: a client that leaves does not give back what its queued or running job holds.
-        let rx = self.batcher.submit_holding(requests, deadline, request_id, Box::new(ticket.clone()))?;
+        let hold = Box::new(ticket.clone());
+        let rx = self.batcher.submit_holding(requests, deadline, request_id, allowance, hold)?;
         let done = match tokio::time::timeout_at(deadline.into(), rx).await {
             Err(_) => {
                 self.metrics.reject(Overload::Deadline.label());

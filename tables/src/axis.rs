@@ -1,7 +1,10 @@
 //! [`TimeAxis`]: the time axis of a series, enough to continue it — its last timestamp, its frequency and, for
 //! series observed in weekly sessions, its calendar ([`super::calendar`]). [`TimeAxis::future`] gives the
 //! timestamps of the forecast steps, continuing the series at its frequency (walking its session's open slots),
-//! written with the offset of the series' last timestamp (or its zone's).
+//! written with the offset of the series' last timestamp (or its zone's); [`TimeAxis::past`], its mirror, the
+//! series' own grid points before the last (what a backtest labels its windows with). On a session calendar both
+//! walk once, each step from the one before; [`TimeAxis::at`] walks from the last timestamp every time, so
+//! calling it for each of `n` positions would walk `O(n²)` session steps.
 //!
 //! A module of its own because it sits above both the timestamp primitives ([`super::timestamps`]) and the
 //! calendar, which is built on those primitives.
@@ -42,17 +45,32 @@ impl TimeAxis {
     /// The timestamps of steps `1..=horizon` after the last one, in the last one's style and offset. `None` when
     /// a step falls outside the range of timestamps (year 9999).
     pub fn future(&self, horizon: usize) -> Option<Vec<Stamp>> {
-        if let Some(cal) = &self.calendar {
-            // One walk: each step starts from the one before.
-            let mut t = self.last.at.as_nanosecond();
-            return (0..horizon)
-                .map(|_| {
-                    t = self.walk(cal, t, 1)?;
+        let stamps: Vec<Stamp> = self.steps(1).take(horizon).collect();
+        (stamps.len() == horizon).then_some(stamps)
+    }
+
+    /// The timestamps of the `n` grid points before the last one, oldest first: `at(-n)`, …, `at(-1)`, in one
+    /// walk back (the mirror of [`TimeAxis::future`]). Fewer, the most recent ones, when a step falls outside the
+    /// range of timestamps (every step before it does too). The vector grows with the walk: a caller bounds `n`.
+    pub fn past(&self, n: usize) -> Vec<Stamp> {
+        let mut stamps: Vec<Stamp> = self.steps(-1).take(n).collect();
+        stamps.reverse();
+        stamps
+    }
+
+    /// The timestamps of steps 1, 2, … after the last one (`dir` 1) or before it (`dir` -1), each walked from the
+    /// one before; it ends at the first step outside the range of timestamps.
+    fn steps(&self, dir: i64) -> impl Iterator<Item = Stamp> + '_ {
+        let mut t = self.last.at.as_nanosecond();
+        (1..)
+            .map(move |k: i64| match &self.calendar {
+                Some(cal) => {
+                    t = self.walk(cal, t, dir)?;
                     Some(self.session_stamp(cal, t))
-                })
-                .collect();
-        }
-        (1..=horizon as i64).map(|k| self.at(k)).collect()
+                }
+                None => self.grid_at(dir * k),
+            })
+            .map_while(|stamp| stamp)
     }
 
     /// The grid point `k` points from `from` (back for `k < 0`): the session's instants and the rows off it.
@@ -98,6 +116,11 @@ impl TimeAxis {
             let t = self.walk(cal, self.last.at.as_nanosecond(), k)?;
             return Some(self.session_stamp(cal, t));
         }
+        self.grid_at(k)
+    }
+
+    /// The timestamp `k` steps of the frequency after the last one (a continuous axis).
+    fn grid_at(&self, k: i64) -> Option<Stamp> {
         let at = match self.freq {
             Freq::Fixed(ns) => {
                 Timestamp::from_nanosecond(self.last.at.as_nanosecond() + ns * k as i128).ok()?

@@ -15,6 +15,7 @@
 //! * [`CalendarOptions`]: `--calendar auto|continuous|weekdays`, `--timezone`, `--holidays` (and the request
 //!   fields `calendar`, `timezone`, `holidays` of `/v1/forecast`).
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
@@ -220,6 +221,24 @@ impl Zone {
     }
 }
 
+thread_local! {
+    /// Slot visits of this thread's walks ([`slots_walked`]).
+    static WALKED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Slot visits this thread's session walks have made ([`Calendar::next_after`], [`Calendar::last_before`]: one
+/// per turn of their loops). Tests of code that walks calendars for a client read it to show that the walking
+/// grows linearly with what it labels (one thread-local add a turn: nothing beside the turn's zone look-ups).
+pub fn slots_walked() -> u64 {
+    WALKED.with(Cell::get)
+}
+
+/// Counts one slot visit of a walk.
+#[inline]
+fn visit() {
+    WALKED.with(|w| w.set(w.get().wrapping_add(1)));
+}
+
 fn timestamp(t: i128) -> Timestamp {
     Timestamp::from_nanosecond(t.clamp(Timestamp::MIN.as_nanosecond(), Timestamp::MAX.as_nanosecond()))
         .expect("clamped into range")
@@ -373,6 +392,7 @@ impl Calendar {
             }
             loop {
                 budget = budget.checked_sub(1)?;
+                visit();
                 let u = n * self.slots.step + self.slots.phase - off;
                 if u > Timestamp::MAX.as_nanosecond() {
                     return None;
@@ -404,6 +424,7 @@ impl Calendar {
             let mut n = (hi + off - self.slots.phase).div_euclid(self.slots.step);
             loop {
                 budget = budget.checked_sub(1)?;
+                visit();
                 let u = n * self.slots.step + self.slots.phase - off;
                 if u < Timestamp::MIN.as_nanosecond() {
                     return None;

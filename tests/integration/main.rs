@@ -18,6 +18,7 @@ mod layers;
 mod plot;
 mod precision;
 mod serve;
+mod serve_cost;
 mod serve_hostile;
 mod serve_ops;
 mod third_family;

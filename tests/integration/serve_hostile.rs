@@ -1862,3 +1862,174 @@ fn class_6_operations() {
     assert_eq!(code.code(), Some(128 + 15), "{code}\n{}", s.log());
     drop(stalled);
 }
+
+// --- issue 36, class 5 (cost in seconds): requests small on the wire whose work is far larger than any byte
+// limit sees, on the groups' harness ([`under_attack`]): the groups' server with a 10 s deadline
+// (`--request-timeout-ms`, so an admitted expensive request takes seconds, not half a minute) and otherwise the
+// default request budget. 33 context points make every sample pass of the tiny engine run on its 8-row decode
+// bucket (its sampling buckets hold 32 points), so a series of 4 variates and 256 paths is 128 passes of 10 graph
+// runs. The engine's output is memory the server holds per client (`--max-bytes-per-peer`), so most triggers
+// keep their answers small (binary outputs, 2 series) and their deadline short (1 s, the client's): only their
+// work is large; the largest, under the server's deadline, is often refused for its memory before its cost.
+
+/// One trigger of class 5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Costly {
+    /// 2 series × 4 variates × 33 points as v2 JSON, horizon 160, 256 sample paths, binary outputs, a 1 s
+    /// deadline (the `timeout` parameter).
+    SamplesJson,
+    /// The same as binary tensor data, the deadline in `x-request-timeout-ms`.
+    SamplesBinary,
+    /// The same over gRPC (the `timeout` parameter).
+    SamplesGrpc,
+    /// 10 series of the same, under the server's deadline.
+    TenSeries,
+    /// 100 `/v1/forecast` JSON lines of 4 variates × 1 point, horizon 160, 256 paths (~6 KB): refused up front,
+    /// by the answer it would hold or by its estimate.
+    LinesV1,
+    /// 256 series × 4 variates, the longest horizon, mean forecasts.
+    ManySeries,
+    /// A cheap request with a 2 s deadline sent beside the expensive ones (to be packed with them): never made
+    /// to miss its deadline by a packed call.
+    CheapBeside,
+}
+
+impl Costly {
+    const ALL: [Costly; 7] = [
+        Costly::SamplesJson,
+        Costly::SamplesBinary,
+        Costly::SamplesGrpc,
+        Costly::TenSeries,
+        Costly::LinesV1,
+        Costly::ManySeries,
+        Costly::CheapBeside,
+    ];
+
+    /// Sends it once: (HTTP status, or 1000 + the gRPC code; the error message).
+    fn send(self, s: &Server) -> (u16, String) {
+        let data = |n: usize| -> Vec<f32> { (0..n).map(|i| 1.0 + (i % 7) as f32 * 0.5).collect() };
+        let v2 = |shape: [usize; 3], horizon: usize, samples: usize, timeout_us: Option<u64>| {
+            let mut params = json!({"horizon": horizon, "samples": samples, "binary_data_output": true});
+            if let Some(t) = timeout_us {
+                params["timeout"] = json!(t);
+            }
+            let body = json!({"parameters": params,
+                "inputs": [{"name": "target", "datatype": "FP32", "shape": shape, "data": data(shape.iter().product())}]});
+            body.to_string().into_bytes()
+        };
+        let answer = |(status, body): (u16, Vec<u8>)| (status, error_text(&body));
+        match self {
+            Costly::SamplesJson => answer(infer(s.http, &[], &v2([2, 4, 33], 160, 256, Some(1_000_000)))),
+            Costly::SamplesBinary => {
+                let header = json!({"parameters": {"horizon": 160, "samples": 256, "binary_data_output": true},
+                    "inputs": [{"name": "target", "datatype": "FP32", "shape": [2, 4, 33],
+                                "parameters": {"binary_data_size": 1056}}]});
+                let bytes: Vec<u8> = data(264).iter().flat_map(|x| x.to_le_bytes()).collect();
+                let (body, n) = binary_body(&header, &bytes);
+                let h = [("Inference-Header-Content-Length", n.as_str()), ("x-request-timeout-ms", "1000")];
+                answer(infer(s.http, &h, &body))
+            }
+            Costly::SamplesGrpc => {
+                let req = pb::InferRequest {
+                    model_name: "toto".into(),
+                    parameters: [
+                        ("horizon".to_string(), param(160)),
+                        ("samples".to_string(), param(256)),
+                        ("timeout".to_string(), param(1_000_000)),
+                    ]
+                    .into(),
+                    inputs: vec![pb::Input {
+                        name: "target".into(),
+                        datatype: "FP32".into(),
+                        shape: vec![2, 4, 33],
+                        contents: Some(pb::Contents { fp32: data(264), int64: vec![] }),
+                    }],
+                    raw: vec![],
+                };
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let frame = grpc_frame(&prost::Message::encode_to_vec(&req));
+                let (code, msg, _) =
+                    rt.block_on(grpc_call(&h2_client(), s.grpc, "ModelInfer", Some(TOKEN), full(frame)));
+                (1000 + code as u16, percent_decoded(&msg))
+            }
+            Costly::TenSeries => answer(infer(s.http, &[], &v2([10, 4, 33], 160, 256, None))),
+            Costly::LinesV1 => {
+                let line = json!({"target": [[1.0], [2.0], [3.0], [4.0]], "horizon": 160, "samples": 256});
+                let body = format!("{line}\n").repeat(100);
+                let h = [AUTH, ("Content-Type", "application/x-ndjson")];
+                answer(
+                    http(s.http, "POST", "/v1/forecast", &h, body.as_bytes(), Duration::from_secs(30))
+                        .unwrap(),
+                )
+            }
+            Costly::ManySeries => answer(infer(s.http, &[], &v2([256, 4, 1], 160, 0, None))),
+            Costly::CheapBeside => {
+                answer(infer(s.http, &[("x-request-timeout-ms", "2000")], &v2([1, 2, 64], 20, 64, None)))
+            }
+        }
+    }
+
+    /// Whether `outcome` is one this trigger may get (see [`class_5_what_requests_cost`]).
+    fn allowed(self, outcome: &(u16, String)) -> bool {
+        let (status, msg) = outcome;
+        let refused_by_estimate = (*status == 429 || *status == 1000 + RESOURCE_EXHAUSTED as u16)
+            && msg.contains("estimated engine time is")
+            && msg.contains("it fits with");
+        // a spent memory budget: 503 / RESOURCE_EXHAUSTED naming the bytes flags
+        let budget_spent =
+            (*status == 503 || *status == 1000 + RESOURCE_EXHAUSTED as u16) && msg.contains("--max-bytes");
+        match self {
+            Costly::SamplesJson | Costly::SamplesBinary | Costly::SamplesGrpc | Costly::TenSeries => {
+                refused_by_estimate || budget_spent
+            }
+            Costly::LinesV1 => *status == 413 || *status == 429 || budget_spent,
+            // served, or refused on its estimate alone or behind the work ahead: never a missed deadline
+            Costly::ManySeries | Costly::CheapBeside => *status == 200 || *status == 429 || budget_spent,
+        }
+    }
+}
+
+/// Class 5's attack: two rounds of 16 of the triggers at once. Every expensive one is refused up front (by its
+/// estimate, naming it and the changes that fit; or, 16 at once from one client, by the memory that client may
+/// hold); the others are served or refused, never answered late. Then each costly kind alone: refused by its
+/// estimate.
+fn class_5_what_requests_cost(s: &Server, _rt: &tokio::runtime::Runtime) {
+    let mut hostile = Vec::new();
+    for round in 0..2 {
+        hostile.extend(at_once(16, |i| {
+            let kind = Costly::ALL[(i + round * 3) % Costly::ALL.len()];
+            (kind, kind.send(s))
+        }));
+    }
+    let mut outcomes: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (kind, (status, _)) in &hostile {
+        *outcomes.entry(format!("{kind:?} {status}")).or_default() += 1;
+    }
+    eprintln!("class 5 answers (kind, status or 1000 + gRPC code): {outcomes:?}");
+    for (kind, outcome) in &hostile {
+        assert!(kind.allowed(outcome), "{kind:?}: {} {}", outcome.0, outcome.1);
+    }
+    // Alone (no other request holding this client's share of memory), each costly kind is refused by its
+    // estimate.
+    for kind in [Costly::SamplesJson, Costly::SamplesBinary, Costly::SamplesGrpc, Costly::TenSeries] {
+        let (status, msg) = kind.send(s);
+        let refused = status == 429 || status == 1000 + RESOURCE_EXHAUSTED as u16;
+        assert!(refused && msg.contains("estimated engine time is"), "{kind:?} alone: {status} {msg}");
+    }
+    let metrics = http(s.http, "GET", "/metrics", &[AUTH], b"", Duration::from_secs(10)).unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.1).to_string();
+    assert!(
+        metrics.contains("totoc_rejected_total{reason=\"estimated_time\"}"),
+        "no estimated_time rejections"
+    );
+}
+
+#[test]
+fn class_5_expensive_but_small_requests_are_refused_up_front_and_starve_nobody() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    raise_nofile(4096);
+    let mut s = bounded_server(&["--request-timeout-ms", "10000"], &[], "warn");
+    let rt = rt();
+    let golden = Golden::new(&s, &rt);
+    under_attack(&mut s, &golden, &rt, "class 5 (cost in seconds)", class_5_what_requests_cost);
+}

@@ -15,7 +15,9 @@ use exporter::toto1::signature;
 use super::manifest::{EngineGraph, EngineProfile};
 use super::session::{self, Graphs, HostConfig};
 use crate::admission::admit;
+use crate::budget::RequestSize;
 use crate::bundle::EngineManifest;
+use crate::cost::{time_runs, Estimate, GraphRate};
 use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
@@ -106,12 +108,17 @@ impl Toto1Engine {
     }
 
     fn shape(&self, req: &ForecastRequest) -> Shape {
+        self.shape_of(&RequestSize::of(req))
+    }
+
+    /// The planner's view of one series of `size`.
+    fn shape_of(&self, size: &RequestSize) -> Shape {
         let p = self.patch;
         Shape {
-            variates: req.variates(),
-            slots: req.context_len().div_ceil(p).max(1),
-            steps: req.horizon.div_ceil(p).max(1),
-            paths: req.samples.max(1),
+            variates: size.variates,
+            slots: size.context.div_ceil(p).max(1),
+            steps: size.horizon.div_ceil(p).max(1),
+            paths: size.samples.max(1),
         }
     }
 
@@ -224,6 +231,45 @@ impl FamilyEngine for Toto1Engine {
             }
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
+    }
+
+    /// Each bucket timed on the placeholder inputs of [`warm`] (inputs written and run, as a call does).
+    fn measure(&self, call: Call<'_>) -> Result<Vec<GraphRate>> {
+        let mut exec = self.lock();
+        let mut buckets = self.buckets();
+        buckets.sort();
+        let mut rates = Vec::with_capacity(buckets.len());
+        for &b in &buckets {
+            // loaded: the warm-up ran it (a bucket it evicted again runs once untimed)
+            let loaded = exec.pool.is_loaded(b);
+            let mut pool = Pool { engine: self, call, exec: &mut exec };
+            let mut runner = pool.take(b, &[])?;
+            let timed = time_runs(loaded, || warm(&mut runner, b));
+            pool.put(b, runner);
+            let (seconds, runs) = timed?;
+            rates.push(GraphRate::new(self.label(b).0, b.kind.as_str(), b.rows, seconds, runs));
+        }
+        Ok(rates)
+    }
+
+    /// The plan [`crate::plan::plan`] makes of the series: one run per prefill call, `steps` runs of each decode
+    /// pass's bucket.
+    fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        let shapes: Vec<Shape> =
+            sizes.iter().flat_map(|s| std::iter::repeat_n(self.shape_of(s), s.series)).collect();
+        let plan = crate::plan::plan(&shapes, &self.available, Pins::default()).ok()?;
+        let mut e = Estimate::default();
+        let mut add = |b: Bucket, runs: usize| e.add(&self.label(b).0, b.rows, runs as u64);
+        for c in &plan.prefill_only {
+            add(c.bucket, 1);
+        }
+        for pass in &plan.passes {
+            for c in &pass.prefills {
+                add(c.bucket, 1);
+            }
+            add(pass.bucket, pass.steps);
+        }
+        Some(e)
     }
 
     fn buckets(&self) -> Vec<Bucket> {

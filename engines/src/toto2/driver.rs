@@ -129,11 +129,16 @@ pub fn check_request(req: &ForecastRequest, patch: usize, at: &str) -> Result<()
 /// Whether a request fits a shape on its own: its variates in the rows, its whole context patches in the
 /// context slots, its forecast patches in the horizon slots.
 pub fn fits(d: &Toto2Dims, req: &ForecastRequest) -> bool {
+    fits_counts(d, req.variates(), req.context_len(), req.horizon)
+}
+
+/// [`fits`] on a request's counts.
+pub fn fits_counts(d: &Toto2Dims, variates: usize, context: usize, horizon: usize) -> bool {
     let p = d.patch;
-    req.variates() <= d.rows
-        && req.context_len() / p <= d.context_slots
-        && req.context_len() >= p
-        && req.horizon.div_ceil(p) <= d.horizon_slots
+    variates <= d.rows
+        && context / p <= d.context_slots
+        && context >= p
+        && horizon.div_ceil(p) <= d.horizon_slots
 }
 
 fn plan_error(message: String) -> Error {

@@ -14,10 +14,13 @@
 use std::sync::Mutex;
 
 use exporter::toto2::manifest::Toto2SetEntry;
+use exporter::toto2::signature::Toto2GraphKind;
 use exporter::toto2::{Toto2Config, Toto2Dims};
 
 use crate::admission::admit;
+use crate::budget::RequestSize;
 use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
+use crate::cost::{median, Estimate, GraphRate, MIN_TIMED_RUNS, SLOW_SECONDS, TIMED_RUNS};
 use crate::error::{Error, Result};
 use crate::family::{Call, EngineLimits, FamilyEngine, Forecast, RunOptions};
 use crate::graph::GraphRunner;
@@ -25,7 +28,9 @@ use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
 use crate::request::ContextCut;
 use crate::request::ForecastRequest;
-use crate::toto2::driver::{self, fits, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings, Trace};
+use crate::toto2::driver::{
+    self, fits_counts, ChunkConfig, Toto2Forecast, Toto2Runners, Toto2Timings, Trace,
+};
 use crate::toto2::rope::RopeTables;
 
 /// One graph set the engine may run.
@@ -43,6 +48,8 @@ struct Pool {
     runners: LruPool<usize, Vec<GraphRunner>>,
     /// Runs per set since load: (chunks, seconds); one fixed-size record per set.
     totals: Vec<(u64, f64)>,
+    /// Graph runs per set since load: (pass or prefill runs, decode runs); one fixed-size record per set.
+    graph_runs: Vec<(u64, u64)>,
 }
 
 /// A chunk of a call: requests (indices into the call) that run together on one set.
@@ -62,9 +69,33 @@ pub const PACK_ROWS: usize = 16;
 /// decode block).
 type ShapeKey = (usize, usize, usize, Option<usize>);
 
+/// What the planner needs of one request: its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    pub variates: usize,
+    pub context: usize,
+    pub horizon: usize,
+}
+
+impl Need {
+    pub fn of(req: &ForecastRequest) -> Self {
+        Need { variates: req.variates(), context: req.context_len(), horizon: req.horizon }
+    }
+
+    fn fits(&self, d: &Toto2Dims) -> bool {
+        fits_counts(d, self.variates, self.context, self.horizon)
+    }
+}
+
 /// Packs requests onto shapes (see the module docs). Returns the chunks, and for each request that fits no
 /// shape its index.
 pub fn plan(sets: &[Toto2Dims], reqs: &[&ForecastRequest]) -> (Vec<Chunk>, Vec<usize>) {
+    let needs: Vec<Need> = reqs.iter().map(|r| Need::of(r)).collect();
+    plan_counts(sets, &needs)
+}
+
+/// [`plan`] on the requests' counts.
+pub fn plan_counts(sets: &[Toto2Dims], reqs: &[Need]) -> (Vec<Chunk>, Vec<usize>) {
     let key = |d: &Toto2Dims| -> ShapeKey {
         (d.context_slots + d.horizon_slots, d.context_slots, d.horizon_slots, d.block)
     };
@@ -72,7 +103,7 @@ pub fn plan(sets: &[Toto2Dims], reqs: &[&ForecastRequest]) -> (Vec<Chunk>, Vec<u
     // (shape key, requests in order)
     let mut groups: Vec<(ShapeKey, Vec<usize>)> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        match sets.iter().filter(|d| fits(d, r)).map(key).min() {
+        match sets.iter().filter(|d| r.fits(d)).map(key).min() {
             None => unfit.push(i),
             Some(k) => match groups.iter_mut().find(|(g, _)| *g == k) {
                 Some((_, members)) => members.push(i),
@@ -101,7 +132,7 @@ pub fn plan(sets: &[Toto2Dims], reqs: &[&ForecastRequest]) -> (Vec<Chunk>, Vec<u
             chunks.push(Chunk { set, members: std::mem::take(current) });
         };
         for i in members {
-            let v = reqs[i].variates();
+            let v = reqs[i].variates;
             if rows + v > pack_rows {
                 close(&mut current, rows);
                 rows = 0;
@@ -158,13 +189,14 @@ impl Toto2Engine {
             });
         }
         let totals = vec![(0, 0.0); sets.len()];
+        let graph_runs = vec![(0, 0); sets.len()];
         Ok(Toto2Engine {
             rope: RopeTables::new(cfg.rotary_dim(), cfg.use_xpos),
             cfg: cfg.clone(),
             sets,
             weights_bytes,
             budget,
-            pool: Mutex::new(Pool { totals, ..Pool::default() }),
+            pool: Mutex::new(Pool { totals, graph_runs, ..Pool::default() }),
         })
     }
 
@@ -196,9 +228,24 @@ impl Toto2Engine {
         self.sets.iter().zip(&pool.totals).map(|(s, &(n, t))| (s.entry.name.clone(), n, t)).collect()
     }
 
+    /// Graph runs since the engine was loaded, by graph as [`Self::estimate`] names them (graphs that ran).
+    pub fn graph_runs(&self) -> Vec<(String, u64)> {
+        let pool = self.lock();
+        let mut out = Vec::new();
+        for (set, &(first, decode)) in pool.graph_runs.iter().enumerate() {
+            let kinds = set_runs(&self.sets[set].entry.dims, 0);
+            for (kind, runs) in [(kinds[0].0, first), (Toto2GraphKind::Decode, decode)] {
+                if runs > 0 {
+                    out.push((self.graph_name(set, kind), runs));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether some set holds `req` on its own; the error says why not.
     pub fn check_fits(&self, req: &ForecastRequest, at: &str) -> Result<()> {
-        if self.sets.iter().any(|s| fits(&s.entry.dims, req)) {
+        if self.sets.iter().any(|s| Need::of(req).fits(&s.entry.dims)) {
             return Ok(());
         }
         Err(self.unfit(req, at))
@@ -283,6 +330,101 @@ impl Toto2Engine {
         out.into_iter().map(|r| r.expect("every request answered")).collect()
     }
 
+    /// A set's graph as rates and estimates name it: `<set>.<kind>` (`default.n4.s64.decode`; one TensorRT file
+    /// may serve several sets, so the file does not name it).
+    fn graph_name(&self, set: usize, kind: Toto2GraphKind) -> String {
+        format!("{}.{}", self.sets[set].entry.name, kind.as_str())
+    }
+
+    /// Times every set on a placeholder request that fills its context and horizon: one untimed chunk (the
+    /// warm-up only loads the sets), then [`TIMED_RUNS`] timed (or [`MIN_TIMED_RUNS`] when those took
+    /// [`SLOW_SECONDS`], as [`crate::cost::time_runs`]); per graph, the median of its runs (each decode block is
+    /// one run).
+    pub fn measure(&self, bundle: &EngineBundle, engine_label: &str) -> Result<Vec<GraphRate>> {
+        let mut pool = self.lock();
+        let mut rates = Vec::new();
+        for set in 0..self.sets.len() {
+            let mut runners = self.take(&mut pool, bundle, set)?;
+            let timed = self.time_set(&mut runners, set, engine_label);
+            self.put(&mut pool, set, runners);
+            rates.extend(timed?);
+        }
+        Ok(rates)
+    }
+
+    fn time_set(
+        &self,
+        runners: &mut [GraphRunner],
+        set: usize,
+        engine_label: &str,
+    ) -> Result<Vec<GraphRate>> {
+        let slot = &self.sets[set];
+        let d = &slot.entry.dims;
+        let req = placeholder(d);
+        let cfg = ChunkConfig {
+            dims: d,
+            rope: &self.rope,
+            profile: &slot.profile,
+            engine: engine_label,
+            cap_k: None,
+            trace: Trace::Response,
+            cancel: None,
+        };
+        run_set(runners, &slot.entry.name, &cfg, &[&req], &mut Toto2Timings::default())?;
+        let (mut first, mut decode) = (Vec::new(), Vec::new());
+        let (mut chunks, mut total) = (0, 0.0);
+        while chunks < TIMED_RUNS && (chunks < MIN_TIMED_RUNS || total < SLOW_SECONDS) {
+            let mut t = Toto2Timings::default();
+            let t0 = std::time::Instant::now();
+            run_set(runners, &slot.entry.name, &cfg, &[&req], &mut t)?;
+            total += t0.elapsed().as_secs_f64();
+            chunks += 1;
+            first.extend(t.first.iter().map(|d| d.as_secs_f64()));
+            decode.extend(t.decode.iter().map(|d| d.as_secs_f64()));
+        }
+        let kind = set_runs(d, 0)[0].0;
+        let mut rates = vec![GraphRate::new(
+            self.graph_name(set, kind),
+            kind.as_str(),
+            d.rows,
+            median(&mut first),
+            first.len(),
+        )];
+        if !decode.is_empty() {
+            let kind = Toto2GraphKind::Decode;
+            let (name, n) = (self.graph_name(set, kind), decode.len());
+            rates.push(GraphRate::new(name, kind.as_str(), d.rows, median(&mut decode), n));
+        }
+        Ok(rates)
+    }
+
+    /// The chunks [`plan_counts`] makes of the series, and each chunk's graph runs ([`set_runs`]).
+    pub fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        let needs: Vec<Need> = sizes
+            .iter()
+            .flat_map(|s| {
+                std::iter::repeat_n(
+                    Need { variates: s.variates, context: s.context, horizon: s.horizon },
+                    s.series,
+                )
+            })
+            .collect();
+        let dims: Vec<Toto2Dims> = self.sets.iter().map(|s| s.entry.dims).collect();
+        let (chunks, unfit) = plan_counts(&dims, &needs);
+        if !unfit.is_empty() {
+            return None;
+        }
+        let mut e = Estimate::default();
+        for c in &chunks {
+            let d = &dims[c.set];
+            let patches = c.members.iter().map(|&i| needs[i].horizon.div_ceil(d.patch)).max().unwrap_or(0);
+            for (kind, runs) in set_runs(d, patches) {
+                e.add(&self.graph_name(c.set, kind), d.rows, runs);
+            }
+        }
+        Some(e)
+    }
+
     fn run_chunk(
         &self,
         pool: &mut Pool,
@@ -304,20 +446,13 @@ impl Toto2Engine {
             cancel,
         };
         let mut timings = Toto2Timings::default();
-        let result = match runners.as_mut_slice() {
-            [pass] => driver::forecast_chunk(Toto2Runners::Pass(pass), &cfg, members, &mut timings),
-            [prefill, decode] => {
-                driver::forecast_chunk(Toto2Runners::Block { prefill, decode }, &cfg, members, &mut timings)
-            }
-            other => Err(Error::Session {
-                graph: slot.entry.name.clone(),
-                message: format!("a graph set has 1 or 2 graphs, this one {}", other.len()),
-            }),
-        };
+        let result = run_set(&mut runners, &slot.entry.name, &cfg, members, &mut timings);
         self.put(pool, set, runners);
         let seconds: f64 = timings.first.iter().chain(&timings.decode).map(|d| d.as_secs_f64()).sum();
         pool.totals[set].0 += 1;
         pool.totals[set].1 += seconds;
+        pool.graph_runs[set].0 += timings.first.len() as u64;
+        pool.graph_runs[set].1 += timings.decode.len() as u64;
         let names: Vec<String> = slot
             .entry
             .graphs
@@ -394,6 +529,55 @@ impl Toto2Engine {
     }
 }
 
+/// Runs a chunk on a set's graphs: its pass, or its prefill and decode graphs.
+fn run_set(
+    runners: &mut [GraphRunner],
+    set_name: &str,
+    cfg: &ChunkConfig,
+    members: &[&ForecastRequest],
+    timings: &mut Toto2Timings,
+) -> Result<Vec<Toto2Forecast>> {
+    match runners {
+        [pass] => driver::forecast_chunk(Toto2Runners::Pass(pass), cfg, members, timings),
+        [prefill, decode] => {
+            driver::forecast_chunk(Toto2Runners::Block { prefill, decode }, cfg, members, timings)
+        }
+        other => Err(Error::Session {
+            graph: set_name.to_string(),
+            message: format!("a graph set has 1 or 2 graphs, this one {}", other.len()),
+        }),
+    }
+}
+
+/// The graph runs of one chunk on a set of `dims` whose longest horizon is `patches` patches: one pass, or one
+/// prefill (the first block) and a decode run per further block.
+fn set_runs(dims: &Toto2Dims, patches: usize) -> [(Toto2GraphKind, u64); 2] {
+    match dims.block {
+        None => [(Toto2GraphKind::Pass, 1), (Toto2GraphKind::Decode, 0)],
+        Some(b) => {
+            let b = b.max(1);
+            [
+                (Toto2GraphKind::Prefill, 1),
+                (Toto2GraphKind::Decode, patches.saturating_sub(b).div_ceil(b) as u64),
+            ]
+        }
+    }
+}
+
+/// A request that fills a set's context and horizon (one variate: the other rows are padding, which costs the
+/// same in a static shape), with finite, varying values.
+fn placeholder(d: &Toto2Dims) -> ForecastRequest {
+    ForecastRequest {
+        id: None,
+        target: vec![(0..d.context_slots * d.patch).map(|i| Some((i % 13) as f32)).collect()],
+        id_mask: vec![0],
+        horizon: d.horizon_slots * d.patch,
+        samples: 0,
+        quantiles: Vec::new(),
+        ..ForecastRequest::default()
+    }
+}
+
 /// How a call runs its chunks: what each forecast keeps, and when to stop.
 #[derive(Clone, Copy)]
 struct RunMode<'a> {
@@ -458,6 +642,14 @@ impl FamilyEngine for Toto2Engine {
             .into_iter()
             .map(|r| r.map(|f| Forecast { response: f.response, steps: Vec::new() }))
             .collect()
+    }
+
+    fn measure(&self, call: Call<'_>) -> Result<Vec<GraphRate>> {
+        Toto2Engine::measure(self, call.bundle, &call.info.label)
+    }
+
+    fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
+        Toto2Engine::estimate(self, sizes)
     }
 
     fn graph_sets(&self) -> Vec<String> {

@@ -81,10 +81,10 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
         for j in spread(plan.len(), per_series.max(1)) {
             let w = plan[j];
             let f = &run.out.forecasts[offset + j];
-            let len = bt.series[s].values.len() as i64;
             let history = bt.series[s].values[..w.history_len()].to_vec();
+            // the cutoff's stamp from the backtest's one walk per series (`Backtest::time`), not a walk per chart
             let time = bt.axes[s].as_ref().map(|a| tables::axis::TimeAxis {
-                last: a.at(w.cutoff as i64 - (len - 1)).unwrap_or(a.last),
+                last: bt.time(s, w.cutoff).unwrap_or(a.last),
                 ..a.clone()
             });
             let id = RequestId::Str(format!("{} @ {}", bt.series[s].unique_id, bt.stamp(s, w.cutoff)));

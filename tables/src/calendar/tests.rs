@@ -352,3 +352,100 @@ fn rows_off_the_session_in_many_weeks_or_at_the_ends_leave_the_series_continuous
     let bars = utc_fx_bars("2023-10-01T00:00:00Z", "2023-12-15T22:00:00Z", &[], &[]);
     assert!(matches!(infer_auto(&bars, HOUR, &opts).unwrap(), Inferred::Continuous(_)));
 }
+
+/// `past(n)` walks back once to what `at` gives position by position: `at(-n)`, …, `at(-1)`, the steps outside the
+/// range of timestamps (`at` gives `None`) being the oldest, left out; and `future(n)` is `at(1)`, …, `at(n)`.
+fn walked_equals_stepped(a: &TimeAxis, n: usize) {
+    let stepped: Vec<Option<Stamp>> = (1..=n as i64).rev().map(|k| a.at(-k)).collect();
+    let past = a.past(n);
+    let missing = n - past.len();
+    let walked: Vec<Option<Stamp>> =
+        std::iter::repeat_n(None, missing).chain(past.into_iter().map(Some)).collect();
+    assert_eq!(walked, stepped, "{} back from {}", a.calendar_text(), a.last);
+    let ahead: Option<Vec<Stamp>> = (1..=n as i64).map(|k| a.at(k)).collect();
+    assert_eq!(a.future(n), ahead, "{} on from {}", a.calendar_text(), a.last);
+}
+
+#[test]
+fn walking_back_once_gives_every_position_the_timestamp_of_a_walk_from_the_last() {
+    // Trading days with two holidays (Monday 15 January and 19 February 2024), walked back past the first row.
+    let holidays = Arc::new(parse_holidays("2024-01-15\n2024-02-19\n", "h.txt").unwrap());
+    let days = trading_days("2024-01-01", 70, &["2024-01-15", "2024-02-19"]);
+    let Inferred::Session(cal) = infer(&days, DAY, Zone::Fixed(Offset::UTC), &holidays).unwrap() else {
+        panic!("continuous")
+    };
+    assert_eq!(cal.describe(), "weekdays Mon–Fri, 2 holidays");
+    let a = axis(&days, cal);
+    walked_equals_stepped(&a, 80);
+    let texts = |a: &TimeAxis, n: usize| a.past(n).into_iter().map(Stamp::to_text).collect::<Vec<String>>();
+    let back = texts(&a, 80);
+    assert_eq!((back[0].as_str(), back[79].as_str()), ("2023-11-15", "2024-03-07")); // the last is Friday the 8th
+    assert!(!back.iter().any(|d| d == "2024-01-15" || d == "2024-02-19"), "{back:?}");
+
+    // FX bars across the March 2024 change of New York's clocks, in the zone and in their written offsets.
+    let bars = fx_bars("2024-03-03T00:00:00Z", "2024-04-05T00:00:00Z");
+    let ny = Zone::Named(TimeZone::get("America/New_York").unwrap());
+    for zone in [ny.clone(), series_zone(&bars, &CalendarOptions::default())] {
+        let Inferred::Session(cal) = infer(&bars, HOUR, zone, &no_holidays()).unwrap() else {
+            panic!("continuous")
+        };
+        let friday = bars.iter().position(|s| s.to_text() == "2024-03-15T16:00:00-04:00").unwrap();
+        walked_equals_stepped(&axis(&bars[..=friday], cal), 300);
+    }
+
+    // Every half hour in New York across the November 2024 fall back: 01:00 and 01:30 come twice.
+    let cal = Calendar::new(HOUR / 2, 0, vec![true; 7 * 48], no_holidays(), ny.clone()).unwrap();
+    let last = p("2024-11-03T09:00:00Z");
+    let a = axis(&[Stamp { style: StampStyle::Offset, ..last }], cal.clone());
+    walked_equals_stepped(&a, 60);
+    let back = texts(&a, 60);
+    assert_eq!(back.iter().filter(|t| t.starts_with("2024-11-03T01:30:00")).count(), 2, "{back:?}");
+    walked_equals_stepped(&axis(&[last], cal), 60);
+
+    // UTC FX bars with their session inferred in New York, rows off the session (two Fridays' extra bars), and
+    // Thanksgiving a holiday of the calendar: back from Tuesday 28 November 2023 across the November change.
+    let extra = ["2023-10-06", "2023-10-20"];
+    let bars = utc_fx_bars("2023-09-03T00:00:00Z", "2024-01-05T22:00:00Z", &extra, &["2023-11-23"]);
+    let Inferred::Session(cal) = infer_auto(&bars, HOUR, &CalendarOptions::default()).unwrap() else {
+        panic!("continuous")
+    };
+    let thanksgiving = Arc::new(parse_holidays("2023-11-23", "h.txt").unwrap());
+    let cal = Calendar { holidays: thanksgiving, ..cal };
+    let bars = &bars[..=bars.iter().position(|s| s.to_text() == "2023-11-28T15:00:00").unwrap()];
+    let off: Vec<i128> = bars.iter().map(|s| s.at.as_nanosecond()).filter(|&t| !cal.contains(t)).collect();
+    assert_eq!(off.len(), 2);
+    let a = TimeAxis { off_session: off.into(), ..axis(bars, cal) };
+    walked_equals_stepped(&a, 800);
+    let back = texts(&a, 800);
+    assert!(back[0].as_str() < "2023-10-20" && back.contains(&"2023-10-20T21:00:00".into()), "{back:?}");
+    // Thanksgiving in New York is 05:00Z 23 November to 05:00Z the 24th: no stamp in it.
+    assert!(!back.iter().any(|t| ("2023-11-23T05".."2023-11-24T05").contains(&t.as_str())), "{back:?}");
+
+    // Continuous axes: a fixed step, months to the month's end from mid-month (position 0 is not the last
+    // stamp), and a fixed day: the 31st, clamped.
+    let fixed = TimeAxis::continuous(p("2024-03-10T12:00:00Z"), Freq::Fixed(HOUR), MonthAnchor::End);
+    walked_equals_stepped(&fixed, 50);
+    for (months, anchor) in [(1, MonthAnchor::End), (3, MonthAnchor::Day(31))] {
+        walked_equals_stepped(&TimeAxis::continuous(p("2024-02-15"), Freq::Months(months), anchor), 40);
+    }
+}
+
+#[test]
+fn walking_back_stops_at_the_range_of_timestamps_as_stepping_does() {
+    let near = |days: i128| {
+        let t = Timestamp::MIN.as_nanosecond() + days * DAY;
+        Stamp::civil(Timestamp::from_nanosecond(t).unwrap(), StampStyle::DateTime)
+    };
+    let fixed = TimeAxis::continuous(near(5), Freq::Fixed(DAY), MonthAnchor::End);
+    assert_eq!(fixed.past(20).len(), 5);
+    walked_equals_stepped(&fixed, 20);
+    let months = TimeAxis::continuous(near(100), Freq::Months(1), MonthAnchor::End);
+    assert!(months.past(20).len() < 20);
+    walked_equals_stepped(&months, 20);
+    let cal = Calendar::weekdays(DAY, 0, no_holidays(), Zone::Fixed(Offset::UTC)).unwrap();
+    let start = cal.next_after(near(12).at.as_nanosecond()).unwrap();
+    let first = Stamp::civil(Timestamp::from_nanosecond(start).unwrap(), StampStyle::Date);
+    let a = axis(&[first], cal);
+    assert!(a.past(20).len() < 20);
+    walked_equals_stepped(&a, 20);
+}
