@@ -39,7 +39,7 @@ use engines::request::{ForecastRequest, Limits, Overrides};
 
 use axis::TimeAxis;
 use error::{DataError, Result};
-use series::{assemble, Context};
+use series::{Context, RawSeries};
 use timestamps::{EpochUnit, Freq};
 
 /// File formats, in and out.
@@ -316,4 +316,14 @@ fn dataset(
         time: layout.time_name().map(|n| (n.to_string(), kind)),
     };
     Ok(Dataset { columns, series })
+}
+
+/// A table series as the engine's request: placed on its grid ([`series::assemble`]), or, for a family without
+/// missing points, its rows as given ([`as_given::assemble`]: a gap is not a missing point).
+fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
+    let at = series::series_at(cx.source, raw.id.as_ref());
+    match cx.limits.shape.missing_points {
+        true => series::assemble(raw, cx, at),
+        false => as_given::assemble(raw, cx, at),
+    }
 }

@@ -127,14 +127,9 @@ pub fn series_at(source: &str, id: Option<&RequestId>) -> String {
     }
 }
 
-/// Sorts a table series' rows by time, places them on its grid, checks them and validates the request (for a
-/// family without missing points: its rows as given, [`super::as_given`]).
-pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
-    let at = series_at(cx.source, raw.id.as_ref());
-    if !cx.limits.shape.missing_points {
-        // a family without missing points reads the rows as given: no grid
-        return super::as_given::assemble(raw, cx, at);
-    }
+/// Sorts a table series' rows by time, places them on its grid, checks them and validates the request (`at`
+/// names the series; a family without missing points reads its rows as given instead: `super::as_given`).
+pub fn assemble(raw: RawSeries, cx: &Context<'_>, at: String) -> Result<Series> {
     let (target, time) = place(&raw, cx, &at)?;
     for (v, series) in target.iter().enumerate() {
         if series.iter().all(Option::is_none) {
@@ -401,7 +396,13 @@ mod tests {
             overrides: &o,
             limits: &Limits::default(),
         };
-        c.series.into_iter().map(|r| assemble(r, &cx)).collect()
+        c.series
+            .into_iter()
+            .map(|r| {
+                let at = series_at(cx.source, r.id.as_ref());
+                assemble(r, &cx, at)
+            })
+            .collect()
     }
 
     #[test]
@@ -442,7 +443,9 @@ mod tests {
             overrides: &o,
             limits: &Limits::default(),
         };
-        let e = assemble(c.series.into_iter().next().unwrap(), &cx).unwrap_err().to_string();
+        let raw = c.series.into_iter().next().unwrap();
+        let at = series_at(cx.source, raw.id.as_ref());
+        let e = assemble(raw, &cx, at).unwrap_err().to_string();
         assert_eq!(
             e,
             "t.csv: series a: a step of 1 millisecond puts 172800001 grid points between the first and the last of \
