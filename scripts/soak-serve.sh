@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test of `totoc serve` (not a CI step; CI runs the 60-second variant on the tiny engine, the integration test
 # serve_ops::soak_60_seconds_on_the_tiny_engine). Mixed valid/invalid traffic at 2 x RATE requests/s during the
-# warm-up (the first tenth), RATE until half-time and 2 x RATE for the second half, with the shadow engine on;
+# warm-up (the first third, at most 60 s), RATE until half-time and 2 x RATE for the second half, with the shadow engine on;
 # checks 0 crashes, 0 wrong answers, only documented status codes, and end RSS <= RSS after the warm-up + 5%
 # (start/warm/end/peak printed).
 #
