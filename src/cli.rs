@@ -424,6 +424,18 @@ pub struct ForecastArgs {
     /// Fail on a series longer than the engine's context instead of keeping its most recent points.
     #[arg(long)]
     pub strict_context: bool,
+    /// Sampling temperature of a model that takes sampling controls (replaces the requests' own).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sample among the k likeliest tokens (0: off), for a model that takes sampling controls.
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+    /// Nucleus sampling threshold in (0, 1], for a model that takes sampling controls.
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// A model parameter, NAME=VALUE (a number), e.g. --param max_context=512; repeat for several.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, f64)>,
     /// Also write every sample path (JSON `samples`; `sample_0`, `sample_1`, ... columns in tables).
     #[arg(long)]
     pub write_samples: bool,
@@ -707,6 +719,17 @@ pub struct ExportArgs {
 }
 
 /// `--opset`: 24 or 18.
+/// `--param NAME=VALUE`: a name and a number.
+fn parse_param(s: &str) -> Result<(String, f64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE; write e.g. --param max_context=512"))?;
+    let x: f64 = value.trim().parse().map_err(|_| {
+        format!("`{value}` (the value of `{name}`) is not a number; write e.g. --param {name}=512")
+    })?;
+    Ok((name.trim().to_string(), x))
+}
+
 fn parse_opset(s: &str) -> Result<i64, String> {
     match s {
         "24" => Ok(24),

@@ -144,6 +144,7 @@ pub fn window_request(
         quantiles: Some(spec.quantiles.clone()),
         seed: Some(spec.seed),
         strict_context: None,
+        ..Overrides::default()
     };
     let at = format!("{}, window {} (cutoff at grid position {})", s.unique_id, w.index + 1, w.cutoff);
     RequestFields::from_target(id, target).validate(&at, &overrides, limits).map_err(|e| RunError::Request {

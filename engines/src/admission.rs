@@ -1,6 +1,7 @@
 //! The request admission every family shares: the engine's limits (variates, horizon, samples, context) and
 //! the context policy the CLI and the server apply alike: a context longer than the engine holds keeps its most
-//! recent points (reported as `context_truncated`), or with `strict_context` is an error. Request sizes are
+//! recent points (reported as `context_truncated`; their f64 values and wall clocks are cut with them), or with
+//! `strict_context` is an error. Request sizes are
 //! checked against the limits and the request budget before anything is built ([`check_size`]).
 
 use crate::budget::{Budget, RequestSize};
@@ -52,6 +53,13 @@ pub fn admit(limits: &EngineLimits, req: &mut ForecastRequest, at: &str) -> Resu
     for series in &mut req.target {
         series.drain(..given - used);
     }
+    // what travels with the points is cut with them
+    for series in req.target_f64.iter_mut().flatten() {
+        series.drain(..given - used);
+    }
+    if !req.timestamps.is_empty() {
+        req.timestamps.drain(..given - used);
+    }
     if let Some(v) = req.target.iter().position(|s| s.iter().all(Option::is_none)) {
         return Err(Error::AllMissingAfterCut { at: at.to_string(), variate: v, used });
     }
@@ -66,15 +74,10 @@ mod tests {
 
     fn req(len: usize) -> ForecastRequest {
         ForecastRequest {
-            id: None,
             target: vec![(0..len).map(|i| Some(i as f32)).collect()],
             id_mask: vec![0],
             horizon: 4,
-            samples: 0,
-            quantiles: vec![],
-            seed: 0,
-            strict_context: false,
-            context_cut: None,
+            ..ForecastRequest::default()
         }
     }
 
@@ -126,6 +129,26 @@ mod tests {
         assert_eq!(admit(&LIMITS, &mut r, "r").unwrap(), Some(ContextCut { given: 20, used: 8 }));
         let mut r = req(8);
         assert_eq!(admit(&LIMITS, &mut r, "r").unwrap(), None);
+    }
+
+    #[test]
+    fn the_f64_values_and_wall_clocks_are_cut_with_the_points() {
+        use crate::host::wall_clock::WallClock;
+        let clock = |d: u32| WallClock::new(2024, 1, d, 0, 0, 0, 0).unwrap();
+        let mut r = ForecastRequest {
+            target_f64: Some(vec![(0..20).map(f64::from).collect()]),
+            timestamps: (1..=20).map(clock).collect(),
+            future_timestamps: (21..=24).map(clock).collect(),
+            ..req(20)
+        };
+        admit(&LIMITS, &mut r, "r").unwrap();
+        assert_eq!(r.target_f64.as_ref().unwrap()[0], (12..20).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(r.timestamps, (13..=20).map(clock).collect::<Vec<_>>());
+        assert_eq!(r.future_timestamps.len(), 4);
+        // admitting again changes nothing
+        let again = r.clone();
+        admit(&LIMITS, &mut r, "r").unwrap();
+        assert_eq!(r, again);
     }
 
     #[test]

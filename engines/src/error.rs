@@ -71,6 +71,12 @@ pub enum Error {
     QuantilesWithoutSamples { at: String },
     #[error("{at}: {samples} samples exceed this engine's limit of {limit}; ask for at most {limit}")]
     TooManySamples { at: String, samples: usize, limit: usize },
+    /// A field the engine's model family does not take (`why` says what it does instead).
+    #[error("{at}: `{field}` is not a field {model} takes: {why}; remove it")]
+    FieldNotTaken { at: String, field: String, model: &'static str, why: String },
+    /// A field whose value (or absence) cannot be used; `message` names the field and says how to fix it.
+    #[error("{at}: {message}")]
+    BadField { at: String, field: String, message: String },
 
     // --- Toto 2.0 requests
     #[error("{at}: quantile {q} is outside the range a Toto 2.0 engine predicts, [0.1, 0.9] (its nine knots 0.1, 0.2, …, 0.9; levels between knots are interpolated); ask for levels from 0.1 to 0.9")]
@@ -145,6 +151,8 @@ impl Error {
                 | E::QuantileRange { .. }
                 | E::QuantilesWithoutSamples { .. }
                 | E::TooManySamples { .. }
+                | E::FieldNotTaken { .. }
+                | E::BadField { .. }
                 | E::Limit { .. }
                 | E::ContextTooLong { .. }
                 | E::AllMissingAfterCut { .. }
@@ -186,6 +194,8 @@ mod tests {
             Error::NotSupported { at: "r".into(), message: "no".into() },
             Error::Unservable { at: "r".into(), why: "too big".into() },
             Error::Limit { at: "r".into(), what: "3 variates".into(), limit: 2 },
+            Error::FieldNotTaken { at: "r".into(), field: "top_p".into(), model: "M", why: "no".into() },
+            Error::BadField { at: "r".into(), field: "top_p".into(), message: "2 is not in (0, 1]".into() },
         ];
         assert!(request.iter().all(Error::is_request_error));
         let engine = [

@@ -49,14 +49,23 @@ pub struct EngineInfo {
 }
 
 impl EngineInfo {
-    /// The limits request parsing enforces for this engine. An engine of a family that draws no sample paths
+    /// The limits request parsing enforces for this engine, with what its family's requests may hold
+    /// ([`crate::request::RequestShape`]). An engine of a family that draws no sample paths
     /// leaves `samples` to [`FamilyEngine::admit`], whose error gives the reason (it predicts quantiles) rather
     /// than a limit of 0.
     pub fn request_limits(&self) -> crate::request::Limits {
+        let shape = crate::request::RequestShape::of(self.model.capabilities());
+        let max_horizon = self.limits.max_horizon;
         if self.model.capabilities().samples {
-            crate::request::Limits { max_samples: self.limits.max_samples, quantiles_without_samples: false }
+            let max_samples = self.limits.max_samples;
+            crate::request::Limits { max_samples, quantiles_without_samples: false, shape, max_horizon }
         } else {
-            crate::request::Limits { max_samples: usize::MAX, quantiles_without_samples: true }
+            crate::request::Limits {
+                max_samples: usize::MAX,
+                quantiles_without_samples: true,
+                shape,
+                max_horizon,
+            }
         }
     }
 }

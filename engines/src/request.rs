@@ -21,10 +21,31 @@
 //!
 //! [`ForecastResponse`] is what the engines return. Files (JSON Lines, CSV, Parquet) are read and written by the
 //! binary, not here.
+//!
+//! **What a family takes** ([`RequestShape`], from its `Capabilities`, in [`Limits::shape`]): beyond the fields
+//! above, a request may carry `columns` (the names of `target`'s rows), `timestamps` / `future_timestamps` (each
+//! point's and each forecast step's wall clock), the sampling controls `temperature`, `top_k`, `top_p`, and
+//! `params` (family parameters, numbers by name). Shared parsing asks the shape: a field the family does not take
+//! is refused by name with its reason; a family without missing points refuses one naming its column and row.
+//! The values travel in [`ForecastRequest`] for the family's engine ([`ForecastRequest::columns`],
+//! [`ForecastRequest::target_f64`], [`ForecastRequest::timestamps`], ...).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::host::wall_clock::WallClock;
+
+mod shape;
+#[cfg(test)]
+mod shape_tests;
+mod stamps;
+mod values;
+
+pub use shape::{RequestShape, Sampling};
+pub use stamps::TimeValue;
+pub use values::TargetValues;
 
 /// Quantile levels of a sampled request that does not name any.
 pub const DEFAULT_QUANTILES: [f64; 3] = [0.1, 0.5, 0.9];
@@ -66,6 +87,51 @@ pub struct ForecastRequest {
     /// Set when the engine's context policy cut this request's context ([`crate::engine::admit`]).
     #[serde(skip)]
     pub context_cut: Option<ContextCut>,
+    /// For a family that reads named columns: the name of each row of `target`, in order (the family's
+    /// canonical names); empty otherwise. The response's variates are these, in this order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<&'static str>,
+    /// `target` as read, in f64 (`NaN` = missing), `[variate][time]`: kept only when the family derives a column
+    /// the request leaves out ([`RequestShape::columns`]), which it derives from the values before they are
+    /// rounded to f32, as its reference does. Cut with the context.
+    #[serde(skip)]
+    pub target_f64: Option<Vec<Vec<f64>>>,
+    /// For a family that reads each point's wall clock: one per context point, `[time]`; empty otherwise. Cut
+    /// with the context.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timestamps: Vec<WallClock>,
+    /// For a family that reads wall clocks: one per forecast step, `[horizon]`; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub future_timestamps: Vec<WallClock>,
+    /// Sampling controls as given (absent: the family's defaults); only for a family that takes them.
+    #[serde(skip_serializing_if = "Sampling::is_empty")]
+    pub sampling: Sampling,
+    /// Family parameters by name (each a name the family takes; its engine checks the values).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, f64>,
+}
+
+impl Default for ForecastRequest {
+    /// An empty request (tests build theirs from it).
+    fn default() -> Self {
+        ForecastRequest {
+            id: None,
+            target: Vec::new(),
+            id_mask: Vec::new(),
+            horizon: 0,
+            samples: 0,
+            quantiles: Vec::new(),
+            seed: 0,
+            strict_context: false,
+            context_cut: None,
+            columns: Vec::new(),
+            target_f64: None,
+            timestamps: Vec::new(),
+            future_timestamps: Vec::new(),
+            sampling: Sampling::default(),
+            params: BTreeMap::new(),
+        }
+    }
 }
 
 impl ForecastRequest {
@@ -79,13 +145,15 @@ impl ForecastRequest {
     }
 }
 
-/// A request as written, before overrides and checks (absent fields are `None`).
+/// A request as written, before overrides and checks (absent fields are `None`). Its `Deserialize` is the one
+/// definition of a JSON request's fields (every reader and the server's bounded decode parse through it, the
+/// tables layer taking its own keys aside).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestFields {
     #[serde(default)]
     pub id: Option<RequestId>,
-    pub target: Vec<Vec<Option<f32>>>,
+    pub target: TargetValues,
     #[serde(default)]
     pub id_mask: Option<Vec<i64>>,
     #[serde(default)]
@@ -98,6 +166,26 @@ pub struct RequestFields {
     pub seed: Option<u64>,
     #[serde(default)]
     pub strict_context: Option<bool>,
+    /// Names of `target`'s rows (a family with named columns).
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// One per point: for a family that reads wall clocks. (The tables layer's JSON reader takes `timestamps`,
+    /// `calendar`, `timezone` and `holidays` aside as it decodes, places the points, and hands such a family its
+    /// wall clocks here.)
+    #[serde(default)]
+    pub timestamps: Option<Vec<TimeValue>>,
+    /// One per forecast step (a family that reads wall clocks); absent: a table reader continues the series.
+    #[serde(default)]
+    pub future_timestamps: Option<Vec<TimeValue>>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Family parameters by name.
+    #[serde(default)]
+    pub params: Option<BTreeMap<String, f64>>,
 }
 
 impl ForecastRequest {
@@ -117,6 +205,12 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--strict-context`.
     pub strict_context: Option<bool>,
+    /// `--temperature`, `--top-k`, `--top-p`.
+    pub temperature: Option<f64>,
+    pub top_k: Option<i64>,
+    pub top_p: Option<f64>,
+    /// `--param NAME=VALUE`, each replacing the request's parameter of that name.
+    pub params: BTreeMap<String, f64>,
 }
 
 /// What the engine serving the requests can do.
@@ -126,11 +220,35 @@ pub struct Limits {
     /// `quantiles` may be given without `samples` (Toto 2.0 predicts quantiles directly); Toto 1.0 computes them
     /// from sample paths, so without samples they are an error.
     pub quantiles_without_samples: bool,
+    /// What the family's requests may hold (default: unnamed variates, missing points allowed, nothing else).
+    pub shape: RequestShape,
+    /// The most forecast steps the engine serves (admission refuses more): a reader builds no more forecast
+    /// timestamps than this for a family that reads them.
+    pub max_horizon: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_samples: usize::MAX, quantiles_without_samples: false }
+        Limits {
+            max_samples: usize::MAX,
+            quantiles_without_samples: false,
+            shape: RequestShape::default(),
+            max_horizon: usize::MAX,
+        }
+    }
+}
+
+impl Limits {
+    /// `horizon` against [`Limits::max_horizon`], with admission's error.
+    pub fn check_horizon(&self, horizon: usize, at: &str) -> Result<()> {
+        match horizon > self.max_horizon {
+            true => Err(Error::Limit {
+                at: at.to_string(),
+                what: format!("horizon {horizon}"),
+                limit: self.max_horizon,
+            }),
+            false => Ok(()),
+        }
     }
 }
 
@@ -161,10 +279,18 @@ pub fn json_error(text: &str, at: &str, e: &serde_json::Error) -> Error {
     Error::RequestSyntax { at: at.to_string(), message }
 }
 
+/// A client's string, cut for a message (at most 64 characters, `…` marking the cut).
+pub(crate) fn clip(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 impl RequestFields {
     /// A request of one table's series: its values and id; everything else comes from [`Overrides`].
-    pub fn from_target(id: Option<RequestId>, target: Vec<Vec<Option<f32>>>) -> Self {
-        RequestFields { id, target, ..RequestFields::default() }
+    pub fn from_target(id: Option<RequestId>, target: impl Into<TargetValues>) -> Self {
+        RequestFields { id, target: target.into(), ..RequestFields::default() }
     }
 
     /// Applies the overrides and checks every field; `at` names the request in errors.
@@ -175,6 +301,23 @@ impl RequestFields {
 
 fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Result<ForecastRequest> {
     let at_s = || at.to_string();
+    let shape = &limits.shape;
+    let mut params = raw.params;
+    if !o.params.is_empty() {
+        params.get_or_insert_with(BTreeMap::new).extend(o.params.iter().map(|(k, v)| (k.clone(), *v)));
+    }
+    let (temperature, top_k, top_p) =
+        (o.temperature.or(raw.temperature), o.top_k.or(raw.top_k), o.top_p.or(raw.top_p));
+    let given = shape::Given {
+        columns: raw.columns.is_some(),
+        timestamps: raw.timestamps.is_some(),
+        future_timestamps: raw.future_timestamps.is_some(),
+        temperature: temperature.is_some(),
+        top_k: top_k.is_some(),
+        top_p: top_p.is_some(),
+        params: params.as_ref(),
+    };
+    shape::refuse_untaken(shape, &given, at)?;
     let horizon = o.horizon.or(raw.horizon).ok_or(Error::MissingField {
         at: at_s(),
         field: "horizon",
@@ -191,10 +334,11 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
         (None, 0) => Vec::new(),
         (None, _) => DEFAULT_QUANTILES.to_vec(),
     };
-    let target = raw.target;
-    if target.is_empty() {
+    if raw.target.rows() == 0 {
         return Err(Error::NoVariates { at: at_s() });
     }
+    let columns = shape::resolve_columns(shape, raw.columns, raw.target.rows(), at)?;
+    let (target, target_f64) = raw.target.split(shape::derives_absent(shape, &columns));
     let len = target[0].len();
     for (v, series) in target.iter().enumerate() {
         if series.is_empty() {
@@ -210,6 +354,7 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
                 if x.is_nan() { "NaN".to_string() } else { format!("{x} (overflows f32, |x| > 3.4e38)") };
             return Err(Error::NonFinite { at: at_s(), variate: v, t, value });
         }
+        shape::refuse_missing(shape, v, series, &columns, at)?;
         if series.iter().all(Option::is_none) {
             return Err(Error::AllMissing { at: at_s(), variate: v });
         }
@@ -230,6 +375,12 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
     if samples > limits.max_samples {
         return Err(Error::TooManySamples { at: at_s(), samples, limit: limits.max_samples });
     }
+    let (timestamps, future_timestamps) = match shape.reads_timestamps {
+        true => stamps::wall_clocks(shape, raw.timestamps, raw.future_timestamps, len, horizon, at)?,
+        false => (Vec::new(), Vec::new()),
+    };
+    let sampling = shape::sampling(temperature, top_k, top_p, samples, at)?;
+    let params = shape::params(params, at)?;
     Ok(ForecastRequest {
         id: raw.id,
         target,
@@ -240,6 +391,12 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
         seed,
         strict_context,
         context_cut: None,
+        columns,
+        target_f64,
+        timestamps,
+        future_timestamps,
+        sampling,
+        params,
     })
 }
 
@@ -382,7 +539,7 @@ mod tests {
     fn fields_validate_like_the_json_they_stand_for() {
         let text = r#"{"target": [[1.5, null, 3]], "horizon": 4, "samples": 8, "seed": 2}"#;
         let fields = RequestFields {
-            target: vec![vec![Some(1.5), None, Some(3.0)]],
+            target: vec![vec![Some(1.5), None, Some(3.0)]].into(),
             horizon: Some(4),
             samples: Some(8),
             seed: Some(2),
@@ -393,7 +550,7 @@ mod tests {
             ForecastRequest::from_fields(fields.clone(), "req.json", &limits).unwrap(),
             json(text).unwrap()
         );
-        let bad = RequestFields { target: vec![vec![None]], ..fields };
+        let bad = RequestFields { target: vec![vec![None]].into(), ..fields };
         let e = ForecastRequest::from_fields(bad, "input `target`", &limits).unwrap_err().to_string();
         assert_eq!(e, "input `target`: variate 0 has no observed point (all null); drop it or give it at least one value");
     }
@@ -406,6 +563,7 @@ mod tests {
             quantiles: Some(vec![0.25]),
             seed: Some(5),
             strict_context: Some(true),
+            ..Overrides::default()
         };
         let r = parse_request(
             r#"{"target": [[1]], "horizon": 2, "samples": 0, "seed": 1}"#,

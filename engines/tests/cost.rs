@@ -35,8 +35,7 @@ fn request(variates: usize, context: usize, horizon: usize, samples: usize) -> F
         samples,
         quantiles: Vec::new(),
         seed: if samples > 0 { 3 } else { 0 },
-        strict_context: false,
-        context_cut: None,
+        ..ForecastRequest::default()
     }
 }
 

@@ -15,6 +15,7 @@ mod arrow;
 mod build;
 mod cv;
 mod errors;
+mod fields;
 mod fork;
 mod input;
 mod interrupt;
@@ -244,7 +245,8 @@ impl NativeEngine {
         }
     }
 
-    #[pyo3(signature = (target, horizon, *, samples=None, quantiles=None, seed=None, id_mask=None, strict_context=false))]
+    #[pyo3(signature = (target, horizon, *, samples=None, quantiles=None, seed=None, id_mask=None, strict_context=false,
+        columns=None, timestamps=None, future_timestamps=None, temperature=None, top_k=None, top_p=None, params=None))]
     #[allow(clippy::too_many_arguments)]
     fn forecast<'py>(
         &self,
@@ -256,6 +258,13 @@ impl NativeEngine {
         seed: Option<&Bound<'py, PyAny>>,
         id_mask: Option<&Bound<'py, PyAny>>,
         strict_context: bool,
+        columns: Option<&Bound<'py, PyAny>>,
+        timestamps: Option<&Bound<'py, PyAny>>,
+        future_timestamps: Option<&Bound<'py, PyAny>>,
+        temperature: Option<&Bound<'py, PyAny>>,
+        top_k: Option<&Bound<'py, PyAny>>,
+        top_p: Option<&Bound<'py, PyAny>>,
+        params: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guard(|| {
             let engine = self.engine()?;
@@ -272,8 +281,18 @@ impl NativeEngine {
                 quantiles: input::levels(quantiles)?,
                 seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
                 strict_context,
+                extra: fields::Extra {
+                    columns: fields::columns(columns)?,
+                    timestamps: None,
+                    future_timestamps: None,
+                    temperature: fields::number(temperature, "temperature")?,
+                    top_k: fields::integer(top_k, "top_k")?,
+                    top_p: fields::number(top_p, "top_p")?,
+                    params: fields::params(params)?,
+                },
             };
-            self.run_forecast(py, engine, target, id_mask, &asked)
+            let stamps = (timestamps, future_timestamps);
+            self.run_forecast(py, engine, target, id_mask, stamps, asked)
         })
     }
 
@@ -360,10 +379,15 @@ impl NativeEngine {
         engine: Arc<Engine>,
         target: &Bound<'py, PyAny>,
         id_mask: Option<&Bound<'py, PyAny>>,
-        asked: &series::Asked,
+        (timestamps, future_timestamps): (Option<&Bound<'py, PyAny>>, Option<&Bound<'py, PyAny>>),
+        mut asked: series::Asked,
     ) -> PyResult<Bound<'py, PyDict>> {
         let targets = input::read(target, engine.info().limits.max_context)?;
         let masks = input::id_masks(id_mask, targets.series.len())?;
+        asked.extra.timestamps = fields::stamps(timestamps, "timestamps", targets.series.len())?;
+        asked.extra.future_timestamps =
+            fields::stamps(future_timestamps, "future_timestamps", targets.series.len())?;
+        let asked = &asked;
         let single = targets.single;
         let point_name = self.info.point_forecast;
         let engine_seconds = &self.last_engine_seconds;
@@ -374,9 +398,9 @@ impl NativeEngine {
             let ats: Vec<String> = (0..n).map(|i| targets.at(i)).collect();
             let mut given = Vec::with_capacity(n);
             let mut reqs: Vec<ForecastRequest> = Vec::with_capacity(n);
-            for ((series, id_mask), at) in targets.series.into_iter().zip(masks).zip(&ats) {
+            for (n, ((series, id_mask), at)) in targets.series.into_iter().zip(masks).zip(&ats).enumerate() {
                 given.push(series.given);
-                reqs.push(series::request(&engine, series, id_mask, asked, at).map_err(parts)?);
+                reqs.push(series::request(&engine, (n, series), id_mask, asked, at).map_err(parts)?);
             }
             // Every series is checked before any runs; then the CLI's groups.
             let mut responses = Vec::with_capacity(reqs.len());

@@ -13,6 +13,7 @@ use engines::engine::Engine;
 use engines::request::{ContextCut, ForecastRequest, Overrides, RequestFields};
 use engines::Error;
 
+use crate::fields::Extra;
 use crate::input::{RowScan, Series};
 
 /// What every series of one `forecast` call asks for.
@@ -22,36 +23,53 @@ pub struct Asked {
     pub quantiles: Option<Vec<f64>>,
     pub seed: Option<u64>,
     pub strict_context: bool,
+    /// The fields a family may take beyond these (passed through; validation says which it takes).
+    pub extra: Extra,
 }
 
 impl Asked {
-    fn fields(&self, target: Vec<Vec<Option<f32>>>, id_mask: Option<Vec<i64>>) -> RequestFields {
+    /// Series `n`'s request fields, of `target`.
+    fn fields(&self, n: usize, target: Vec<Vec<Option<f32>>>, id_mask: Option<Vec<i64>>) -> RequestFields {
+        let kept = target.first().map_or(0, Vec::len);
+        let (timestamps, future_timestamps) = self.extra.stamps_of(n, kept);
         RequestFields {
             id: None,
-            target,
+            target: target.into(),
             id_mask,
             horizon: Some(self.horizon),
             samples: self.samples,
             quantiles: self.quantiles.clone(),
             seed: self.seed,
             strict_context: Some(self.strict_context),
+            columns: self.extra.columns.clone(),
+            timestamps,
+            future_timestamps,
+            temperature: self.extra.temperature,
+            top_k: self.extra.top_k,
+            top_p: self.extra.top_p,
+            params: self.extra.params.clone(),
         }
     }
 }
 
-/// `series` as the engine's admitted request (see the module docs); `at` names it in errors.
+/// `series` (the call's `n`-th) as the engine's admitted request (see the module docs); `at` names it in errors.
 pub fn request(
     engine: &Engine,
-    series: Series,
+    (n, series): (usize, Series),
     id_mask: Option<Vec<i64>>,
     asked: &Asked,
     at: &str,
 ) -> engines::Result<ForecastRequest> {
     let limits = engine.info().request_limits();
-    let validate = |fields: RequestFields| fields.validate(at, &Overrides::default(), &limits);
+    let given = series.given;
+    let validate = |fields: RequestFields| {
+        let req = fields.validate(at, &Overrides::default(), &limits)?;
+        asked.extra.check_counts(n, given, req.horizon, at)?;
+        Ok::<_, Error>(req)
+    };
     let Some(scan) = series.scan else {
         // the whole history: the engine's own checks and context policy
-        let mut req = validate(asked.fields(series.kept, id_mask))?;
+        let mut req = validate(asked.fields(n, series.kept, id_mask))?;
         engine.admit(&mut req, at)?;
         return Ok(req);
     };
@@ -63,7 +81,7 @@ pub fn request(
         // kept length with every point observed (its values are never forecast): the request's fields, then
         // the engine's limits. A profile that cannot run the request is checked after the policy: not here.
         let stand_in = vec![vec![Some(0.0); used]; series.kept.len()];
-        let mut req = validate(asked.fields(stand_in, id_mask))?;
+        let mut req = validate(asked.fields(n, stand_in, id_mask))?;
         match engine.admit(&mut req, at) {
             Err(Error::Unservable { .. }) | Ok(_) => {}
             Err(e) => return Err(e),
@@ -75,7 +93,7 @@ pub fn request(
             _ => Error::ContextTooLong { at: at.to_string(), given: series.given, limit: used },
         });
     }
-    let mut req = validate(asked.fields(series.kept, id_mask))?;
+    let mut req = validate(asked.fields(n, series.kept, id_mask))?;
     req.context_cut = Some(ContextCut { given: series.given, used });
     engine.admit(&mut req, at)?;
     Ok(req)

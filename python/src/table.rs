@@ -153,6 +153,7 @@ pub fn predict(
         quantiles: asked.quantiles.clone(),
         seed: asked.seed,
         strict_context: asked.strict_context.then_some(true),
+        ..Overrides::default()
     };
     let write_samples = asked.write_samples;
     let interrupt = Interrupt::new();

@@ -168,3 +168,58 @@ def test_threads_of_a_later_engine_warn(totoc_module, engine_dir, engine):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         totoc_module.Engine(engine_dir, threads=1).close()  # the same count: nothing to say
+
+
+def test_the_fields_of_other_families_are_passed_through_and_refused_by_name(engine, totoc_module):
+    # Toto 1.0 takes none of them: each is refused by name, as `totoc forecast` refuses it, before any work
+    y = np.linspace(0, 1, 40, dtype=np.float32)[None]
+    stamps = np.arange("2024-01-01T09:00", 40, dtype="datetime64[m]")
+    for kwargs, field, why in [
+        ({"samples": 4, "temperature": 0.5}, "temperature", "it draws its sample paths from the distribution"),
+        ({"samples": 4, "top_k": 3}, "top_k", "it draws its sample paths"),
+        ({"samples": 4, "top_p": 0.9}, "top_p", "it draws its sample paths"),
+        ({"params": {"clip": 5}}, "params.clip", "it takes no parameters"),
+        ({"columns": ["close"]}, "columns", "its variates are unnamed rows of `target`"),
+        ({"timestamps": stamps}, "timestamps", "it forecasts from the values alone"),
+        ({"future_timestamps": ["2024-01-02"] * 4}, "future_timestamps", "it does not read timestamps"),
+    ]:
+        with pytest.raises(totoc_module.InvalidInput, match=f"`{field}` is not a field Toto 1.0 takes: {why}"):
+            engine.forecast(y, 4, **kwargs)
+    # a series longer than the engine holds is refused the same way (its stamps are cut with it, not copied)
+    long = np.linspace(0, 1, 400, dtype=np.float32)[None]
+    with pytest.raises(totoc_module.InvalidInput, match="`timestamps` is not a field Toto 1.0 takes"):
+        engine.forecast(long, 4, timestamps=np.arange("2024-01-01", 400, dtype="datetime64[D]"))
+    # several series: one sequence of stamps each
+    with pytest.raises(totoc_module.InvalidInput, match="`timestamps` has 1 sequences of stamps for 2 series"):
+        engine.forecast([y, y], 4, timestamps=[stamps])
+    with pytest.raises(totoc_module.InvalidInput, match="`columns` must be a sequence of column names"):
+        engine.forecast(y, 4, columns="close")
+    with pytest.raises(totoc_module.InvalidInput, match="`top_k` must be an integer"):
+        engine.forecast(y, 4, samples=4, top_k=1.5)
+
+
+def test_stamps_are_written_as_iso_text_with_their_wall_clock():
+    import datetime
+
+    from totoc import _engine
+
+    # numpy datetime64 in any unit (hours gain minutes, months their day), the last `last` of a history
+    assert _engine._stamps(np.arange("2024-01-01T09", 3, dtype="datetime64[h]"), "t", None, 2) == (
+        3,
+        ["2024-01-01T10:00", "2024-01-01T11:00"],
+    )
+    assert _engine._stamps(np.array(["2024-03"], dtype="datetime64[M]"), "t", None, 5) == (1, ["2024-03-01"])
+    # the first `first` of future stamps; text as it is; datetimes by isoformat, a zone-aware one on its own clock
+    zone = datetime.timezone(datetime.timedelta(hours=-5))
+    given = ["2024-01-01T09:30:00", datetime.datetime(2024, 1, 2, 9, 30, tzinfo=zone), datetime.date(2024, 1, 3)]
+    assert _engine._stamps(given, "t", 2, None) == (3, ["2024-01-01T09:30:00", "2024-01-02T09:30:00-05:00"])
+    assert _engine._stamps(given, "t", None, None)[1][2] == "2024-01-03"
+    with pytest.raises(Exception, match="`t` item 0 is a float; give stamps as ISO 8601 text"):
+        _engine._stamps([1.5], "t", None, None)
+    with pytest.raises(Exception, match="`t` must be a sequence of stamps"):
+        _engine._stamps("2024-01-01", "t", None, None)
+    pd = pytest.importorskip("pandas")
+    idx = pd.date_range("2024-03-08 09:00", periods=2, freq="h", tz="America/New_York")
+    assert _engine._stamps(idx, "t", None, 9) == (2, ["2024-03-08T09:00:00-05:00", "2024-03-08T10:00:00-05:00"])
+    n, text = _engine._stamps(pd.Series(idx.tz_localize(None)), "t", None, 1)
+    assert (n, len(text)) == (2, 1) and text[0].startswith("2024-03-08T10:00:00"), text

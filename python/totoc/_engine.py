@@ -85,6 +85,65 @@ def _as_array(x: Any, what: str) -> Any:
     return x
 
 
+#: numpy units a stamp is not written in, and the unit it is written in instead: a date needs its day, a time its
+#: minutes, a fraction at most 9 digits.
+_WRITTEN_AS = {"Y": "D", "M": "D", "W": "D", "h": "m", "ps": "ns", "fs": "ns", "as": "ns"}
+
+
+def _written(t: Any) -> Any:
+    """A numpy datetime64 value or array in a unit ``WallClock`` reads (see ``_WRITTEN_AS``)."""
+    unit = np.datetime_data(t.dtype)[0]
+    return t.astype(f"datetime64[{_WRITTEN_AS[unit]}]") if unit in _WRITTEN_AS else t
+
+
+def _stamp_text(x: Any, where: str) -> str:
+    """One stamp as ISO 8601 text, its wall clock as written: text as it is, a ``datetime`` / ``date`` /
+    ``pandas.Timestamp`` by ``isoformat()`` (a zone-aware one keeps its local time and offset), a
+    ``numpy.datetime64`` by ``numpy.datetime_as_string``."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, np.datetime64):
+        return str(np.datetime_as_string(_written(x)))
+    if hasattr(x, "isoformat"):
+        return str(x.isoformat())
+    raise InvalidInput(
+        f"{where} is a {type(x).__name__}; give stamps as ISO 8601 text, numpy datetime64, or datetime / "
+        "pandas.Timestamp values"
+    )
+
+
+def _stamps(seq: Any, name: str, first: int | None, last: int | None) -> tuple[int, list[str]]:
+    """One series' stamps as ``(count, text)``: the count the caller gave, and the text of the first ``first``
+    (future stamps: no more than the horizon) or the last ``last`` of them (a history: the points the engine keeps),
+    so a long history is not written out in full. ``seq``: a sequence of stamps, a numpy datetime64 array, or a
+    pandas ``DatetimeIndex`` / ``Series`` (read through ``to_numpy()``: zone-aware values stay ``Timestamp``s)."""
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+        raise InvalidInput(f"`{name}` must be a sequence of stamps, one per point, got a {type(seq).__name__}")
+    if hasattr(seq, "to_numpy"):
+        seq = seq.to_numpy()
+    n = len(seq)
+    if first is not None:
+        part = seq[: min(n, first)]
+    elif last is not None:
+        part = seq[max(0, n - last) :]
+    else:
+        part = seq
+    if isinstance(part, np.ndarray) and part.dtype.kind == "M":
+        return n, [str(t) for t in np.datetime_as_string(_written(part))]
+    return n, [_stamp_text(x, f"`{name}` item {i}") for i, x in enumerate(part)]
+
+
+def _series_stamps(value: Any, name: str, single: bool, first: int | None, last: int | None) -> Any:
+    """The stamps argument for every series: one sequence for one ``[V, T]`` series, else one per series."""
+    if value is None:
+        return None
+    if single:
+        return [_stamps(value, name, first, last)]
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise InvalidInput(f"`{name}` must be one sequence of stamps per series, got a {type(value).__name__}")
+    return [_stamps(s, f"{name}[{i}]", first, last) for i, s in enumerate(value)]
+
+
 #: The engines this process loaded and has not closed, for the at-fork hook below.
 _LOADED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
@@ -213,6 +272,13 @@ class Engine:
         *,
         id_mask: Sequence[int] | Sequence[Sequence[int] | None] | None = None,
         strict_context: bool = False,
+        columns: Sequence[str] | None = None,
+        timestamps: Any = None,
+        future_timestamps: Any = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        params: dict[str, float] | None = None,
     ) -> Forecast:
         """Forecasts one or more series.
 
@@ -231,6 +297,15 @@ class Engine:
                 list for every series, or one per series (``None`` for the default, all 0).
             strict_context: a series longer than ``info["max_context"]`` is an error instead of keeping its most
                 recent points.
+            columns, timestamps, future_timestamps, temperature, top_k, top_p, params: the request fields of a
+                model family that takes them (``docs/formats.md``, "Forecast request"), passed through as they are;
+                an engine of a family that does not (Toto 1.0 and 2.0 take none of them) refuses each by name, as
+                ``totoc forecast`` does. ``columns``: the names of each series' rows, in order. ``timestamps``: one
+                stamp per point, oldest first (``future_timestamps``: one per forecast step), as ISO 8601 text,
+                numpy ``datetime64``, ``datetime`` / ``pandas.Timestamp`` values, or a pandas ``DatetimeIndex`` /
+                ``Series``; the wall clock is read as written. One sequence for a ``[V, T]`` series, else one per
+                series. ``temperature``, ``top_k``, ``top_p``: sampling controls (with ``samples`` >= 1).
+                ``params``: family parameters by name.
 
         Returns:
             A :class:`Forecast` of numpy arrays (see its shapes).
@@ -262,14 +337,25 @@ class Engine:
             batch = eng.forecast([y[None], np.stack([y, 2 * y])], horizon=24)
             batch.mean.shape        # (2, 2, 24): 2 series, up to 2 variates (NaN where a series has fewer)
         """
+        targets = _targets(target)
+        single = isinstance(targets, np.ndarray) and targets.ndim == 2
+        keep = int(self.info["max_context"])
+        steps = horizon if isinstance(horizon, int) and horizon >= 0 else None
         out = self._native.forecast(
-            _targets(target),
+            targets,
             horizon,
             samples=samples,
             quantiles=quantiles,
             seed=seed,
             id_mask=id_mask,
             strict_context=strict_context,
+            columns=columns,
+            timestamps=_series_stamps(timestamps, "timestamps", single, None, keep),
+            future_timestamps=_series_stamps(future_timestamps, "future_timestamps", single, steps, None),
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            params=params,
         )
         return Forecast(**out)
 

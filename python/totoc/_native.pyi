@@ -36,6 +36,13 @@ class Engine:
         seed: int | None = None,
         id_mask: Sequence[int] | Sequence[Sequence[int] | None] | None = None,
         strict_context: bool = False,
+        columns: Sequence[str] | None = None,
+        timestamps: Sequence[tuple[int, list[str]]] | None = None,
+        future_timestamps: Sequence[tuple[int, list[str]]] | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        params: dict[str, float] | None = None,
     ) -> dict[str, Any]: ...
 
 def runtime() -> dict[str, str] | None: ...

@@ -220,8 +220,7 @@ fn requests(engine: &Engine, s: RequestSize, name: &str) -> anyhow::Result<Vec<F
                 samples: s.samples,
                 quantiles: if s.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() },
                 seed: if s.samples > 0 { i as u64 + 1 } else { 0 },
-                strict_context: false,
-                context_cut: None,
+                ..ForecastRequest::default()
             };
             engine.admit(&mut r, name).with_context(|| format!("request {name}"))?;
             Ok(r)

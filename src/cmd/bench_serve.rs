@@ -90,6 +90,7 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
         seed: 1,
         strict_context: false,
         context_cut: None,
+        ..ForecastRequest::default()
     };
     let body = Bytes::from(serde_json::to_vec(&json!({
         "target": [req.target[0]], "horizon": req.horizon, "samples": req.samples, "seed": req.seed,

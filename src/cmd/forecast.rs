@@ -35,6 +35,10 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         quantiles: a.quantiles.clone(),
         seed: a.seed,
         strict_context: a.strict_context.then_some(true),
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        params: a.params.iter().cloned().collect(),
     };
     // Formats that cannot be told are errors before the engine loads.
     let in_format = input.format(a.input_format.map(format), "--input-format")?;
@@ -79,8 +83,8 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{note}");
     }
     let write_start = Instant::now();
-    let point = engine.info().model.point_forecast();
-    let bytes = write::to_bytes(&dataset, &responses, out_format, point)?;
+    let (point, model) = (engine.info().model.point_forecast(), engine.info().model.as_str());
+    let bytes = write::to_bytes(&dataset, &responses, out_format, point, Some(model))?;
     write::emit(&output, out_format, &bytes)?;
     let write_time = write_start.elapsed();
 

@@ -32,16 +32,20 @@ pub fn run(a: PlotArgs) -> anyhow::Result<ExitCode> {
     let saved =
         forecast_in::read(&place, a.forecast_format.map(format), &dataset.columns, opts.timestamp_unit)?;
     let engine = saved.iter().map(|s| s.response.engine.clone()).find(|e| !e.is_empty());
+    let saved_model = saved.iter().find_map(|s| s.model.clone());
     let paired = charts::pair::pair(&dataset, saved, &input.name("stdin"), &place.name("stdin"))?;
     let forecasts: Vec<Forecast<'_>> = paired
         .forecasts
         .iter()
         .map(|(i, response)| Forecast { series: &dataset.series[*i], response })
         .collect();
-    // The point forecast says the model family: `mean` is Toto 1.0's, `median` Toto 2.0's.
-    let point = forecasts.first().map_or("mean", |f| model::point_name(f.response));
-    let family = Family::ALL.into_iter().find(|f| f.point_forecast() == point);
-    let about = About { model: family.map(|f| f.as_str().to_string()), engine };
+    // The forecasts name their model (`model`); files written before they did are named by their point forecast:
+    // the first family whose point forecast it is (`mean` is Toto 1.0's, `median` Toto 2.0's).
+    let named = saved_model.or_else(|| {
+        let point = forecasts.first().map_or("mean", |f| model::point_name(f.response));
+        Family::ALL.into_iter().find(|f| f.point_forecast() == point).map(|f| f.as_str().to_string())
+    });
+    let about = About { model: named, engine };
     let figure = model::forecast_figure(&forecasts, &about, paired.notes.clone(), &chart)?;
     charts::write(&a.plot, "--plot", &figure)?;
     eprintln!("plotted {} series into {}", forecasts.len(), a.plot.display());

@@ -171,6 +171,7 @@ mod tests {
                 engine: String::new(),
             },
             variates: variates.map(|v| v.iter().map(|s| s.to_string()).collect()),
+            model: None,
             steps,
         }
     }

@@ -758,6 +758,7 @@ mod tests {
             seed: 0,
             strict_context: false,
             context_cut: None,
+            ..ForecastRequest::default()
         }
     }
 

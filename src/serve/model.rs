@@ -359,7 +359,7 @@ pub fn plan_checked(
     let mut requests = Vec::with_capacity(n);
     for s in 0..n {
         let len = lengths.as_ref().map_or(t, |l| l[s] as usize);
-        let series = (0..v)
+        let series: Vec<Vec<Option<f32>>> = (0..v)
             .map(|var| {
                 let row = &values[(s * v + var) * t..(s * v + var + 1) * t];
                 row[t - len..].iter().map(|&x| (!x.is_nan()).then_some(x)).collect()
@@ -370,13 +370,14 @@ pub fn plan_checked(
         let at = series_label(batched, s);
         let fields = RequestFields {
             id: None,
-            target: series,
+            target: series.into(),
             id_mask: ids,
             horizon,
             samples,
             quantiles: quantiles.clone(),
             seed,
             strict_context,
+            ..RequestFields::default()
         };
         requests.push(ForecastRequest::from_fields(fields, &at, &limits)?);
     }

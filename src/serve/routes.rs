@@ -360,10 +360,10 @@ async fn forecast_v1(
     if !write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
-    let point = svc.engine.info().model.point_forecast();
+    let (point, model) = (svc.engine.info().model.point_forecast(), svc.engine.info().model.as_str());
     let small = ticket.held() <= INLINE_CODE_BYTES as u64;
     let encode = move || {
-        data::write::to_bytes(&dataset, &responses, format, point)
+        data::write::to_bytes(&dataset, &responses, format, point, Some(model))
             .map_err(|e| ServeError::Internal(e.to_string()))
     };
     let text = if small { encode()? } else { svc.off_runtime(encode).await? };

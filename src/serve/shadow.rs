@@ -233,6 +233,7 @@ mod tests {
             seed: 0,
             strict_context: false,
             context_cut: None,
+            ..ForecastRequest::default()
         }
     }
 

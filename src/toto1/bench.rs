@@ -188,6 +188,7 @@ fn requests(w: &Workload, series: &[Vec<Option<f32>>]) -> Vec<ForecastRequest> {
             seed: 1,
             strict_context: false,
             context_cut: None,
+            ..ForecastRequest::default()
         })
         .collect()
 }

@@ -159,6 +159,7 @@ fn request(s: &[Option<f32>]) -> ForecastRequest {
         seed: 0,
         strict_context: false,
         context_cut: None,
+        ..ForecastRequest::default()
     }
 }
 

@@ -1,7 +1,9 @@
 //! CSV tables (the `csv` crate): long (an id column, one row per series and time) or wide (one series, one column
 //! per variate), each with an optional timestamp column ([`super::layout`]). A header row is required; cells are
-//! trimmed; an empty or NaN target cell is a missing point. Values are read as f64 and rounded to f32, as JSON numbers
-//! are, so the same value gives the same request in every format.
+//! trimmed; an empty or NaN target cell is a missing point. Values are read as f64 and rounded to f32 when the request
+//! is made, as JSON numbers are, so the same value gives the same request in every format.
+
+use exporter::registry::family::InputColumn;
 
 use super::error::{DataError, Loc, Result};
 use super::layout::Layout;
@@ -10,7 +12,12 @@ use super::timestamps::{parse_text, Stamp};
 use super::{ReadOptions, TimeKind};
 
 /// Reads the rows of a CSV table into a [`Collector`].
-pub fn read(bytes: &[u8], source: &str, opts: &ReadOptions) -> Result<(Layout, TimeKind, Collector)> {
+pub fn read(
+    bytes: &[u8],
+    source: &str,
+    opts: &ReadOptions,
+    family: Option<&'static [InputColumn]>,
+) -> Result<(Layout, TimeKind, Collector)> {
     let mut reader = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(bytes);
     let header = reader.headers().map_err(|e| csv_error(e, source))?;
     let names: Vec<String> = header.iter().map(str::to_string).collect();
@@ -21,7 +28,7 @@ pub fn read(bytes: &[u8], source: &str, opts: &ReadOptions) -> Result<(Layout, T
             "start the file with a header row naming the columns, e.g. `unique_id,ds,y`",
         ));
     }
-    let layout = Layout::resolve(&names, opts, source)?;
+    let layout = Layout::resolve(&names, opts, source, family)?;
     let mut rows = Collector::new(layout.targets.len());
     let mut values = vec![None; layout.targets.len()];
     let mut record = csv::StringRecord::new();
@@ -52,7 +59,7 @@ pub fn read(bytes: &[u8], source: &str, opts: &ReadOptions) -> Result<(Layout, T
             None => None,
         };
         for (slot, &c) in values.iter_mut().zip(&layout.targets) {
-            *slot = number(cell(c), &layout.names[c], loc, source)?;
+            *slot = number_f64(cell(c), &layout.names[c], loc, source)?;
         }
         rows.push(id, loc, stamp, &values);
     }
@@ -82,6 +89,11 @@ fn timestamp(cell: &str, column: &str, loc: Loc, source: &str, opts: &ReadOption
 /// A target cell: empty or NaN (`NaN`, `nan`: what pandas and numpy write for a missing float) = missing, as a
 /// Parquet NaN is; anything else must be a finite number that fits in f32.
 pub fn number(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option<f32>> {
+    Ok(number_f64(cell, column, loc, source)?.map(|x| x as f32))
+}
+
+/// [`number`] as parsed, in f64 (its f32 rounding is finite).
+pub fn number_f64(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option<f64>> {
     if cell.is_empty() {
         return Ok(None);
     }
@@ -99,15 +111,14 @@ pub fn number(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option
     if x.is_nan() {
         return Ok(None);
     }
-    let y = x as f32;
-    if !y.is_finite() {
+    if !(x as f32).is_finite() {
         return Err(DataError::input(
             loc.at(source),
             format!("column `{column}`: `{cell}` is not a finite f32 number (|x| < 3.4e38)"),
             fix,
         ));
     }
-    Ok(Some(y))
+    Ok(Some(x))
 }
 
 fn csv_error(e: csv::Error, source: &str) -> DataError {
@@ -134,8 +145,13 @@ fn csv_error(e: csv::Error, source: &str) -> DataError {
 mod tests {
     use super::*;
 
+    /// A series' raw values as request points (NaN = missing).
+    fn points(values: &[f64]) -> Vec<Option<f32>> {
+        values.iter().map(|&x| crate::series::point(x)).collect()
+    }
+
     fn read_str(text: &str) -> Result<(Layout, TimeKind, Collector)> {
-        read(text.as_bytes(), "t.csv", &ReadOptions::default())
+        read(text.as_bytes(), "t.csv", &ReadOptions::default(), None)
     }
 
     fn err(text: &str) -> String {
@@ -148,23 +164,23 @@ mod tests {
             read_str("unique_id,ds,y\na,2024-01-01,1\nb,2024-01-01,\na,2024-01-02, 2.5 \n").unwrap();
         assert_eq!((l.id, l.time, kind), (Some(0), Some(1), TimeKind::Text));
         assert_eq!(c.series.len(), 2);
-        assert_eq!(c.series[0].values, vec![Some(1.0), Some(2.5)]);
+        assert_eq!(points(&c.series[0].values), vec![Some(1.0), Some(2.5)]);
         assert_eq!(c.series[0].locs, vec![Loc::Line(2), Loc::Line(4)]);
-        assert_eq!(c.series[1].values, vec![None]);
+        assert_eq!(points(&c.series[1].values), vec![None]);
         // NaN (as pandas writes a missing float) is a missing point, as in Parquet
         let (_, _, c) =
             read_str("ds,y\n2024-01-01,NaN\n2024-01-02,nan\n2024-01-03,-nan\n2024-01-04,1\n").unwrap();
-        assert_eq!(c.series[0].values, vec![None, None, None, Some(1.0)]);
+        assert_eq!(points(&c.series[0].values), vec![None, None, None, Some(1.0)]);
         let (l, kind, c) = read_str("timestamp,cpu,mem\n1700000000,1,2\n1700000060,3,\n").unwrap();
         assert_eq!((l.id, l.targets.clone(), kind), (None, vec![1, 2], TimeKind::Epoch(Default::default())));
-        assert_eq!(c.series[0].values, vec![Some(1.0), Some(2.0), Some(3.0), None]);
+        assert_eq!(points(&c.series[0].values), vec![Some(1.0), Some(2.0), Some(3.0), None]);
         // `ts` is not a recognised timestamp name: the error says how to name it
         assert_eq!(
             err("ts,cpu\n2024-01-01,1\n"),
             "t.csv:2: column `ts`: `2024-01-01` is not a number; if it holds the timestamps, pass --timestamp-column ts"
         );
         let opts = ReadOptions { timestamp_column: Some("ts".into()), ..ReadOptions::default() };
-        let (l, _, _) = read("ts,cpu\n2024-01-01,1\n".as_bytes(), "t.csv", &opts).unwrap();
+        let (l, _, _) = read("ts,cpu\n2024-01-01,1\n".as_bytes(), "t.csv", &opts, None).unwrap();
         assert_eq!((l.time, l.targets), (Some(0), vec![1]));
     }
 

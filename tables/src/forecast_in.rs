@@ -2,8 +2,9 @@
 //! that `totoc forecast` writes ([`super::write`]; `docs/formats.md`, "Forecast response" and "Forecast tables").
 //!
 //! A table is read with the column names of the input it was made from ([`Columns`]): its id column, its
-//! timestamp column (or `step`), then `target_name` (several target columns), the point forecast (`mean` or
-//! `median`), the quantile columns (`q0.1`, ...) and the sample paths (`sample_0`, ..., not read). Any other column
+//! timestamp column (or `step`), then `target_name` (several target columns), `model` (the model that made it;
+//! tables written before it was added lack it), the point forecast (`mean` or `median`), the quantile columns
+//! (`q0.1`, ...) and the sample paths (`sample_0`, ..., not read). Any other column
 //! is an error, so a table of another shape is not half-read. Each series becomes one [`Saved`] forecast: a
 //! [`ForecastResponse`] as the engine gave it (without samples), its variates' names, and the forecast steps'
 //! timestamps (or step numbers), which the caller checks against the input.
@@ -35,6 +36,9 @@ pub struct Saved {
     pub response: ForecastResponse,
     /// Tables of multivariate series: the variates' `target_name`s, in the response's order.
     pub variates: Option<Vec<String>>,
+    /// The model that made it (`model`: the family's manifest name, e.g. `toto-1.0`), when the file says (files
+    /// written before the field was added do not).
+    pub model: Option<String>,
     pub steps: Steps,
 }
 
@@ -104,6 +108,17 @@ fn response(text: &str, at: String, unit: EpochUnit) -> Result<Saved> {
     let timestamps = value.as_object_mut().and_then(|o| o.remove("timestamps"));
     // The series' calendar is reported for people; the timestamps say where the steps are.
     value.as_object_mut().map(|o| o.remove("calendar"));
+    let model = match value.as_object_mut().and_then(|o| o.remove("model")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(m),
+        Some(_) => {
+            return Err(DataError::input(
+                &at,
+                "`model` is not a string",
+                "give a file written by totoc forecast",
+            ))
+        }
+    };
     let response: ForecastResponse = serde_json::from_value(value).map_err(|e| {
         DataError::input(
             &at,
@@ -146,7 +161,7 @@ fn response(text: &str, at: String, unit: EpochUnit) -> Result<Saved> {
             ))
         }
     };
-    Ok(Saved { at, response, variates: None, steps })
+    Ok(Saved { at, response, variates: None, model, steps })
 }
 
 /// The horizon of a response whose point forecast and quantiles are all `[variate][horizon]` of one shape.
@@ -178,6 +193,8 @@ struct Roles {
     /// Whether the time column holds `step` numbers (the input had no timestamps).
     numbered: bool,
     target_name: Option<usize>,
+    /// The `model` column.
+    model: Option<usize>,
     point: (usize, &'static str),
     /// `(column, level)`.
     quantiles: Vec<(usize, f64)>,
@@ -206,8 +223,15 @@ impl Roles {
             };
             DataError::input(source, format!("there is no column `{time_name}`, {what}"), fix)
         })?;
-        let mut roles =
-            Roles { id, time, numbered, target_name: None, point: (0, "mean"), quantiles: Vec::new() };
+        let mut roles = Roles {
+            id,
+            time,
+            numbered,
+            target_name: None,
+            model: None,
+            point: (0, "mean"),
+            quantiles: Vec::new(),
+        };
         let mut points = Vec::new();
         for (i, name) in names.iter().enumerate() {
             if Some(i) == id || i == time {
@@ -215,6 +239,7 @@ impl Roles {
             }
             match name.as_str() {
                 "target_name" => roles.target_name = Some(i),
+                "model" => roles.model = Some(i),
                 "mean" => points.push((i, "mean")),
                 "median" => points.push((i, "median")),
                 n if n.strip_prefix("sample_").is_some_and(|k| k.parse::<usize>().is_ok()) => {}
@@ -258,6 +283,7 @@ struct Row {
     id: Option<RequestId>,
     step: StepValue,
     variate: Option<String>,
+    model: Option<String>,
     point: f32,
     quantiles: Vec<Option<f32>>,
 }
@@ -369,9 +395,27 @@ fn table(t: Rows, source: &str) -> Result<Vec<Saved>> {
                 profile: String::new(),
                 engine: String::new(),
             };
-            Ok(Saved { at, response, variates, steps })
+            let model = series_model(&g.variates, source)?;
+            Ok(Saved { at, response, variates, model, steps })
         })
         .collect()
+}
+
+/// The one model of a series' rows (`None` when the table has no `model` column).
+fn series_model(variates: &[(Option<String>, Vec<Row>)], source: &str) -> Result<Option<String>> {
+    let mut rows = variates.iter().flat_map(|(_, rows)| rows);
+    let Some(first) = rows.next().and_then(|r| r.model.clone()) else { return Ok(None) };
+    if let Some(other) = rows.find(|r| r.model.as_deref() != Some(first.as_str())) {
+        return Err(DataError::input(
+            other.loc.at(source),
+            format!(
+                "column `model` says {:?} here but {first:?} on the series' first row",
+                other.model.as_deref().unwrap_or("")
+            ),
+            "give one model per series (a table written by totoc forecast)",
+        ));
+    }
+    Ok(Some(first))
 }
 
 #[cfg(test)]
@@ -419,7 +463,7 @@ mod tests {
             Format::Parquet => "parquet",
         };
         let path = dir.path().join(format!("f.{ext}"));
-        std::fs::write(&path, write::to_bytes(d, rs, format, point).unwrap()).unwrap();
+        std::fs::write(&path, write::to_bytes(d, rs, format, point, None).unwrap()).unwrap();
         read(&Place::File(path), None, &d.columns, EpochUnit::Seconds).unwrap()
     }
 
@@ -450,6 +494,57 @@ mod tests {
         let saved = round_trip(&d, &rs, Format::JsonLines, "median");
         assert_eq!(saved[0].response.engine, "cpu (onnxruntime 1.31.1)");
         assert_eq!(saved[1].at.rsplit('/').next().unwrap(), "f.jsonl:2");
+    }
+
+    /// Forecasts name their model in every format; files written before (without it) read back without one.
+    #[test]
+    fn the_model_is_written_and_read_back() {
+        let d = dataset("unique_id,ds,y\na,2024-01-30,1\na,2024-01-31,2\n");
+        let rs = vec![response("a", vec![vec![1.5, 2.5]], false, true)];
+        for format in [Format::JsonLines, Format::Csv, Format::Parquet] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(format!(
+                "f.{}",
+                if format == Format::JsonLines {
+                    "jsonl"
+                } else if format == Format::Csv {
+                    "csv"
+                } else {
+                    "parquet"
+                }
+            ));
+            std::fs::write(&path, write::to_bytes(&d, &rs, format, "mean", Some("toy-model")).unwrap())
+                .unwrap();
+            let saved = read(&Place::File(path), None, &d.columns, EpochUnit::Seconds).unwrap();
+            assert_eq!(saved[0].model.as_deref(), Some("toy-model"), "{format:?}");
+            assert_eq!(saved[0].response.mean, rs[0].mean, "{format:?}");
+            assert_eq!(round_trip(&d, &rs, format, "mean")[0].model, None, "{format:?}");
+        }
+        let csv =
+            String::from_utf8(write::to_bytes(&d, &rs, Format::Csv, "mean", Some("toy-model")).unwrap())
+                .unwrap();
+        assert_eq!(
+            csv,
+            "unique_id,ds,model,mean,q0.1,q0.9\na,2024-02-01,toy-model,1.5,0.5,2.5\na,2024-02-02,toy-model,2.5,1.5,3.5\n"
+        );
+        let json =
+            String::from_utf8(write::to_bytes(&d, &rs, Format::Json, "mean", Some("toy-model")).unwrap())
+                .unwrap();
+        assert!(
+            json.contains("\"engine\":\"cpu (onnxruntime 1.31.1)\",\"model\":\"toy-model\",\"timestamps\""),
+            "{json}"
+        );
+        // one model per series
+        let columns = Columns { id: Some("unique_id".into()), time: Some(("ds".into(), TimeKind::Text)) };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.csv");
+        std::fs::write(&path, "unique_id,ds,model,mean\na,2024-01-01,x,1\na,2024-01-02,y,2\n").unwrap();
+        let e = read(&Place::File(path), None, &columns, EpochUnit::Seconds).unwrap_err().to_string();
+        assert!(e.ends_with("f.csv:3: column `model` says \"y\" here but \"x\" on the series' first row; give one model per series (a table written by totoc forecast)"), "{e}");
+        let path = dir.path().join("f.json");
+        std::fs::write(&path, r#"{"mean": [[1.0]], "quantiles": [], "samples": null, "profile": "p", "engine": "e", "model": 3}"#).unwrap();
+        let e = read(&Place::File(path), None, &columns, EpochUnit::Seconds).unwrap_err().to_string();
+        assert!(e.contains("`model` is not a string"), "{e}");
     }
 
     #[test]

@@ -11,9 +11,10 @@
 //! [`count_requests`] counts a body's requests without building any.
 
 use engines::bounded::{self, Meter, SeqLimit, Tally, Unmetered};
-use engines::request::{json_error, Limits, Overrides, RequestFields};
+use engines::request::{json_error, Limits, Overrides, RequestFields, TargetValues, TimeValue};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::as_given;
 use super::calendar::{self, CalendarMode, CalendarOptions, MAX_HOLIDAYS};
 use super::error::{DataError, Loc, Result};
 use super::series::{check_future, place, Context, RawSeries};
@@ -116,39 +117,102 @@ fn request(
         ));
     }
     let calendar = calendar.unwrap_or_else(|| opts.calendar.clone());
-    let variates = fields.target.len();
-    let target_names: Vec<String> = (0..variates).map(|v| v.to_string()).collect();
-    let mut time = None;
+    let variates = fields.target.rows();
+    let mut target_names: Vec<String> = (0..variates).map(|v| v.to_string()).collect();
+    let (mut time, mut future) = (None, None);
     if let Some(timestamps) = &extra.timestamps {
-        let len = fields.target.first().map_or(0, Vec::len);
+        let len = if variates > 0 { fields.target.row_len(0) } else { 0 };
         // Ragged or empty targets are left to the request checks, which name the variate.
-        if variates > 0 && len > 0 && fields.target.iter().all(|s| s.len() == len) {
+        if variates > 0 && len > 0 && (0..variates).all(|v| fields.target.row_len(v) == len) {
             // What placing the series on its grid builds (stamps, locations, values, slots), before it is built.
             let points = (len as u64).saturating_mul(variates as u64 + 1);
             tally.charge(points.saturating_mul(PLACE_BYTES)).map_err(|e| DataError::at(at, e))?;
             let stamps = parse_stamps(timestamps, len, at, unit)?;
+            let wide = std::mem::take(&mut fields.target).into_f64();
             let raw = RawSeries {
                 id: None,
                 locs: (0..len).map(Loc::Index).collect(),
                 stamps,
-                values: (0..len).flat_map(|t| fields.target.iter().map(move |s| s[t])).collect(),
+                values: (0..len).flat_map(|t| wide.iter().map(move |s| s[t])).collect(),
             };
+            let names = column_names(&fields, limits, variates);
             let cx = Context {
                 source: at,
-                target_names: &target_names,
+                target_names: &names,
                 freq: opts.freq,
                 calendar: &calendar,
                 overrides,
                 limits,
             };
-            let (target, axis) = place(&raw, &cx, at)?;
-            fields.target = target;
-            time = axis;
+            if limits.shape.missing_points {
+                let (target, axis) = place(&raw, &cx, at)?;
+                fields.target = target.into();
+                time = axis;
+            } else {
+                // a family without missing points: the rows as given, the calendar only continues them
+                let mut given = as_given::rows(&raw, &cx, at, fields.future_timestamps.is_none(), true)?;
+                fields.target = TargetValues::F64(std::mem::take(&mut given.target));
+                if limits.shape.reads_timestamps {
+                    fields.timestamps = Some(as_given::clocks(&given.stamps, "timestamps", at)?);
+                    future = future_steps(&mut fields, &given, overrides, limits, unit, at)?;
+                }
+                time = given.axis;
+            }
         }
     }
     let request = fields.validate(at, overrides, limits)?;
-    check_future(time.as_ref(), request.horizon, at)?;
-    Ok(Series { request, at: at.to_string(), target_names, time })
+    if future.is_none() {
+        check_future(time.as_ref(), request.horizon, at)?;
+    }
+    if !request.columns.is_empty() {
+        target_names = request.columns.iter().map(|c| c.to_string()).collect();
+    }
+    Ok(Series { request, at: at.to_string(), target_names, time, future })
+}
+
+/// How a request's rows are named in messages before validation: its `columns`, else the family's columns in
+/// their default order, else the variates' indices.
+fn column_names(fields: &RequestFields, limits: &Limits, variates: usize) -> Vec<String> {
+    if let Some(given) = &fields.columns {
+        return given.clone();
+    }
+    let family = limits.shape.columns.unwrap_or(&[]);
+    (0..variates).map(|v| family.get(v).map_or_else(|| v.to_string(), |c| c.name.to_string())).collect()
+}
+
+/// The forecast steps of a request of a family that reads wall clocks, handed to it as clocks: the request's own
+/// `future_timestamps` (each after the one before, the first after the series' last row; returned, the output
+/// writes them), or else the steps that continue the series' calendar (`horizon` of them, when it is known).
+fn future_steps(
+    fields: &mut RequestFields,
+    given: &as_given::AsGiven,
+    overrides: &Overrides,
+    limits: &Limits,
+    unit: EpochUnit,
+    at: &str,
+) -> Result<Option<Vec<Stamp>>> {
+    let Some(values) = fields.future_timestamps.take() else {
+        if let (Some(axis), Some(h)) = (&given.axis, overrides.horizon.or(fields.horizon)) {
+            fields.future_timestamps = Some(as_given::continued(axis, h, limits, at)?.1);
+        }
+        return Ok(None);
+    };
+    let stamps = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let stamp = match v {
+                TimeValue::Text(s) => parse_text(s, unit),
+                TimeValue::Epoch(x) => epoch(*x, unit),
+                TimeValue::Clock(c) => parse_text(&c.to_string(), unit),
+            };
+            stamp.map_err(|m| DataError::at(format!("{at}: future_timestamps[{i}]"), m))
+        })
+        .collect::<Result<Vec<Stamp>>>()?;
+    let last = given.stamps.last().expect("a series with timestamps has rows");
+    as_given::check_future_stamps(&stamps, last, at)?;
+    fields.future_timestamps = Some(as_given::clocks(&stamps, "future_timestamps", at)?);
+    Ok(Some(stamps))
 }
 
 /// The request's own `calendar` (`"auto"`, `"continuous"`, `"weekdays"`), `timezone` (an IANA name) and

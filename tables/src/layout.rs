@@ -8,6 +8,13 @@
 //! the named ones, else the first recognised target name, else every other column. A table without an id column
 //! is one series (*wide*): every column other than the timestamp is a variate, unless `--target-columns` picks
 //! them. Several target columns are the variates of one multivariate series.
+//!
+//! For a family that reads named columns (`Capabilities::columns`, e.g. candles' `open`, `high`, ...), the target
+//! columns are those named like the family's columns (any case; named back as the family names them), in table
+//! order, others left out, unless `--target-columns` picks them; a table with none of them falls back to the rules
+//! above, and the request's checks then name what is missing.
+
+use exporter::registry::family::InputColumn;
 
 use super::error::{DataError, Result};
 use super::ReadOptions;
@@ -25,11 +32,19 @@ pub struct Layout {
     pub targets: Vec<usize>,
     /// Every column's name, in file order.
     pub names: Vec<String>,
+    /// The engine family's input columns, when it reads named columns.
+    pub family: Option<&'static [InputColumn]>,
 }
 
 impl Layout {
-    /// Resolves the roles of `names` (the header of `source`).
-    pub fn resolve(names: &[String], opts: &ReadOptions, source: &str) -> Result<Layout> {
+    /// Resolves the roles of `names` (the header of `source`) for an engine family whose input columns are
+    /// `family` (`None`: unnamed variates).
+    pub fn resolve(
+        names: &[String],
+        opts: &ReadOptions,
+        source: &str,
+        family: Option<&'static [InputColumn]>,
+    ) -> Result<Layout> {
         let listed = || names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
         let named = |name: &str, flag: &str| {
             names.iter().position(|n| n == name).ok_or_else(|| {
@@ -71,10 +86,16 @@ impl Layout {
                 }
                 out
             }
-            None => match (id, recognised(&TARGET_NAMES, &taken)) {
-                (Some(_), Some(t)) => vec![t],
-                _ => (0..names.len()).filter(|i| !taken.contains(i)).collect(),
-            },
+            None => {
+                let named: Vec<usize> = (0..names.len())
+                    .filter(|i| !taken.contains(i) && canonical(family, &names[*i]).is_some())
+                    .collect();
+                match (id, recognised(&TARGET_NAMES, &taken)) {
+                    _ if !named.is_empty() => named,
+                    (Some(_), Some(t)) => vec![t],
+                    _ => (0..names.len()).filter(|i| !taken.contains(i)).collect(),
+                }
+            }
         };
         if targets.is_empty() {
             return Err(DataError::input(
@@ -83,11 +104,17 @@ impl Layout {
                 "add a value column (e.g. `y`) or name the target columns with --target-columns",
             ));
         }
-        Ok(Layout { id, time, targets, names: names.to_vec() })
+        Ok(Layout { id, time, targets, names: names.to_vec(), family })
     }
 
+    /// The target columns' names: the family's own name for a column named like one of its columns.
     pub fn target_names(&self) -> Vec<String> {
-        self.targets.iter().map(|&i| self.names[i].clone()).collect()
+        self.targets
+            .iter()
+            .map(|&i| {
+                canonical(self.family, &self.names[i]).map_or_else(|| self.names[i].clone(), str::to_string)
+            })
+            .collect()
     }
 
     pub fn id_name(&self) -> Option<&str> {
@@ -99,13 +126,18 @@ impl Layout {
     }
 }
 
+/// The family's name of the column `name` (any case), if it is one of its columns.
+fn canonical(family: Option<&'static [InputColumn]>, name: &str) -> Option<&'static str> {
+    family?.iter().find(|c| c.name.eq_ignore_ascii_case(name.trim())).map(|c| c.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn resolve(header: &str, opts: &ReadOptions) -> Result<Layout> {
         let names: Vec<String> = header.split(',').map(str::to_string).collect();
-        Layout::resolve(&names, opts, "t.csv")
+        Layout::resolve(&names, opts, "t.csv", None)
     }
 
     fn roles(header: &str) -> (Option<usize>, Option<usize>, Vec<usize>) {
@@ -124,6 +156,42 @@ mod tests {
         assert_eq!(roles("date,cpu,mem"), (None, Some(0), vec![1, 2]));
         assert_eq!(roles("cpu,mem"), (None, None, vec![0, 1]));
         assert_eq!(roles("ds,y,extra"), (None, Some(0), vec![1, 2]));
+    }
+
+    #[test]
+    fn a_family_with_named_columns_takes_them_by_name() {
+        const CANDLES: &[InputColumn] = &[
+            InputColumn { name: "open", derived_when_absent: None },
+            InputColumn { name: "close", derived_when_absent: None },
+            InputColumn { name: "volume", derived_when_absent: Some("0") },
+        ];
+        let resolve = |header: &str, opts: &ReadOptions| {
+            let names: Vec<String> = header.split(',').map(str::to_string).collect();
+            Layout::resolve(&names, opts, "t.csv", Some(CANDLES)).unwrap()
+        };
+        let opts = ReadOptions::default();
+        // long: the family's columns, in table order, the others left out; named as the family names them
+        let l = resolve("unique_id,timestamp,Close,adj_close,open,value", &opts);
+        assert_eq!((l.id, l.time, l.targets.clone()), (Some(0), Some(1), vec![2, 4]));
+        assert_eq!(l.target_names(), vec!["close", "open"]);
+        // wide
+        let l = resolve("date,open,close,volume,note", &opts);
+        assert_eq!(
+            (l.id, l.targets.clone(), l.target_names()),
+            (None, vec![1, 2, 3], vec!["open".to_string(), "close".into(), "volume".into()])
+        );
+        // none of them: the usual rules (the request's checks name what is missing)
+        assert_eq!(resolve("id,ds,y,x", &opts).targets, vec![2]);
+        // --target-columns picks them
+        let picked =
+            ReadOptions { target_columns: Some(vec!["OPEN".into(), "x".into()]), ..ReadOptions::default() };
+        assert_eq!(resolve("ds,OPEN,x", &picked).target_names(), vec!["open".to_string(), "x".into()]);
+        // a family of unnamed variates names columns as the table does
+        let names: Vec<String> = "ds,Open".split(',').map(str::to_string).collect();
+        assert_eq!(
+            Layout::resolve(&names, &opts, "t.csv", None).unwrap().target_names(),
+            vec!["Open".to_string()]
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! The formats are specified in `docs/formats.md`.
 
 pub mod arrow_in;
+pub mod as_given;
 pub mod axis;
 pub mod calendar;
 pub mod csv_in;
@@ -38,7 +39,7 @@ use engines::request::{ForecastRequest, Limits, Overrides};
 
 use axis::TimeAxis;
 use error::{DataError, Result};
-use series::{assemble, Context};
+use series::{Context, RawSeries};
 use timestamps::{EpochUnit, Freq};
 
 /// File formats, in and out.
@@ -149,6 +150,9 @@ pub struct Series {
     pub target_names: Vec<String>,
     /// Present when the input had timestamps.
     pub time: Option<TimeAxis>,
+    /// The forecast steps' timestamps when the request gave them (`future_timestamps`): written instead of those
+    /// that continue `time`.
+    pub future: Option<Vec<timestamps::Stamp>>,
 }
 
 /// The input's id and timestamp columns: the forecast tables use the same names and types.
@@ -238,8 +242,8 @@ pub fn parse(
         Format::Json | Format::JsonLines => {
             return parse_json(&bytes, format, source, opts, overrides, limits, &json::Bounds::NONE)
         }
-        Format::Csv => csv_in::read(&bytes, source, opts)?,
-        Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts)?,
+        Format::Csv => csv_in::read(&bytes, source, opts, limits.shape.columns)?,
+        Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts, limits.shape.columns)?,
     };
     dataset(layout, kind, rows, source, opts, overrides, limits)
 }
@@ -278,7 +282,7 @@ pub fn from_arrow(
     overrides: &Overrides,
     limits: &Limits,
 ) -> Result<Dataset> {
-    let (layout, kind, rows) = arrow_in::read(schema, batches, source, opts)?;
+    let (layout, kind, rows) = arrow_in::read(schema, batches, source, opts, limits.shape.columns)?;
     dataset(layout, kind, rows, source, opts, overrides, limits)
 }
 
@@ -312,4 +316,14 @@ fn dataset(
         time: layout.time_name().map(|n| (n.to_string(), kind)),
     };
     Ok(Dataset { columns, series })
+}
+
+/// A table series as the engine's request: placed on its grid ([`series::assemble`]), or, for a family without
+/// missing points, its rows as given ([`as_given::assemble`]: a gap is not a missing point).
+fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
+    let at = series::series_at(cx.source, raw.id.as_ref());
+    match cx.limits.shape.missing_points {
+        true => series::assemble(raw, cx, at),
+        false => as_given::assemble(raw, cx, at),
+    }
 }

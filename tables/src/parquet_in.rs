@@ -10,6 +10,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
+use exporter::registry::family::InputColumn;
 use jiff::tz::{Offset, TimeZone};
 use jiff::Timestamp;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -26,7 +27,12 @@ use super::{ReadOptions, TimeKind};
 const BATCH_ROWS: usize = 64 * 1024;
 
 /// Reads the rows of a Parquet file (its bytes) into a [`Collector`].
-pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(Layout, TimeKind, Collector)> {
+pub fn read(
+    bytes: bytes::Bytes,
+    source: &str,
+    opts: &ReadOptions,
+    family: Option<&'static [InputColumn]>,
+) -> Result<(Layout, TimeKind, Collector)> {
     let not_parquet = |e: parquet::errors::ParquetError| {
         DataError::input(
             source,
@@ -37,7 +43,7 @@ pub fn read(bytes: bytes::Bytes, source: &str, opts: &ReadOptions) -> Result<(La
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(not_parquet)?;
     let schema = builder.schema().clone();
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let layout = Layout::resolve(&names, opts, source)?;
+    let layout = Layout::resolve(&names, opts, source, family)?;
     let mut wanted: Vec<usize> =
         layout.id.into_iter().chain(layout.time).chain(layout.targets.iter().copied()).collect();
     wanted.sort_unstable();
@@ -97,7 +103,7 @@ pub(super) fn collect(
             }
             None => None,
         };
-        let targets: Vec<Vec<Option<f32>>> = layout
+        let targets: Vec<Vec<Option<f64>>> = layout
             .targets
             .iter()
             .map(|&i| numbers(batch.column(slot(i)), &layout.names[i], source, first_row))
@@ -356,14 +362,24 @@ pub fn column_zone(kind: &TimeKind) -> Option<TimeZone> {
     }
 }
 
-/// A target column of one batch as f32 values: null and NaN are missing; infinities and values beyond f32 are
-/// errors naming the row.
-pub(super) fn numbers(
+/// [`numbers`] rounded to f32 (a saved forecast's columns).
+pub(super) fn numbers_f32(
     array: &ArrayRef,
     column: &str,
     source: &str,
     first_row: u64,
 ) -> Result<Vec<Option<f32>>> {
+    Ok(numbers(array, column, source, first_row)?.into_iter().map(|x| x.map(|x| x as f32)).collect())
+}
+
+/// A target column of one batch as f64 values (rounded to f32 when the request is made): null and NaN are
+/// missing; infinities and values beyond f32 are errors naming the row.
+pub(super) fn numbers(
+    array: &ArrayRef,
+    column: &str,
+    source: &str,
+    first_row: u64,
+) -> Result<Vec<Option<f64>>> {
     let f64s: Vec<Option<f64>> = match array.data_type() {
         DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
         DataType::Float32 => array.as_primitive::<Float32Type>().iter().map(|x| x.map(f64::from)).collect(),
@@ -385,7 +401,7 @@ pub(super) fn numbers(
         .map(|(r, x)| match x {
             None => Ok(None),
             Some(x) if x.is_nan() => Ok(None),
-            Some(x) if (x as f32).is_finite() => Ok(Some(x as f32)),
+            Some(x) if (x as f32).is_finite() => Ok(Some(x)),
             Some(x) => Err(DataError::input(
                 Loc::Row(first_row + r as u64).at(source),
                 format!("column `{column}`: {x} is not a finite f32 number (|x| < 3.4e38)"),
@@ -405,6 +421,11 @@ mod tests {
 
     use super::*;
 
+    /// A series' raw values as request points (NaN = missing).
+    fn points(values: &[f64]) -> Vec<Option<f32>> {
+        values.iter().map(|&x| crate::series::point(x)).collect()
+    }
+
     fn file(columns: Vec<(&str, ArrayRef)>) -> bytes::Bytes {
         let schema = Schema::new(
             columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>(),
@@ -417,7 +438,7 @@ mod tests {
     }
 
     fn read_cols(columns: Vec<(&str, ArrayRef)>) -> Result<(Layout, TimeKind, Collector)> {
-        read(file(columns), "t.parquet", &ReadOptions::default())
+        read(file(columns), "t.parquet", &ReadOptions::default(), None)
     }
 
     #[test]
@@ -434,8 +455,8 @@ mod tests {
         assert_eq!(rows.series.len(), 2);
         assert_eq!(rows.series[0].id, Some(engines::request::RequestId::Int(7)));
         // null and NaN are missing points
-        assert_eq!(rows.series[0].values, vec![Some(1.5), None]);
-        assert_eq!(rows.series[1].values, vec![None]);
+        assert_eq!(points(&rows.series[0].values), vec![Some(1.5), None]);
+        assert_eq!(points(&rows.series[1].values), vec![None]);
         let s = rows.series[0].stamps[1];
         assert_eq!((s.to_text(), s.style), ("1970-01-01T03:00:00+02:00".to_string(), StampStyle::Offset));
         assert_eq!(rows.series[0].locs, vec![Loc::Row(1), Loc::Row(2)]);
@@ -452,7 +473,7 @@ mod tests {
         .unwrap();
         assert_eq!(kind, TimeKind::Epoch(EpochUnit::Seconds));
         assert_eq!(rows.series.len(), 2);
-        assert_eq!(rows.series[0].values, vec![Some(1.0), Some(3.0)]);
+        assert_eq!(points(&rows.series[0].values), vec![Some(1.0), Some(3.0)]);
 
         let e = |columns: Vec<(&str, ArrayRef)>| read_cols(columns).unwrap_err().to_string();
         let msg = e(vec![
@@ -479,7 +500,7 @@ mod tests {
             ("y", Arc::new(StringArray::from(vec!["x"]))),
         ]);
         assert!(msg.contains("target column `y` has type Utf8, not numbers"), "{msg}");
-        let e = read(bytes::Bytes::from_static(b"id,y\n1,2\n"), "t.parquet", &ReadOptions::default())
+        let e = read(bytes::Bytes::from_static(b"id,y\n1,2\n"), "t.parquet", &ReadOptions::default(), None)
             .unwrap_err();
         assert!(e.to_string().starts_with("t.parquet: cannot read it as Parquet"), "{e}");
     }
@@ -526,7 +547,7 @@ mod zone_tests {
     fn an_iana_zone_gives_each_stamp_its_offset_and_the_calendar_its_zone() {
         // Daily at New York midnight, 1 February to 31 March 2024: the clocks moved on 10 March.
         let (bytes, _) = daily("America/New_York", "2024-02-01", 60);
-        let (_, _, rows) = read(bytes.clone(), "t.parquet", &crate::ReadOptions::default()).unwrap();
+        let (_, _, rows) = read(bytes.clone(), "t.parquet", &crate::ReadOptions::default(), None).unwrap();
         let s = &rows.series[0].stamps;
         assert_eq!(
             (s[0].to_text(), s[0].style),
@@ -534,8 +555,7 @@ mod zone_tests {
         );
         assert_eq!(s[59].to_text(), "2024-03-31T00:00:00-04:00");
         // The same data as ISO text with offsets: the same series and forecast steps.
-        let text: String =
-            s.iter().zip(&rows.series[0].values).map(|(t, y)| format!("{t},{}\n", y.unwrap())).collect();
+        let text: String = s.iter().zip(&rows.series[0].values).map(|(t, y)| format!("{t},{y}\n")).collect();
         let (a, fa) = future(bytes.to_vec(), Format::Parquet, 3);
         let (b, fb) = future(format!("ds,y\n{text}").into_bytes(), Format::Csv, 3);
         assert_eq!(a.series[0].request.target, b.series[0].request.target);
@@ -563,7 +583,7 @@ mod zone_tests {
         assert!(matches!(ArrowZone::of(Some("+05:30")), Ok(ArrowZone::Fixed(o)) if o.seconds() == 19_800));
         assert!(matches!(ArrowZone::of(Some("Europe/London")), Ok(ArrowZone::Named(_))));
         let (bytes, _) = daily("UTC", "2024-01-01", 3);
-        let (_, _, rows) = read(bytes, "t.parquet", &crate::ReadOptions::default()).unwrap();
+        let (_, _, rows) = read(bytes, "t.parquet", &crate::ReadOptions::default(), None).unwrap();
         assert_eq!(rows.series[0].stamps[0].to_text(), "2024-01-01T00:00:00Z");
         let e = ArrowZone::of(Some("Mars/Olympus_Mons")).err().unwrap();
         assert!(e.contains("`Mars/Olympus_Mons` is not a time zone of the IANA database"), "{e}");

@@ -25,8 +25,14 @@ pub struct RawSeries {
     pub locs: Vec<Loc>,
     /// One per row when the input has timestamps, else empty.
     pub stamps: Vec<Stamp>,
-    /// Row-major: `targets` values per row, `None` = missing.
-    pub values: Vec<Option<f32>>,
+    /// Row-major: `targets` values per row, as parsed (f64; rounded to f32 when the request is made, so a family
+    /// that derives a column gets them unrounded), `NaN` = missing.
+    pub values: Vec<f64>,
+}
+
+/// A value as a request point: `None` for a missing one (NaN), else rounded to f32.
+pub fn point(x: f64) -> Option<f32> {
+    (!x.is_nan()).then_some(x as f32)
 }
 
 /// A series id as a reader sees it (borrowed from the row).
@@ -59,8 +65,8 @@ impl Collector {
         Collector { targets, by_str: HashMap::new(), by_int: HashMap::new(), last: None, series: Vec::new() }
     }
 
-    /// Adds a row; `values` has one entry per target column.
-    pub fn push(&mut self, id: Option<IdRef<'_>>, loc: Loc, stamp: Option<Stamp>, values: &[Option<f32>]) {
+    /// Adds a row; `values` has one entry per target column (`None` = missing).
+    pub fn push(&mut self, id: Option<IdRef<'_>>, loc: Loc, stamp: Option<Stamp>, values: &[Option<f64>]) {
         debug_assert_eq!(values.len(), self.targets);
         let s = self.index(id);
         let series = &mut self.series[s];
@@ -68,7 +74,7 @@ impl Collector {
         if let Some(stamp) = stamp {
             series.stamps.push(stamp);
         }
-        series.values.extend_from_slice(values);
+        series.values.extend(values.iter().map(|x| x.unwrap_or(f64::NAN)));
     }
 
     fn index(&mut self, id: Option<IdRef<'_>>) -> usize {
@@ -121,9 +127,9 @@ pub fn series_at(source: &str, id: Option<&RequestId>) -> String {
     }
 }
 
-/// Sorts a table series' rows by time, places them on its grid, checks them and validates the request.
-pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
-    let at = series_at(cx.source, raw.id.as_ref());
+/// Sorts a table series' rows by time, places them on its grid, checks them and validates the request (`at`
+/// names the series; a family without missing points reads its rows as given instead: `super::as_given`).
+pub fn assemble(raw: RawSeries, cx: &Context<'_>, at: String) -> Result<Series> {
     let (target, time) = place(&raw, cx, &at)?;
     for (v, series) in target.iter().enumerate() {
         if series.iter().all(Option::is_none) {
@@ -136,7 +142,7 @@ pub fn assemble(raw: RawSeries, cx: &Context<'_>) -> Result<Series> {
     }
     let request = RequestFields::from_target(raw.id, target).validate(&at, cx.overrides, cx.limits)?;
     check_future(time.as_ref(), request.horizon, &at)?;
-    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time })
+    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time, future: None })
 }
 
 /// Checks that every forecast step has a timestamp, before anything runs: a horizon that runs past the year 9999
@@ -167,9 +173,35 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
     let nt = cx.target_names.len();
     let rows = raw.locs.len();
     if raw.stamps.is_empty() {
-        let target = (0..nt).map(|v| (0..rows).map(|r| raw.values[r * nt + v]).collect()).collect();
+        let target = (0..nt).map(|v| (0..rows).map(|r| point(raw.values[r * nt + v])).collect()).collect();
         return Ok((target, None));
     }
+    let located = locate(raw, cx, at)?;
+    let mut target = vec![vec![None; located.len]; nt];
+    for (&r, &pos) in located.order.iter().zip(&located.positions) {
+        for (v, series) in target.iter_mut().enumerate() {
+            series[pos] = point(raw.values[r * nt + v]);
+        }
+    }
+    Ok((target, Some(located.axis)))
+}
+
+/// Where the rows of a series with timestamps sit: their order in time, each one's position on the series' grid,
+/// the grid's length, and the axis that continues it ([`locate`]).
+pub struct Located {
+    /// Row indices, sorted by time.
+    pub order: Vec<usize>,
+    /// The grid position of each row of `order`.
+    pub positions: Vec<usize>,
+    /// Grid points from the first row to the last.
+    pub len: usize,
+    pub axis: TimeAxis,
+}
+
+/// Sorts a series' rows by time (it has timestamps) and places them on its session calendar, or else on its
+/// regular grid; errors name the rows at fault.
+pub fn locate(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<Located> {
+    let rows = raw.locs.len();
     let mut order: Vec<usize> = (0..rows).collect();
     order.sort_by_key(|&r| raw.stamps[r].at);
     let sorted: Vec<Stamp> = order.iter().map(|&r| raw.stamps[r]).collect();
@@ -177,12 +209,6 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
         let len = positions.last().map_or(0, |p| p + 1);
         let off_session: Vec<i128> =
             sorted.iter().map(|s| s.at.as_nanosecond()).filter(|&t| !cal.contains(t)).collect();
-        let mut target = vec![vec![None; len]; nt];
-        for (&r, &pos) in order.iter().zip(&positions) {
-            for (v, series) in target.iter_mut().enumerate() {
-                series[pos] = raw.values[r * nt + v];
-            }
-        }
         let last = *sorted.last().expect("a series has rows");
         let axis = TimeAxis {
             last,
@@ -191,17 +217,12 @@ pub fn place(raw: &RawSeries, cx: &Context<'_>, at: &str) -> Result<(Target, Opt
             calendar: Some(Arc::new(cal)),
             off_session: off_session.into(),
         };
-        return Ok((target, Some(axis)));
+        return Ok(Located { order, positions, len, axis });
     }
     let grid = infer_grid(&sorted, cx.freq).map_err(|e| grid_error(e, raw, &order, &sorted, cx, at))?;
-    let mut target = vec![vec![None; grid.len]; nt];
-    for (&r, &pos) in order.iter().zip(&grid.positions) {
-        for (v, series) in target.iter_mut().enumerate() {
-            series[pos] = raw.values[r * nt + v];
-        }
-    }
     let last = *sorted.last().expect("a series has rows");
-    Ok((target, Some(TimeAxis::continuous(last, grid.freq, grid.anchor))))
+    let axis = TimeAxis::continuous(last, grid.freq, grid.anchor);
+    Ok(Located { order, positions: grid.positions, len: grid.len, axis })
 }
 
 /// The series' session calendar and the grid position of each sorted timestamp on it, or `None` for the
@@ -282,7 +303,7 @@ fn zone_offset(zone: &calendar::Zone, s: &Stamp) -> i128 {
 }
 
 /// A grid error as a message naming the rows at fault.
-fn grid_error(
+pub(super) fn grid_error(
     e: GridError,
     raw: &RawSeries,
     order: &[usize],
@@ -359,7 +380,7 @@ mod tests {
         let mut c = Collector::new(1);
         for (line, (id, ts, y)) in rows.iter().enumerate() {
             let stamp = parse_text(ts, EpochUnit::Seconds).unwrap();
-            c.push(Some(IdRef::Str(id)), Loc::Line(line as u64 + 2), Some(stamp), &[*y]);
+            c.push(Some(IdRef::Str(id)), Loc::Line(line as u64 + 2), Some(stamp), &[y.map(f64::from)]);
         }
         c
     }
@@ -375,7 +396,13 @@ mod tests {
             overrides: &o,
             limits: &Limits::default(),
         };
-        c.series.into_iter().map(|r| assemble(r, &cx)).collect()
+        c.series
+            .into_iter()
+            .map(|r| {
+                let at = series_at(cx.source, r.id.as_ref());
+                assemble(r, &cx, at)
+            })
+            .collect()
     }
 
     #[test]
@@ -416,7 +443,9 @@ mod tests {
             overrides: &o,
             limits: &Limits::default(),
         };
-        let e = assemble(c.series.into_iter().next().unwrap(), &cx).unwrap_err().to_string();
+        let raw = c.series.into_iter().next().unwrap();
+        let at = series_at(cx.source, raw.id.as_ref());
+        let e = assemble(raw, &cx, at).unwrap_err().to_string();
         assert_eq!(
             e,
             "t.csv: series a: a step of 1 millisecond puts 172800001 grid points between the first and the last of \

@@ -4,7 +4,8 @@
 //! JSON is the response format of `docs/formats.md` plus `timestamps` (the forecast steps' timestamps) when the
 //! input had them. A table has one row per (series, variate, step): the input's id column (when it had one), its
 //! timestamp column holding the future timestamps (or `step`, 1-based, without timestamps), `target_name` when
-//! series have several target columns, the point forecast (`mean`, or `median` on Toto 2.0 engines), one column
+//! series have several target columns, `model` (the family's manifest name, e.g. `toto-1.0`), the point forecast
+//! (`mean`, or `median` on Toto 2.0 engines), one column
 //! per quantile level named `q` + the level's shortest decimal (`q0.1`, `q0.05`), and `sample_0`... when the
 //! responses carry sample paths.
 
@@ -30,15 +31,18 @@ pub fn quantile_column(q: f64) -> String {
 }
 
 /// Serialises the forecasts of `dataset`'s series (`responses[i]` answers `dataset.series[i]`). `point` names the
-/// point forecast column of tables (`exporter::registry::Family::point_forecast`).
+/// point forecast column of tables (`exporter::registry::Family::point_forecast`); `model`, the engine family's
+/// manifest name (`Family::as_str`), is written in every JSON response (`model`) and table row (the `model`
+/// column) — `totoc forecast` and the server always name it.
 pub fn to_bytes(
     dataset: &Dataset,
     responses: &[ForecastResponse],
     format: Format,
     point: &str,
+    model: Option<&str>,
 ) -> Result<Vec<u8>> {
     assert_eq!(dataset.series.len(), responses.len(), "one response per series");
-    let rows = Rows::new(dataset, responses)?;
+    let rows = Rows { model, ..Rows::new(dataset, responses)? };
     match format {
         Format::Json if responses.len() != 1 => Err(too_many_for_json("output", responses.len())),
         Format::Json | Format::JsonLines => json(&rows),
@@ -89,6 +93,9 @@ struct Rows<'a> {
     responses: &'a [ForecastResponse],
     /// Per series: the forecast steps' timestamps, when the series has a time axis.
     future: Vec<Option<Vec<Stamp>>>,
+    /// The model that made the forecasts: the JSON `model` field and the tables' `model` column (none in the
+    /// Python package's frames).
+    model: Option<&'a str>,
 }
 
 impl<'a> Rows<'a> {
@@ -99,16 +106,18 @@ impl<'a> Rows<'a> {
             .zip(responses)
             .map(|(s, r)| {
                 let horizon = r.point().first().map_or(0, Vec::len);
-                match &s.time {
-                    None => Ok(None),
+                match (&s.future, &s.time) {
+                    // given by the request (its count is the horizon: checked when it was read)
+                    (Some(given), _) => Ok(Some(given.clone())),
+                    (None, None) => Ok(None),
                     // Checked when the series was read (`series::check_future`).
-                    Some(axis) => {
+                    (None, Some(axis)) => {
                         axis.future(horizon).map(Some).ok_or_else(|| super::series::no_future(&s.at))
                     }
                 }
             })
             .collect::<Result<_>>()?;
-        Ok(Rows { dataset, responses, future })
+        Ok(Rows { dataset, responses, future, model: None })
     }
 
     /// Quantile levels over all responses, in order of first appearance.
@@ -167,11 +176,13 @@ impl From<&Stamp> for JsonStamp {
     }
 }
 
-/// A response as written: the engine's, plus the forecast steps' timestamps.
+/// A response as written: the engine's, plus the model that made it and the forecast steps' timestamps.
 #[derive(Serialize)]
 struct JsonResponse<'a> {
     #[serde(flatten)]
     response: &'a ForecastResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamps: Option<Vec<JsonStamp>>,
     /// The series' calendar ([`super::calendar`]), with the timestamps.
@@ -184,6 +195,7 @@ fn json(rows: &Rows<'_>) -> Result<Vec<u8>> {
     for ((r, future), s) in rows.responses.iter().zip(&rows.future).zip(&rows.dataset.series) {
         let doc = JsonResponse {
             response: r,
+            model: rows.model,
             timestamps: future.as_ref().map(|f| f.iter().map(JsonStamp::from).collect()),
             calendar: s.time.as_ref().map(|t| t.calendar_text()),
         };
@@ -201,6 +213,7 @@ fn header(rows: &Rows<'_>, point: &str, levels: &[f64], samples: usize) -> Vec<S
     if rows.multivariate() {
         h.push("target_name".into());
     }
+    h.extend(rows.model.map(|_| "model".to_string()));
     h.push(point.to_string());
     h.extend(levels.iter().map(|&q| quantile_column(q)));
     h.extend((0..samples).map(|i| format!("sample_{i}")));
@@ -228,6 +241,7 @@ fn csv(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
         if multivariate {
             record.push(rows.dataset.series[s].target_names[v].clone());
         }
+        record.extend(rows.model.map(str::to_string));
         record.push(num(Some(rows.responses[s].point()[v][h])));
         record.extend(levels.iter().map(|&q| num(rows.quantile(s, q, v, h))));
         record.extend((0..samples).map(|p| num(rows.sample(s, p, v, h))));
@@ -289,6 +303,11 @@ fn batch(rows: &Rows<'_>, point: &str) -> Result<RecordBatch> {
     if rows.multivariate() {
         let mut b = StringBuilder::new();
         rows.each().for_each(|(s, v, _)| b.append_value(&rows.dataset.series[s].target_names[v]));
+        columns.push(Arc::new(b.finish()));
+    }
+    if let Some(model) = rows.model {
+        let mut b = StringBuilder::with_capacity(n, n * model.len());
+        (0..n).for_each(|_| b.append_value(model));
         columns.push(Arc::new(b.finish()));
     }
     let floats = |f: &dyn Fn(usize, usize, usize) -> Option<f32>| -> ArrayRef {
@@ -418,7 +437,7 @@ mod tests {
             response(Some(RequestId::Str("a".into())), vec![vec![1.5, 2.5]], true),
             response(Some(RequestId::Str("b".into())), vec![vec![10.0, 20.0]], true),
         ];
-        let out = text(to_bytes(&d, &rs, Format::Csv, "median").unwrap());
+        let out = text(to_bytes(&d, &rs, Format::Csv, "median", None).unwrap());
         assert_eq!(
             out,
             "unique_id,ds,median,q0.05,q0.975\n\
@@ -426,13 +445,13 @@ mod tests {
              b,2024-02-29,10,9,11\nb,2024-03-31,20,19,21\n"
         );
         // JSON keeps the engine's field names and adds the timestamps
-        let out = text(to_bytes(&d, &rs, Format::JsonLines, "median").unwrap());
+        let out = text(to_bytes(&d, &rs, Format::JsonLines, "median", None).unwrap());
         let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
         assert_eq!(first["median"], serde_json::json!([[1.5, 2.5]]));
         assert_eq!(first["timestamps"], serde_json::json!(["2024-02-01", "2024-02-02"]));
         assert_eq!(first["id"], "a");
         assert!(first.get("mean").is_none());
-        let e = to_bytes(&d, &rs, Format::Json, "median").unwrap_err().to_string();
+        let e = to_bytes(&d, &rs, Format::Json, "median", None).unwrap_err().to_string();
         assert!(e.contains("2 forecasts do not fit one JSON document"), "{e}");
     }
 
@@ -442,7 +461,7 @@ mod tests {
         let mut r = response(None, vec![vec![1.0, 2.0], vec![3.0, 4.0]], false);
         r.quantiles.clear();
         r.samples = Some(vec![vec![vec![0.5, 0.25], vec![1.0, 2.0]]]);
-        let out = text(to_bytes(&d, &[r], Format::Csv, "mean").unwrap());
+        let out = text(to_bytes(&d, &[r], Format::Csv, "mean", None).unwrap());
         assert_eq!(out, "step,target_name,mean,sample_0\n1,cpu,1,0.5\n2,cpu,2,0.25\n1,mem,3,1\n2,mem,4,2\n");
     }
 
@@ -458,7 +477,7 @@ mod tests {
     fn parquet_round_trips_through_the_reader() {
         let d = dataset("unique_id,ds,y\n7,2024-01-01T00:00:00Z,1\n7,2024-01-01T01:00:00Z,2\n", Format::Csv);
         let rs = vec![response(Some(RequestId::Str("7".into())), vec![vec![1.0, 2.0]], false)];
-        let bytes = to_bytes(&d, &rs, Format::Parquet, "mean").unwrap();
+        let bytes = to_bytes(&d, &rs, Format::Parquet, "mean", None).unwrap();
         // The forecast table is itself a long table: read it back with `mean` as the target.
         let opts = ReadOptions { target_columns: Some(vec!["mean".into()]), ..ReadOptions::default() };
         let o = Overrides { horizon: Some(1), ..Overrides::default() };

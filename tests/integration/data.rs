@@ -99,7 +99,7 @@ fn a_multivariate_series_from_long_parquet_and_wide_csv() {
     // a table out names the variates
     let out = forecast(&data("macro_long.csv"), &["--horizon", "2", "--output-format", "csv"]);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "unique_id,ds,target_name,mean");
+    assert_eq!(lines[0], "unique_id,ds,target_name,model,mean");
     assert!(lines[1].starts_with("us,2009-10-01,realgdp,"), "{}", lines[1]);
     assert!(lines[3].starts_with("us,2009-10-01,realcons,"), "{}", lines[3]);
     assert_eq!(lines.len(), 1 + 3 * 2);
@@ -119,13 +119,14 @@ fn parquet_and_csv_out_carry_the_input_columns_and_future_timestamps() {
     let batches: Vec<_> = reader.map(Result::unwrap).collect();
     let schema = batches[0].schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    assert_eq!(names, ["unique_id", "ds", "mean"]);
+    assert_eq!(names, ["unique_id", "ds", "model", "mean"]);
     assert_eq!(schema.field(1).data_type(), &DataType::Date32);
     let b = &batches[0];
     assert_eq!(b.num_rows(), 3 * 8);
     let ids = b.column(0).as_string::<i32>();
     let days = b.column(1).as_primitive::<Date32Type>();
-    let mean = b.column(2).as_primitive::<Float32Type>();
+    assert!(b.column(2).as_string::<i32>().iter().all(|m| m == Some("toto-1.0")));
+    let mean = b.column(3).as_primitive::<Float32Type>();
     // series in the order they first appear (the table is sorted by time: sunspots from 1700 first)
     let first_rows: Vec<(&str, i32)> = (0..3).map(|s| (ids.value(8 * s), days.value(8 * s))).collect();
     // first forecast steps (day 0 = 1970-01-01): 2009-01-01, 2011-01-01, 1967-01-21
@@ -136,7 +137,7 @@ fn parquet_and_csv_out_carry_the_input_columns_and_future_timestamps() {
     }
 
     let csv = forecast(&data("long.csv"), &["--horizon", "2", "--output-format", "csv"]);
-    assert_eq!(csv.lines().next(), Some("unique_id,ds,mean"));
+    assert_eq!(csv.lines().next(), Some("unique_id,ds,model,mean"));
     assert!(csv.lines().any(|l| l.starts_with("co2,1967-01-21,")), "{csv}");
     assert!(csv.lines().any(|l| l.starts_with("co2,1967-01-28,")), "{csv}");
 }
@@ -153,12 +154,12 @@ fn sampled_forecasts_write_quantile_columns_and_samples_only_when_asked() {
     let args =
         ["--horizon", "4", "--samples", "16", "--quantiles", "0.05,0.5,0.975", "--output-format", "csv"];
     let out = forecast(&input, &args);
-    assert_eq!(out.lines().next(), Some("date,mean,q0.05,q0.5,q0.975"));
+    assert_eq!(out.lines().next(), Some("date,model,mean,q0.05,q0.5,q0.975"));
     assert_eq!(out.lines().nth(1).unwrap().split(',').next(), Some("2024-03-01"));
     let with = forecast(&input, &[&args[..], &["--write-samples"]].concat());
     let header: Vec<&str> = with.lines().next().unwrap().split(',').collect();
-    assert_eq!(header.len(), 5 + 16);
-    assert_eq!((header[5], header[20]), ("sample_0", "sample_15"));
+    assert_eq!(header.len(), 6 + 16);
+    assert_eq!((header[6], header[21]), ("sample_0", "sample_15"));
     let json: Value =
         serde_json::from_str(&forecast(&input, &["--horizon", "4", "--samples", "16"])).unwrap();
     assert!(json["samples"].is_null());
@@ -396,7 +397,7 @@ fn stdin_and_stdout_pipes_need_a_format() {
     let out = totoc_stdin(&[&args[..], &["--output-format", "csv"]].concat(), body.as_bytes());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().next(), Some("unique_id,ds,mean"));
+    assert_eq!(text.lines().next(), Some("unique_id,ds,model,mean"));
     assert!(text.lines().nth(2).unwrap().starts_with("a,2024-01-05,"), "{text}");
     // the summary line is on stderr
     let err = String::from_utf8_lossy(&out.stderr);
@@ -469,4 +470,40 @@ fn a_10000_point_series_forecasts_like_its_last_512_points() {
     let long = run(&last, &["--horizon", "33"]);
     let err = String::from_utf8_lossy(&long.stderr);
     assert!(err.contains("horizon 33 exceed this engine's limit of 32"), "{err}");
+}
+
+/// The fields only some families take (issue 34's request seam) are refused by a Toto engine, naming each field
+/// and its reason, from a table's command line and from a JSON request alike; nothing is written.
+#[test]
+fn fields_a_toto_engine_does_not_take_are_refused_by_name() {
+    let table = "unique_id,ds,y\na,2024-01-01,1\na,2024-01-02,2\na,2024-01-03,3\n";
+    let title = exporter::registry::Family::Toto1.capabilities().title;
+    let sampling =
+        format!("is not a field {title} takes: it draws its sample paths from the distribution it predicts");
+    let cases: Vec<(&str, String, Vec<&str>, String)> = vec![
+        ("t.csv", table.into(), vec!["--samples", "4", "--temperature", "0.7"], format!("`temperature` {sampling}")),
+        ("t.csv", table.into(), vec!["--samples", "4", "--top-k", "5"], format!("`top_k` {sampling}")),
+        ("t.csv", table.into(), vec!["--samples", "4", "--top-p", "0.9"], format!("`top_p` {sampling}")),
+        (
+            "t.csv",
+            table.into(),
+            vec!["--param", "clip=5"],
+            format!("`params.clip` is not a field {title} takes: it takes no parameters; remove it"),
+        ),
+        (
+            "r.json",
+            r#"{"target": [[1, 2, 3]], "horizon": 2, "columns": ["close"]}"#.into(),
+            vec![],
+            format!("FILE: `columns` is not a field {title} takes: its variates are unnamed rows of `target`"),
+        ),
+        (
+            "r.json",
+            r#"{"target": [[1, 2]], "horizon": 1, "timestamps": ["2024-01-01", "2024-01-02"], "future_timestamps": ["2024-01-03"]}"#.into(),
+            vec![],
+            format!("FILE: `future_timestamps` is not a field {title} takes: it does not read timestamps"),
+        ),
+    ];
+    for (name, body, extra, want) in cases {
+        assert_refused(name, &body, &extra, &want);
+    }
 }

@@ -325,6 +325,35 @@ fn a_median_forecast_is_drawn_as_toto_2_point_forecast() {
     );
 }
 
+/// Saved forecasts name their model (`model`, response format 5): `totoc plot` says that model, not the one its
+/// point forecast would suggest (a `mean` is not only Toto 1.0's), and still names older files by their point.
+#[test]
+fn the_saved_model_names_the_chart_and_older_files_are_named_by_their_point_forecast() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"{"mean": [[330.0, 331.0, 332.0]], "quantiles": [], "samples": null, "profile": "p", "engine": "cpu (onnxruntime 1.31.1)", "model": "candles-0.1", "timestamps": ["1967-01-21", "1967-01-28", "1967-02-04"]}"#;
+    let input = data("co2_wide.csv");
+    for (name, text, want) in [
+        ("named.jsonl", body.to_string(), "model candles-0.1 · engine cpu"),
+        ("older.jsonl", body.replace(r#""model": "candles-0.1", "#, ""), "model toto-1.0 · engine cpu"),
+    ] {
+        let saved = dir.path().join(name);
+        fs::write(&saved, text).unwrap();
+        let svg = dir.path().join(format!("{name}.svg"));
+        totoc_ok_stderr(&[
+            "plot",
+            "--input",
+            input.to_str().unwrap(),
+            "--forecast",
+            saved.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ]);
+        let (_, header) = parse_svg(&fs::read_to_string(&svg).unwrap());
+        let header = header.join("\n");
+        assert!(header.contains(want), "{name}: {header}");
+    }
+}
+
 #[test]
 fn the_panel_cap_leaves_a_note_and_bad_plot_flags_fail_before_any_work() {
     let dir = tempfile::tempdir().unwrap();

@@ -237,6 +237,7 @@ fn v1_forecast_gives_the_clis_numbers() {
         let req = case(name)["request"].clone();
         let (status, got) = post_json(&s.url("/v1/forecast"), &req);
         assert_eq!(status, 200, "{name}: {got}");
+        assert_eq!(got["model"], "toto-1.0", "{name}: the response names its model");
         assert_eq!(got, cli_forecast(&[req])[0], "{name}: server and CLI differ");
     }
     // JSON Lines in, JSON Lines out, in order.

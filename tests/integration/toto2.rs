@@ -348,7 +348,7 @@ fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let levels: Vec<String> = (1..=9).map(|k| format!("q{}", k as f64 / 10.0)).collect();
-    let mut want_header = vec!["unique_id", "ds", "median"];
+    let mut want_header = vec!["unique_id", "ds", "model", "median"];
     want_header.extend(levels.iter().map(String::as_str));
     assert_eq!(header, want_header);
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
@@ -357,6 +357,7 @@ fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
     for (r, row) in rows.iter().enumerate() {
         let (id, t) = (if r < h { "a" } else { "b" }, r % h);
         assert_eq!(row[0], id);
+        assert_eq!(row[2], "toto-2.0", "the model column names the family");
         // the next hours after each series' last point
         assert_eq!(
             row[1].parse::<u64>().unwrap(),
@@ -366,9 +367,9 @@ fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
         let want = std::iter::once(&c["reference"]["median"][0][t])
             .chain((0..9).map(|k| &c["reference"]["quantiles"][k][0][t]));
         for (col, w) in want.enumerate() {
-            let (got, w) = (row[2 + col].parse::<f64>().unwrap(), w.as_f64().unwrap());
+            let (got, w) = (row[3 + col].parse::<f64>().unwrap(), w.as_f64().unwrap());
             let tol = 1e-4 * sig + 1e-6 * w.abs();
-            assert!((got - w).abs() <= tol, "row {r} {}: {got} vs toto-2 {w}", header[2 + col]);
+            assert!((got - w).abs() <= tol, "row {r} {}: {got} vs toto-2 {w}", header[3 + col]);
         }
         if r >= h {
             assert_eq!(row[2..], rows[r - h][2..], "b is a's history: the same forecast, row {r}");
@@ -386,7 +387,7 @@ fn a_table_forecasts_as_its_json_request_with_median_and_quantile_columns() {
     let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
     assert_eq!(names, want_header);
     assert_eq!(b.num_rows(), 2 * h);
-    for col in 2..names.len() {
+    for col in 3..names.len() {
         let values = b.column(col).as_primitive::<arrow_array::types::Float32Type>();
         for (r, row) in rows.iter().enumerate() {
             assert_eq!(values.value(r), row[col].parse::<f32>().unwrap(), "{} row {r}", names[col]);

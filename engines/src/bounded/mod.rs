@@ -503,9 +503,7 @@ mod tests {
 
     /// The bytes a request's fields hold once built (vectors at their capacity).
     fn held(f: &RequestFields) -> u64 {
-        let outer = f.target.capacity() * std::mem::size_of::<Vec<Option<f32>>>();
-        let inner: usize = f.target.iter().map(|v| v.capacity() * std::mem::size_of::<Option<f32>>()).sum();
-        (outer + inner) as u64
+        f.target.held_bytes()
     }
 
     #[test]
@@ -550,7 +548,7 @@ mod tests {
         let meter = budget(u64::MAX);
         let ok = Tally::new(&meter, &limits);
         let f: RequestFields = from_json_str(r#"{"target": [[1], [2], [3]], "horizon": 1}"#, &ok).unwrap();
-        assert_eq!(f.target.len(), 3);
+        assert_eq!(f.target.rows(), 3);
         let over = Tally::new(&meter, &limits);
         let text = format!(r#"{{"horizon": 1, "target": [[1], [2], [3], [{}]]}}"#, "5,".repeat(10_000) + "5");
         let e = from_json_str::<RequestFields>(&text, &over).unwrap_err().to_string();
@@ -560,7 +558,7 @@ mod tests {
         // Inner arrays are not the key's entries.
         let long = Tally::new(&meter, &limits);
         let text = format!(r#"{{"target": [[{}1]], "horizon": 1}}"#, "1,".repeat(10));
-        assert_eq!(from_json_str::<RequestFields>(&text, &long).unwrap().target[0].len(), 11);
+        assert_eq!(from_json_str::<RequestFields>(&text, &long).unwrap().target.row_len(0), 11);
     }
 
     #[test]

@@ -574,9 +574,7 @@ fn placeholder(d: &Toto2Dims) -> ForecastRequest {
         horizon: d.horizon_slots * d.patch,
         samples: 0,
         quantiles: Vec::new(),
-        seed: 0,
-        strict_context: false,
-        context_cut: None,
+        ..ForecastRequest::default()
     }
 }
 
@@ -693,6 +691,7 @@ mod tests {
             seed: 0,
             strict_context: false,
             context_cut: None,
+            ..ForecastRequest::default()
         }
     }
 

@@ -198,6 +198,7 @@ impl BaseModelCase {
             seed: 0,
             strict_context: false,
             context_cut: None,
+            ..engines::request::ForecastRequest::default()
         };
         Some(Self { checkpoint, profiles, request, sigma })
     }

@@ -99,10 +99,12 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
                     seed: 0,
                     strict_context: false,
                     context_cut: None,
+                    ..ForecastRequest::default()
                 },
                 at: id.to_string(),
                 target_names: vec!["y".into()],
                 time,
+                future: None,
             });
             let h = w.horizon;
             let point = vec![f.point.iter().map(|&x| x as f32).collect()];

@@ -54,6 +54,7 @@ pub(super) fn csv_rows(bytes: &[u8], source: &str, columns: &Columns, unit: Epoc
                 })?)
             };
         let variate = roles.target_name.map(|i| cell(i).to_string());
+        let model = roles.model.map(|i| cell(i).to_string()).filter(|m| !m.is_empty());
         let (pi, pname) = roles.point;
         let point = csv_in::number(cell(pi), pname, loc, source)?.ok_or_else(|| empty(pi))?;
         let quantiles = roles
@@ -61,7 +62,7 @@ pub(super) fn csv_rows(bytes: &[u8], source: &str, columns: &Columns, unit: Epoc
             .iter()
             .map(|&(i, _)| csv_in::number(cell(i), &names[i], loc, source))
             .collect::<Result<_>>()?;
-        rows.push(Row { loc, id, step, variate, point, quantiles });
+        rows.push(Row { loc, id, step, variate, model, point, quantiles });
     }
     Ok(Rows { roles, rows })
 }

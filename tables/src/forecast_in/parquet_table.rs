@@ -7,7 +7,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::super::error::{DataError, Loc, Result};
-use super::super::parquet_in::{integers, numbers, stamps, text_values, Ids};
+use super::super::parquet_in::{integers, numbers_f32, stamps, text_values, Ids};
 use super::super::series::IdRef;
 use super::super::timestamps::EpochUnit;
 use super::super::Columns;
@@ -34,6 +34,7 @@ pub(super) fn parquet_rows(
         .into_iter()
         .chain([roles.time, roles.point.0])
         .chain(roles.target_name)
+        .chain(roles.model)
         .chain(roles.quantiles.iter().map(|&(i, _)| i))
         .collect();
     wanted.sort_unstable();
@@ -86,12 +87,22 @@ pub(super) fn parquet_rows(
             })?),
             None => None,
         };
+        let models = match roles.model {
+            Some(i) => Some(text_values(batch.column(slot(i))).ok_or_else(|| {
+                DataError::input(
+                    source,
+                    "column `model` does not hold text",
+                    "give a table written by totoc forecast",
+                )
+            })?),
+            None => None,
+        };
         let (pi, pname) = roles.point;
-        let point = numbers(batch.column(slot(pi)), pname, source, first_row)?;
+        let point = numbers_f32(batch.column(slot(pi)), pname, source, first_row)?;
         let quantiles: Vec<Vec<Option<f32>>> = roles
             .quantiles
             .iter()
-            .map(|&(i, _)| numbers(batch.column(slot(i)), &names[i], source, first_row))
+            .map(|&(i, _)| numbers_f32(batch.column(slot(i)), &names[i], source, first_row))
             .collect::<Result<_>>()?;
         for (r, step) in steps.into_iter().enumerate() {
             let null = |column: &str| {
@@ -117,6 +128,7 @@ pub(super) fn parquet_rows(
                 id,
                 step,
                 variate,
+                model: models.as_ref().and_then(|m| m[r]).map(str::to_string),
                 point: point[r].ok_or_else(|| null(pname))?,
                 quantiles: quantiles.iter().map(|q| q[r]).collect(),
             });
