@@ -258,3 +258,146 @@ fn kronos_graphs_pass_onnx_full_check_at_both_opsets() {
         assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), 18);
     }
 }
+
+/// A k10 engine (configs/kronos-tiny.yaml: window 128, horizons up to 24, up to 4 paths) under `dir`.
+fn k10_engine(dir: &Path) -> PathBuf {
+    let k10 = root().join("tests/fixtures/kronos/k10");
+    let (out, engine) = (dir.join("bundle"), dir.join("engine"));
+    let res = export(&k10.join("predictor"), Some(&k10.join("tokenizer")), &out, &[]);
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    engine
+}
+
+/// `totoc forecast` of `request` (JSON) on `engine`: the output, or the error.
+fn forecast(engine: &Path, dir: &Path, request: &serde_json::Value) -> Result<serde_json::Value, String> {
+    let (input, output) = (dir.join("request.json"), dir.join("response.json"));
+    fs::write(&input, serde_json::to_vec(request).unwrap()).unwrap();
+    let _ = fs::remove_file(&output);
+    let res = totoc(&[
+        "forecast",
+        "--engine",
+        engine.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    match res.status.success() {
+        true => Ok(serde_json::from_slice(&fs::read(&output).unwrap()).unwrap()),
+        false => Err(String::from_utf8_lossy(&res.stderr).into_owned()),
+    }
+}
+
+/// `totoc forecast` reaches the Kronos engine through the request seam: the k10 greedy fixture's request (the
+/// contract's JSON: named columns, a derived amount, stamps, params) gives upstream's recorded forecast within the
+/// rows' tolerance, and each bad input is one error naming the problem and the fix.
+#[test]
+fn forecast_reads_kronos_requests_and_refuses_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = k10_engine(tmp.path());
+    let case: serde_json::Value = serde_json::from_slice(
+        &fs::read(root().join("tests/fixtures/kronos/k10/cases/greedy_daily.json")).unwrap(),
+    )
+    .unwrap();
+    let request = case["requests"][0].clone();
+    let reference = &case["reference"]["series"][0];
+    let got = forecast(&engine, tmp.path(), &request).unwrap();
+    let got = if got.is_array() { got[0].clone() } else { got };
+    assert_eq!(got["model"], "kronos", "{got}");
+    let mean = got["mean"].as_array().expect("mean [column][step]");
+    assert_eq!(mean.len(), 6);
+    let mut worst = 0f64;
+    for (c, column) in mean.iter().enumerate() {
+        let sigma = reference["stats"]["std"][c].as_f64().unwrap();
+        for (t, v) in column.as_array().unwrap().iter().enumerate() {
+            let want = reference["output"][t][c].as_f64().unwrap();
+            let tol = 1e-4 * (sigma + 1e-5) + 1e-6 * want.abs();
+            worst = worst.max((v.as_f64().unwrap() - want).abs() / tol);
+        }
+    }
+    eprintln!("greedy_daily through totoc forecast: worst |Δ| / tolerance {worst:.3}");
+    assert!(worst <= 1.0, "{worst}");
+
+    let with = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut r = request.clone();
+        edit(&mut r);
+        r
+    };
+    let bad: Vec<(&str, serde_json::Value, &[&str])> = vec![
+        (
+            "a missing price column",
+            with(&|r| {
+                r["columns"] = serde_json::json!(["open", "high", "low", "volume"]);
+                r["target"].as_array_mut().unwrap().remove(3);
+            }),
+            &["close"],
+        ),
+        ("NaN in a column", with(&|r| r["target"][2][5] = serde_json::Value::Null), &["low", "5"]),
+        (
+            "duplicate timestamps",
+            with(&|r| r["timestamps"][9] = r["timestamps"][8].clone()),
+            &["timestamp", "2012-11-15"],
+        ),
+        (
+            "no timestamps",
+            with(&|r| {
+                r.as_object_mut().unwrap().remove("timestamps");
+            }),
+            &["timestamps"],
+        ),
+        (
+            "an empty context",
+            with(&|r| {
+                r["target"] = serde_json::json!([[], [], [], [], []]);
+                r["timestamps"] = serde_json::json!([]);
+            }),
+            &["empty"],
+        ),
+        (
+            "H beyond max_context",
+            with(&|r| r["params"]["max_context"] = serde_json::json!(12)),
+            &["horizon 16 exceeds max_context 12"],
+        ),
+        (
+            "temperature with samples 0",
+            with(&|r| r["temperature"] = serde_json::json!(0.7)),
+            &["temperature"],
+        ),
+        (
+            "top_p above 1",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["top_p"] = serde_json::json!(1.5);
+            }),
+            &["top_p", "1.5"],
+        ),
+        (
+            "top_k below 0",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["top_k"] = serde_json::json!(-1);
+            }),
+            &["top_k", "-1"],
+        ),
+        (
+            "temperature 0",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["temperature"] = serde_json::json!(0);
+            }),
+            &["temperature", "0"],
+        ),
+        (
+            "a fractional max_context",
+            with(&|r| r["params"]["max_context"] = serde_json::json!(64.5)),
+            &["max_context"],
+        ),
+    ];
+    for (what, r, want) in bad {
+        let e = forecast(&engine, tmp.path(), &r).expect_err(what);
+        assert!(want.iter().all(|w| e.contains(w)), "{what}: {e}");
+        assert!(!e.contains("panicked"), "{what}: {e}");
+        eprintln!("{what}: {}", e.trim());
+    }
+}

@@ -23,10 +23,10 @@ use crate::error::{Error, Result};
 use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
 use crate::graph::GraphRunner;
 use crate::kronos::build::keep_within;
-use crate::kronos::columns::COLUMNS;
+use crate::kronos::columns::{Column, ColumnValues, COLUMNS};
 use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
 use crate::kronos::hooks::Hooks;
-use crate::kronos::job::{named_columns, JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
+use crate::kronos::job::{JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
 use crate::kronos::plan::{KronosPins, Ladder, SeriesCounts};
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
@@ -193,20 +193,26 @@ impl KronosEngine {
         run_call(&mut pool, &cfg, jobs)
     }
 
-    /// The job of request `req` (the adapter from the shared request to the engine's input).
+    /// The job of request `req`: the adapter from the shared request (its Kronos fields parsed by the request
+    /// seam: `columns` resolved to upstream's names, `target_f64` kept when a derived column is absent, wall
+    /// clocks, sampling controls, `params`) to the engine's input. `KronosJob::new` checks what only Kronos
+    /// knows (the prices present, values finite, stamps in order, the window, the parameters' ranges).
     pub fn job_of(&self, req: &ForecastRequest, at: &str) -> Result<KronosJob> {
-        let target: Vec<Vec<Option<f64>>> =
-            req.target.iter().map(|v| v.iter().map(|x| x.map(f64::from)).collect()).collect();
-        let columns = named_columns(at, None, &target)?;
         let input = JobInput {
             id: req.id.clone(),
-            columns,
+            columns: request_columns(req, at)?,
+            timestamps: (!req.timestamps.is_empty()).then_some(&req.timestamps[..]),
+            future_timestamps: (!req.future_timestamps.is_empty()).then_some(&req.future_timestamps[..]),
             horizon: req.horizon,
             samples: req.samples,
             seed: req.seed,
             quantiles: Some(req.quantiles.clone()),
+            temperature: req.sampling.temperature,
+            top_k: req.sampling.top_k.map(|k| i64::try_from(k).unwrap_or(i64::MAX)),
+            top_p: req.sampling.top_p,
+            max_context: whole_param(req, "max_context", at)?,
+            clip: req.params.get("clip").copied(),
             strict_context: req.strict_context,
-            ..JobInput::default()
         };
         let job = KronosJob::new(at, input, &self.limits)?;
         self.check_fits(&job, at)?;
@@ -246,6 +252,63 @@ impl KronosEngine {
         });
         exec.pool.evict_lost();
         exec
+    }
+}
+
+/// A request's `target` rows as named columns: `columns` as the request seam resolved them (or upstream's order
+/// when a request built elsewhere names none), each row's values in f64 as parsed when the seam kept them (a
+/// derived amount is computed from those, as pandas does), else as f32.
+fn request_columns<'r>(req: &'r ForecastRequest, at: &str) -> Result<Vec<Column<'r>>> {
+    let names: Vec<&'r str> = match req.columns.is_empty() {
+        false => req.columns.clone(),
+        true if req.target.len() <= COLUMNS.len() => COLUMNS[..req.target.len()].to_vec(),
+        true => {
+            return Err(Error::NotSupported {
+                at: at.to_string(),
+                message: format!(
+                    "`target` has {} rows but a Kronos series has at most {} columns ({})",
+                    req.target.len(),
+                    COLUMNS.len(),
+                    COLUMNS.join(", ")
+                ),
+            })
+        }
+    };
+    if names.len() != req.target.len() {
+        return Err(Error::NotSupported {
+            at: at.to_string(),
+            message: format!(
+                "`columns` names {} columns but `target` has {} rows; give one name per row of `target`",
+                names.len(),
+                req.target.len()
+            ),
+        });
+    }
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let values = match &req.target_f64 {
+                Some(rows) => ColumnValues::F64(&rows[i]),
+                None => ColumnValues::NullableF32(&req.target[i]),
+            };
+            Column { name, values }
+        })
+        .collect())
+}
+
+/// Parameter `name` of `req` as a whole number (`None`: not given); a fraction, a negative or a non-finite value
+/// is refused naming it.
+fn whole_param(req: &ForecastRequest, name: &str, at: &str) -> Result<Option<u64>> {
+    match req.params.get(name) {
+        None => Ok(None),
+        Some(&v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < u64::MAX as f64 => {
+            Ok(Some(v as u64))
+        }
+        Some(&v) => Err(Error::NotSupported {
+            at: at.to_string(),
+            message: format!("`params.{name}` is {v}; it must be a whole number"),
+        }),
     }
 }
 
