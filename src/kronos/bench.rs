@@ -464,6 +464,8 @@ pub fn run(
         Some(_) => Some(run_reference(a, &pairs)?),
         None => None,
     };
+    // the harness times the first pair's model on every workload but the mini row, the second's on that row
+    let timed: Vec<&str> = pairs.iter().map(|(label, _, _)| label.as_str()).collect();
     let threads = engines::runtime::intra_threads();
     let read = read_bandwidth(threads);
     let mut rows = Vec::new();
@@ -502,7 +504,7 @@ pub fn run(
             });
         }
     }
-    print_table(&rows, reference.as_ref(), threads, read);
+    print_table(&rows, reference.as_ref(), &timed, threads, read);
     if let Some(path) = &a.json {
         let out: Vec<Value> = rows
             .iter()
@@ -514,14 +516,16 @@ pub fn run(
             .collect();
         let v = json!({"model": "kronos", "threads": threads, "cpu": engines::cpu::cpu_summary(), "read_bytes_per_s": read,
             "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(), "rows": out,
-            "reference": reference});
+            "reference": reference, "reference_engines": timed});
         std::fs::write(path, serde_json::to_vec_pretty(&v)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(rows: &[Row], reference: Option<&Value>, threads: usize, read: f64) {
+/// The table; a row's upstream and cached-loop columns are the harness's times of its workload when they are of
+/// its engine's model (`timed`: the engines whose checkpoints the harness ran, the mini row's second).
+fn print_table(rows: &[Row], reference: Option<&Value>, timed: &[&str], threads: usize, read: f64) {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "Kronos: {threads} threads; read bandwidth {:.1} GB/s; load average {}; cpu {}",
@@ -544,11 +548,21 @@ fn print_table(rows: &[Row], reference: Option<&Value>, threads: usize, read: f6
         "FLOP×",
         "ms/cand/path"
     );
-    let case = |w: &str| reference.and_then(|r| r["cases"].get(w)).filter(|c| c.get("skipped").is_none());
+    let ran = |engine: &str, w: &str| {
+        let which = if w == "mini_2000_48" { timed.get(1) } else { timed.first() };
+        which.is_some_and(|&label| label == engine)
+    };
+    let case = |r: &Row| {
+        let w = r.workload.name;
+        reference
+            .filter(|_| ran(&r.engine, w))
+            .and_then(|x| x["cases"].get(w))
+            .filter(|c| c.get("skipped").is_none())
+    };
     let fmt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
     for r in rows {
-        let up = case(r.workload.name).and_then(|c| c["upstream"]["median_ms"].as_f64());
-        let cached = case(r.workload.name).and_then(|c| c["cached"]["median_ms"].as_f64());
+        let up = case(r).and_then(|c| c["upstream"]["median_ms"].as_f64());
+        let cached = case(r).and_then(|c| c["cached"]["median_ms"].as_f64());
         let paths = (r.workload.series * r.workload.samples.max(1)) as f64;
         let goal = match (r.workload.goal, up) {
             (Some(g), Some(u)) => format!("{g}× {}", if u / r.ms >= g { "met" } else { "MISSED" }),
@@ -587,11 +601,12 @@ fn print_table(rows: &[Row], reference: Option<&Value>, threads: usize, read: f6
 }
 
 /// The reference checkpoints under `root` (itself or its subdirectories: each `predictor/` + `tokenizer/`, as
-/// `make_kronos_checkpoints.py --out` writes them) that match the engines' predictors by hash, in engine order.
+/// `make_kronos_checkpoints.py --out` writes them) that match the engines' predictors by hash, in engine order,
+/// each with the label of its engine.
 fn reference_pairs(
     root: &Path,
     engines: &[(String, PathBuf, Engine)],
-) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
     let mut dirs = vec![root.to_path_buf()];
     for e in std::fs::read_dir(root).with_context(|| format!("reading {}", root.display()))? {
         dirs.push(e?.path());
@@ -605,7 +620,7 @@ fn reference_pairs(
     for (label, _, e) in engines {
         let want = &e.manifest().source.checkpoint.safetensors_sha256;
         match found.iter().find(|(sha, _, _)| sha == want) {
-            Some((_, p, t)) => pairs.push((p.clone(), t.clone())),
+            Some((_, p, t)) => pairs.push((label.clone(), p.clone(), t.clone())),
             None => eprintln!(
                 "note: no reference checkpoint under {} matches engine {label}'s predictor",
                 root.display()
@@ -624,7 +639,7 @@ fn reference_pairs(
 
 /// Times upstream and the cached torch loop with the embedded harness: the first pair as the small model, a
 /// second as the mini model.
-fn run_reference(a: &BenchArgs, pairs: &[(PathBuf, PathBuf)]) -> anyhow::Result<Value> {
+fn run_reference(a: &BenchArgs, pairs: &[(String, PathBuf, PathBuf)]) -> anyhow::Result<Value> {
     let python = a.reference_python.clone().unwrap_or_else(|| {
         PathBuf::from(std::env::var("HOME").unwrap_or_default())
             .join(".cache/totoc/reference-venv/bin/python")
@@ -644,11 +659,11 @@ fn run_reference(a: &BenchArgs, pairs: &[(PathBuf, PathBuf)]) -> anyhow::Result<
     let mut cmd = Command::new(&python);
     cmd.arg(dir.path().join(SCRIPTS[0].0))
         .arg("--predictor")
-        .arg(&pairs[0].0)
-        .arg("--tokenizer")
         .arg(&pairs[0].1)
+        .arg("--tokenizer")
+        .arg(&pairs[0].2)
         .args(["--runs", &a.runs.to_string(), "--threads", &threads.to_string()]);
-    if let Some((p, t)) = pairs.get(1) {
+    if let Some((_, p, t)) = pairs.get(1) {
         cmd.arg("--mini-predictor").arg(p).arg("--mini-tokenizer").arg(t);
     }
     eprintln!(
