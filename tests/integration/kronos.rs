@@ -291,7 +291,8 @@ fn forecast(engine: &Path, dir: &Path, request: &serde_json::Value) -> Result<se
 
 /// `totoc forecast` reaches the Kronos engine through the request seam: the k10 greedy fixture's request (the
 /// contract's JSON: named columns, a derived amount, stamps, params) gives upstream's recorded forecast within the
-/// rows' tolerance, and each bad input is one error naming the problem and the fix.
+/// rows' tolerance, its columns in the request's order; the same series as a CSV table gives the same forecast;
+/// and each bad input is one error naming the problem and the fix.
 #[test]
 fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
@@ -306,7 +307,7 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     let got = if got.is_array() { got[0].clone() } else { got };
     assert_eq!(got["model"], "kronos", "{got}");
     let mean = got["mean"].as_array().expect("mean [column][step]");
-    assert_eq!(mean.len(), 6);
+    assert_eq!(mean.len(), 5, "the request's five columns, in its order (amount derived, not returned)");
     let mut worst = 0f64;
     for (c, column) in mean.iter().enumerate() {
         let sigma = reference["stats"]["std"][c].as_f64().unwrap();
@@ -318,6 +319,48 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     }
     eprintln!("greedy_daily through totoc forecast: worst |Δ| / tolerance {worst:.3}");
     assert!(worst <= 1.0, "{worst}");
+
+    // the same series with its columns in another order: the same forecast, its rows in that order
+    let mut permuted = request.clone();
+    permuted["columns"] = serde_json::json!(["close", "volume", "open", "high", "low"]);
+    permuted["target"] = serde_json::json!([3, 4, 0, 1, 2].map(|c| request["target"][c].clone()));
+    let p = forecast(&engine, tmp.path(), &permuted).unwrap();
+    let p = if p.is_array() { p[0].clone() } else { p };
+    assert_eq!(p["mean"], serde_json::json!([3, 4, 0, 1, 2].map(|c| got["mean"][c].clone())));
+
+    // the same series as a table (a timestamp column and the OHLCV columns; the weekday calendar with the
+    // exchange's holiday, Presidents' Day, continues it to the fixture's future stamps): the same forecast
+    let mut csv = format!("timestamp,{}\n", ["open", "high", "low", "close", "volume"].join(","));
+    for (t, stamp) in request["timestamps"].as_array().unwrap().iter().enumerate() {
+        let row: Vec<String> = (0..5).map(|c| request["target"][c][t].to_string()).collect();
+        csv += &format!("{},{}\n", stamp.as_str().unwrap(), row.join(","));
+    }
+    let (table, out) = (tmp.path().join("series.csv"), tmp.path().join("forecast.csv"));
+    let holidays = tmp.path().join("holidays.txt");
+    fs::write(&table, csv).unwrap();
+    fs::write(&holidays, "2013-02-18\n").unwrap();
+    let args = ["forecast", "--engine", engine.to_str().unwrap(), "--input", table.to_str().unwrap()];
+    let more =
+        ["--horizon", "16", "--holidays", holidays.to_str().unwrap(), "--output", out.to_str().unwrap()];
+    totoc_ok(&[&args[..], &more[..]].concat());
+    let text = fs::read_to_string(&out).unwrap();
+    let future: Vec<&str> =
+        request["future_timestamps"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for (c, name) in ["open", "high", "low", "close", "volume"].iter().enumerate() {
+        let rows: Vec<(&str, f32)> = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f.get(1) == Some(name)).then(|| (f[0], f[3].parse().unwrap()))
+            })
+            .collect();
+        let want: Vec<(&str, f32)> = future
+            .iter()
+            .zip(got["mean"][c].as_array().unwrap())
+            .map(|(&t, v)| (t, v.as_f64().unwrap() as f32))
+            .collect();
+        assert_eq!(rows, want, "column {name} of the table's forecast");
+    }
 
     let with = |edit: &dyn Fn(&mut serde_json::Value)| {
         let mut r = request.clone();

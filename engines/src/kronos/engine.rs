@@ -259,21 +259,18 @@ impl KronosEngine {
 /// when a request built elsewhere names none), each row's values in f64 as parsed when the seam kept them (a
 /// derived amount is computed from those, as pandas does), else as f32.
 fn request_columns<'r>(req: &'r ForecastRequest, at: &str) -> Result<Vec<Column<'r>>> {
-    let names: Vec<&'r str> = match req.columns.is_empty() {
-        false => req.columns.clone(),
-        true if req.target.len() <= COLUMNS.len() => COLUMNS[..req.target.len()].to_vec(),
-        true => {
-            return Err(Error::NotSupported {
-                at: at.to_string(),
-                message: format!(
-                    "`target` has {} rows but a Kronos series has at most {} columns ({})",
-                    req.target.len(),
-                    COLUMNS.len(),
-                    COLUMNS.join(", ")
-                ),
-            })
-        }
-    };
+    let names = column_names(req);
+    if req.columns.is_empty() && req.target.len() > COLUMNS.len() {
+        return Err(Error::NotSupported {
+            at: at.to_string(),
+            message: format!(
+                "`target` has {} rows but a Kronos series has at most {} columns ({})",
+                req.target.len(),
+                COLUMNS.len(),
+                COLUMNS.join(", ")
+            ),
+        });
+    }
     if names.len() != req.target.len() {
         return Err(Error::NotSupported {
             at: at.to_string(),
@@ -312,35 +309,48 @@ fn whole_param(req: &ForecastRequest, name: &str, at: &str) -> Result<Option<u64
     }
 }
 
-/// The response of a job's forecast: `mean` `[6][H]` (upstream's columns), `samples` `[path][6][H]` when it
-/// sampled, quantiles `[6][H]` per level.
+/// The response of a job's forecast, with the request's `columns` as its variates, in the request's order (the
+/// request seam's contract; a derived column the request left out is not returned): `mean` `[column][H]`,
+/// `samples` `[path][column][H]` when it sampled, quantiles `[column][H]` per level.
 pub fn response(
     job: &KronosJob,
     f: &SeriesForecast,
+    columns: &[&str],
     profile: &str,
     engine: &str,
     buckets: Vec<String>,
 ) -> ForecastResponse {
     let h = job.horizon;
-    let columns = |rows: &[f32]| -> Vec<Vec<f32>> {
-        (0..COLUMNS.len()).map(|c| (0..h).map(|t| rows[t * COLUMNS.len() + c]).collect()).collect()
+    let index: Vec<usize> =
+        columns.iter().filter_map(|name| COLUMNS.iter().position(|c| c == name)).collect();
+    let pick = |rows: &[f32]| -> Vec<Vec<f32>> {
+        index.iter().map(|&c| (0..h).map(|t| rows[t * COLUMNS.len() + c]).collect()).collect()
     };
     let per_path = h * COLUMNS.len();
     ForecastResponse {
         id: job.id.clone(),
-        mean: Some(columns(&f.forecast.mean)),
+        mean: Some(pick(&f.forecast.mean)),
         median: None,
         quantiles: job
             .quantiles
             .iter()
             .zip(&f.forecast.quantiles)
-            .map(|(&q, v)| QuantileForecast { q, values: columns(v) })
+            .map(|(&q, v)| QuantileForecast { q, values: pick(v) })
             .collect(),
-        samples: (job.samples > 0).then(|| f.forecast.paths.chunks(per_path).map(columns).collect()),
+        samples: (job.samples > 0).then(|| f.forecast.paths.chunks(per_path).map(pick).collect()),
         context_truncated: job.context_cut,
         buckets,
         profile: profile.to_string(),
         engine: engine.to_string(),
+    }
+}
+
+/// The names of a request's `target` rows: `columns` as resolved, or upstream's order for a request that names
+/// none (as [`request_columns`] reads them).
+fn column_names(req: &ForecastRequest) -> Vec<&'static str> {
+    match req.columns.is_empty() {
+        false => req.columns.clone(),
+        true => COLUMNS[..req.target.len().min(COLUMNS.len())].to_vec(),
     }
 }
 
@@ -474,7 +484,9 @@ impl FamilyEngine for KronosEngine {
         for ((i, job), r) in index.into_iter().zip(&jobs).zip(results) {
             out[i] = Some(r.map(|f| {
                 let names = f.buckets.iter().map(|&b| self.label(b)).collect();
-                Forecast { response: response(job, &f, &profile, &call.info.label, names), steps: Vec::new() }
+                let columns = column_names(&reqs[i]);
+                let response = response(job, &f, &columns, &profile, &call.info.label, names);
+                Forecast { response, steps: Vec::new() }
             }));
         }
         out.into_iter().map(|r| r.expect("every request answered")).collect()
