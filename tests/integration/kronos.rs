@@ -362,6 +362,28 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
         assert_eq!(rows, want, "column {name} of the table's forecast");
     }
 
+    // ±inf and NaN in a table's column: refused naming the column and the row
+    for bad in ["inf", "-inf", "NaN"] {
+        let text = fs::read_to_string(&table).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut cells: Vec<String> = lines[6].split(',').map(str::to_string).collect();
+        cells[2] = bad.to_string();
+        lines[6] = cells.join(",");
+        let broken = tmp.path().join("broken.csv");
+        fs::write(&broken, lines.join("\n") + "\n").unwrap();
+        let e = totoc_err(&[
+            "forecast",
+            "--engine",
+            engine.to_str().unwrap(),
+            "--input",
+            broken.to_str().unwrap(),
+            "--horizon",
+            "4",
+        ]);
+        eprintln!("{bad} in a table: {}", e.trim());
+        assert!(e.contains("high") && e.contains(":7") && !e.contains("panicked"), "{bad}: {e}");
+    }
+
     let with = |edit: &dyn Fn(&mut serde_json::Value)| {
         let mut r = request.clone();
         edit(&mut r);
