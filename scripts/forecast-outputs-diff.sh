@@ -99,8 +99,9 @@ run_all() {
   for c in "${cases[@]}"; do
     IFS='|' read -r name e input flags <<<"$c"
     local dest="$out/$name"
-    # shellcheck disable=SC2086
     set +e
+    # $flags is a list of flags, split on purpose
+    # shellcheck disable=SC2086
     "$bin" forecast --engine "$engines/$e/engine" --input "$input" $flags >"$dest.out" 2>"$dest.err"
     echo $? >"$dest.rc"
     set -e
