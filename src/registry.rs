@@ -25,7 +25,7 @@ pub fn bench(
     match family {
         Family::Toto1 => crate::toto1::bench::run(a, engines_arg, budget),
         Family::Toto2 => crate::toto2::bench::run(a, engines_arg, budget),
-        Family::Kronos => Err(kronos_not_built("bench")),
+        Family::Kronos => crate::kronos::bench::run(a, engines_arg, budget),
     }
 }
 
@@ -40,7 +40,7 @@ pub fn bench_rss_probe(
     match family {
         Family::Toto1 => crate::toto1::bench::rss_probe(a, dir, name, budget),
         Family::Toto2 => crate::toto2::bench::rss_probe(a, dir, name, budget),
-        Family::Kronos => Err(kronos_not_built("bench")),
+        Family::Kronos => crate::kronos::bench::rss_probe(a, dir, name, budget),
     }
 }
 
@@ -65,7 +65,7 @@ pub fn verify(
     match engine.info().model {
         Family::Toto1 => crate::toto1::verify::run(engine, cases, a, opts),
         Family::Toto2 => crate::toto2::verify::run(engine, cases),
-        Family::Kronos => Err(kronos_not_built("verify")),
+        Family::Kronos => crate::kronos::verify::run(engine, cases),
     }
 }
 
@@ -86,7 +86,7 @@ pub fn golden_reports(engine: &Engine, path: &Path) -> Result<(String, Vec<Repor
                 .map_err(|e| format!("{}: {e}", case.name))?;
             Ok((case.name, reports))
         }
-        Family::Kronos => Err(kronos_not_built("golden cases").to_string()),
+        Family::Kronos => crate::kronos::verify::reports(engine, path).map_err(|e| format!("{e:#}")),
     }
 }
 
@@ -96,7 +96,7 @@ pub fn export_profiles(g: &exporter::registry::FamilyGraphs) -> Vec<ProfileInfo>
         .iter()
         .map(crate::toto1::info::export_profile)
         .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, None)))
-        .chain(g.kronos_profiles.iter().map(crate::kronos::info::export_profile))
+        .chain(g.kronos_profiles.iter().map(crate::kronos::info::profile))
         .collect()
 }
 
@@ -106,13 +106,6 @@ pub fn engine_profiles(g: &engines::registry::EngineGraphs, precision: &str) -> 
         .iter()
         .map(|p| crate::toto1::info::engine_profile(p, precision))
         .chain(g.toto2_profiles.iter().map(|p| crate::toto2::info::profile(p, Some(precision))))
+        .chain(g.kronos_profiles.iter().map(crate::kronos::info::profile))
         .collect()
-}
-
-/// Kronos engines come with issue 34's engine phase (`engines/src/kronos/`, `src/kronos/` bench and verify),
-/// which replaces these arms.
-fn kronos_not_built(what: &str) -> anyhow::Error {
-    anyhow::anyhow!(
-        "Kronos {what} needs the Kronos engine (issue 34's engine phase), which is not in this build"
-    )
 }

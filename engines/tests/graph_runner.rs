@@ -199,3 +199,89 @@ fn copy_cache_moves_prefill_slots_into_longer_decode_caches() {
     let bad = [CacheMove { dst: 0, src: 0, slots: pd.slots + 1 }];
     assert!(decode.copy_cache(&prefill, &bad).is_err());
 }
+
+/// A reader of a cache another graph updates in place (`read = ReduceSum(k_cache.0, axes=[2])`, no output cache).
+fn cache_reader_model(b: usize, h: usize, s: usize, d: usize) -> exporter::pb::ModelProto {
+    let f = DType::F32;
+    model(
+        "reader",
+        24,
+        vec![node("ReduceSum", &["k_cache.0", "axes"], &["read"], vec![("keepdims", A::I(0))])],
+        vec![const_i64("axes", &[1], &[2])],
+        vec![vi("k_cache.0", f, &[b, h, s, d])],
+        vec![vi("read", f, &[b, h, d])],
+    )
+}
+
+#[test]
+fn a_shared_input_reads_the_cache_where_another_graph_updates_it() {
+    let dir = tempdir();
+    let dims = [2, 2, 8, 4];
+    let [b, h, s, d] = dims;
+    save(&tensor_scatter_model(b, h, s, d), &dir.path().join("scatter.onnx"));
+    save(&cache_reader_model(b, h, s, d), &dir.path().join("reader.onnx"));
+    let mut writer = load(&dir.path().join("scatter.onnx"), "scatter");
+    let mut reader = load(&dir.path().join("reader.onnx"), "reader");
+    reader.share_input("k_cache.0", &writer).unwrap();
+    let e = reader.input::<f32>("k_cache.0").unwrap_err().to_string();
+    assert!(e.contains("is graph scatter's buffer"), "{e}");
+    writer.input_mut::<f32>("k_cache.0").unwrap().fill(0.0);
+    for step in 0..5 {
+        let upd: Vec<f32> = (0..b * h * d).map(|i| (step * 10 + i) as f32).collect();
+        writer.input_mut::<f32>("update").unwrap().copy_from_slice(&upd);
+        writer.input_mut::<i64>("write_pos").unwrap().fill(step as i64);
+        writer.run().unwrap();
+        reader.run().unwrap();
+        // the reader sums what the writer's cache holds now, without a copy between them
+        assert_eq!(
+            reader.output::<f32>("read").unwrap(),
+            writer.output::<f32>("read").unwrap(),
+            "step {step}"
+        );
+    }
+    assert_eq!(writer.cache_copies_logged(), 0);
+    // the writer dropped: the reader's binding keeps the buffer alive
+    drop(writer);
+    reader.run().unwrap();
+    // a buffer of another shape cannot be shared
+    save(&tensor_scatter_model(1, h, s, d), &dir.path().join("small.onnx"));
+    let other = load(&dir.path().join("small.onnx"), "small");
+    let e = reader.share_input("k_cache.0", &other).unwrap_err().to_string();
+    assert!(e.contains("only equal buffers can be shared"), "{e}");
+}
+
+#[test]
+fn a_single_cache_named_with_an_out_suffix_updates_in_place() {
+    // `dep_k_cache_out` updates `dep_k_cache` (a graph's one cache of its kind, no layer index)
+    let (b, h, s, d) = (1, 2, 6, 3);
+    let f = DType::F32;
+    let m = model(
+        "dep",
+        24,
+        vec![node(
+            "TensorScatter",
+            &["dep_k_cache", "update", "write_pos"],
+            &["dep_k_cache_out"],
+            vec![("mode", A::S("linear"))],
+        )],
+        vec![],
+        vec![
+            vi("dep_k_cache", f, &[b, h, s, d]),
+            vi("update", f, &[b, h, 1, d]),
+            vi("write_pos", DType::I64, &[b]),
+        ],
+        vec![vi("dep_k_cache_out", f, &[b, h, s, d])],
+    );
+    let dir = tempdir();
+    save(&m, &dir.path().join("dep.onnx"));
+    let mut r = load(&dir.path().join("dep.onnx"), "dep");
+    assert_eq!(r.cache_mode(), CacheMode::InPlace);
+    assert_eq!(r.cache_inputs().collect::<Vec<_>>(), ["dep_k_cache"]);
+    r.input_mut::<f32>("dep_k_cache").unwrap().fill(0.0);
+    r.input_mut::<f32>("update").unwrap().fill(7.0);
+    r.input_mut::<i64>("write_pos").unwrap().fill(2);
+    r.run().unwrap();
+    let c = r.input::<f32>("dep_k_cache").unwrap();
+    assert_eq!(c[2 * d..3 * d], [7.0; 3]);
+    assert_eq!(r.cache_copies_logged(), 0);
+}

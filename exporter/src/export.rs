@@ -99,7 +99,13 @@ fn golden_files(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(names)
 }
 
-/// Copies the golden case files (`*.json` with `request` and `reference`) of `dir` into `<bundle>/golden/`.
+/// A golden case's large arrays, beside it: `<stem>.safetensors` (a family whose cases record per-step arrays).
+fn case_arrays(case: &std::path::Path) -> Option<std::path::PathBuf> {
+    Some(case.with_extension("safetensors")).filter(|p| p.is_file())
+}
+
+/// Copies the golden case files of `dir` into `<bundle>/golden/`: each `*.json` with `reference` and `request`
+/// (or `requests`, a case of several series), and its arrays (`<stem>.safetensors`) when it has them.
 pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Result<Vec<String>> {
     let names = golden_files(dir)?;
     if names.is_empty() {
@@ -111,16 +117,21 @@ pub(crate) fn copy_golden(dir: &std::path::Path, bundle: &std::path::Path) -> Re
         let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Config { message: format!("golden case is not JSON: {e}") }.in_file(&p))?;
-        if v.get("request").is_none() || v.get("reference").is_none() {
+        if (v.get("request").is_none() && v.get("requests").is_none()) || v.get("reference").is_none() {
             return Err(Error::Config {
-                message: "golden case needs `request` and `reference` (tests/reference/run_reference.py writes them)"
+                message: "golden case needs `request` (or `requests`) and `reference` (tests/reference/ writes them)"
                     .into(),
             }
             .in_file(&p));
         }
-        let rel = format!("{GOLDEN_DIR}/{}", p.file_name().expect("file").to_string_lossy());
-        write_atomic(&bundle.join(&rel), &bytes)?;
-        out.push(rel);
+        let mut files = vec![p.clone()];
+        files.extend(case_arrays(&p));
+        for f in files {
+            let rel = format!("{GOLDEN_DIR}/{}", f.file_name().expect("file").to_string_lossy());
+            let bytes = std::fs::read(&f).map_err(|e| Error::io(&f, e))?;
+            write_atomic(&bundle.join(&rel), &bytes)?;
+            out.push(rel);
+        }
     }
     Ok(out)
 }
@@ -138,7 +149,7 @@ pub(crate) fn export_inputs(
         Some(dir) => {
             let names = golden_files(dir)?;
             let mut all = Vec::new();
-            for p in names {
+            for p in names.iter().flat_map(|p| std::iter::once(p.clone()).chain(case_arrays(p))) {
                 all.extend(p.file_name().expect("file").as_encoded_bytes());
                 all.push(0);
                 all.extend(sha256_file(&p)?.into_bytes());

@@ -35,6 +35,32 @@ impl TensorView<'_> {
     }
 }
 
+/// One tensor of a safetensors file, any dtype, as stored ([`read_tensors`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredArray {
+    pub name: String,
+    /// The format's dtype name (`F32`, `I64`, `I32`, ...).
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// Little-endian data, exactly `numel · width` bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Every tensor of the safetensors file at `path` (any dtype the format names), checked as [`parse_safetensors`]
+/// checks a checkpoint: for files of arrays that are not a model's (reference cases' recorded arrays).
+pub fn read_tensors(path: &Path) -> Result<Vec<StoredArray>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    Ok(parse_safetensors(path, &bytes)?
+        .into_iter()
+        .map(|t| StoredArray {
+            bytes: bytes[t.range.clone()].to_vec(),
+            name: t.name,
+            dtype: t.dtype,
+            shape: t.shape,
+        })
+        .collect())
+}
+
 // --- safetensors parsing
 
 /// One header entry as written (safetensors format: `{"dtype", "shape", "data_offsets"}`).

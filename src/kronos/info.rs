@@ -3,8 +3,8 @@
 
 use crate::profile_lines::{bucket_info, profile_info, ProfileInfo};
 
-/// A Kronos profile of an export bundle (fp32 graphs).
-pub fn export_profile(p: &exporter::kronos::manifest::KronosProfileEntry) -> ProfileInfo {
+/// A Kronos profile of an export or engine bundle (fp32 graphs).
+pub fn profile(p: &exporter::kronos::manifest::KronosProfileEntry) -> ProfileInfo {
     let buckets = p.graphs.iter().map(|g| bucket_info(&g.bucket, "fp32", &g.file, g.memory_bytes)).collect();
     profile_info(&p.profile, buckets)
 }

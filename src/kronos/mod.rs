@@ -1,3 +1,5 @@
-//! Kronos in the binary: `bundle info` lines of its export bundles ([`info`]). Its engine, `bench` and `verify`
-//! come with issue 34's engine phase; until then the registry's Kronos arms say so (`crate::registry`).
+//! Kronos in the binary: `bundle info` lines of its bundles ([`info`]), `totoc verify` on its reference cases
+//! ([`verify`]) and `totoc bench` against upstream ([`bench`]).
+pub mod bench;
 pub mod info;
+pub mod verify;

@@ -1,8 +1,9 @@
-//! `totoc export` of a Kronos model, two checkpoint directories: the predictor (`--checkpoint`) and its tokenizer
-//! (`--tokenizer`), on a tiny random-weight model (`exporter::kronos::synth`) and `configs/kronos-tiny.yaml`.
-//! The graphs' numbers against upstream are the engine's equivalence tests' (on the reference fixtures); here:
-//! what the command takes and refuses, the bundle it writes, byte-identical re-exports, the build cache over both
-//! directories, the ONNX checker, and the engine build that this totoc does not have yet.
+//! Kronos through the CLI: `totoc export` of a model of two checkpoint directories, the predictor (`--checkpoint`)
+//! and its tokenizer (`--tokenizer`), on a tiny random-weight model (`exporter::kronos::synth`) and
+//! `configs/kronos-tiny.yaml`; `build-engine`, `verify` on the reference fixtures the bundle carries, `bundle info`.
+//! The numbers against upstream, case by case, are the engine's equivalence tests' (engines/src/kronos/
+//! equivalence.rs); here: what the commands take and refuse, the bundles they write, byte-identical re-exports,
+//! the build cache over both directories, the ONNX checker.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -130,15 +131,70 @@ fn a_kronos_model_exports_from_both_directories() {
     assert!(res.status.success());
     assert!(String::from_utf8_lossy(&res.stderr).contains("tokenizer.config.json:"), "{res:?}");
 
-    // this totoc exports Kronos bundles but builds no Kronos engine yet: said, not crashed
-    let err = totoc_err(&[
-        "build-engine",
-        "--artifacts",
-        out.to_str().unwrap(),
-        "--out",
-        tmp.path().join("engine").to_str().unwrap(),
-    ]);
-    assert!(err.contains("Kronos engines are built by the Kronos engine") && err.contains("not in"), "{err}");
+    // an fp32 CPU engine builds; other precisions and targets are refused by the family's capabilities
+    let engine = tmp.path().join("engine");
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    let info = totoc_ok(&["bundle", "info", engine.to_str().unwrap()]);
+    assert!(info.contains("small.decode.n12.t128.onnx") && info.contains("refine"), "{info}");
+    for (flag, value, want) in
+        [("--target", "cuda", "not built for Kronos bundles"), ("--precision", "fp16", "fp16")]
+    {
+        let e = totoc_err(&[
+            "build-engine",
+            "--artifacts",
+            out.to_str().unwrap(),
+            "--out",
+            tmp.path().join("other").to_str().unwrap(),
+            flag,
+            value,
+        ]);
+        assert!(e.contains(want), "{flag} {value}: {e}");
+    }
+}
+
+/// The k10 fixture checkpoints exported with configs/kronos-tiny.yaml and their reference cases (`--golden`):
+/// `totoc verify` runs every case from the engine's own `golden/` and passes, printing each quantity.
+#[test]
+fn verify_runs_the_reference_cases_a_kronos_bundle_carries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k10 = root().join("tests/fixtures/kronos/k10");
+    let (out, engine) = (tmp.path().join("bundle"), tmp.path().join("engine"));
+    let cases = k10.join("cases");
+    let res = export(
+        &k10.join("predictor"),
+        Some(&k10.join("tokenizer")),
+        &out,
+        &["--golden", cases.to_str().unwrap()],
+    );
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    assert!(out.join("golden/slide.safetensors").is_file(), "the cases' arrays travel with them");
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    let report = totoc_ok(&["verify", "--engine", engine.to_str().unwrap()]);
+    for case in ["greedy_daily", "slide", "topp_t07", "window_cut"] {
+        assert!(report.contains(case), "{report}");
+    }
+    assert!(
+        report.contains("s2 logits") && report.contains("encode tokens") && !report.contains("FAIL"),
+        "{report}"
+    );
+    assert!(report.contains("checks passed"), "{report}");
+    // a tampered reference token fails verify (exit 1), naming the quantity
+    let golden = engine.join("golden/greedy_daily.json");
+    let text = std::fs::read_to_string(&golden).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let first = v["reference"]["series"][0]["tokens"]["s1"][0][0].as_i64().unwrap();
+    let mut v2 = v.clone();
+    v2["reference"]["series"][0]["tokens"]["s1"][0][0] = serde_json::json!((first + 1) % 1024);
+    let fixtures = tmp.path().join("tampered");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::write(fixtures.join("greedy_daily.json"), serde_json::to_string(&v2).unwrap()).unwrap();
+    std::fs::copy(engine.join("golden/greedy_daily.safetensors"), fixtures.join("greedy_daily.safetensors"))
+        .unwrap();
+    let res =
+        totoc(&["verify", "--engine", engine.to_str().unwrap(), "--fixtures", fixtures.to_str().unwrap()]);
+    assert_eq!(res.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(stdout.contains("FAIL") && stdout.contains("tokens"), "{stdout}");
 }
 
 #[test]
@@ -173,6 +229,15 @@ fn the_tokenizer_is_asked_for_and_checked() {
     .unwrap();
     let e = err(export(&p, Some(&d.join("t")), &out, &[]));
     assert!(e.contains("4/4 but the tokenizer's 2/2"), "{e}");
+    // a predictor whose halves differ (upstream decodes such tokens into the wrong bits without a word)
+    let uneven = tmp.path().join("uneven");
+    write_checkpoint(&uneven, &d.join("t2"), &tiny_config(), 6).unwrap();
+    let text = fs::read_to_string(uneven.join("config.json")).unwrap();
+    let changed = text.replace("\"s2_bits\": 4", "\"s2_bits\": 3");
+    assert_ne!(text, changed);
+    fs::write(uneven.join("config.json"), changed).unwrap();
+    let e = err(export(&uneven, Some(&t), &out, &[]));
+    assert!(e.contains("s1_bits 4 ≠ s2_bits 3"), "{e}");
     // fp32 only, CPU only
     let e = err(export(&p, Some(&t), &out, &["--precision", "fp16"]));
     assert!(e.contains("fp32 only"), "{e}");
@@ -191,5 +256,213 @@ fn kronos_graphs_pass_onnx_full_check_at_both_opsets() {
         let res = Command::new(&py).arg(root().join("tests/onnx_check.py")).arg(&out).output().unwrap();
         assert!(res.status.success(), "opset {opset}: {}", String::from_utf8_lossy(&res.stderr));
         assert_eq!(String::from_utf8_lossy(&res.stdout).matches("full_check ok").count(), 18);
+    }
+}
+
+/// A k10 engine (configs/kronos-tiny.yaml: window 128, horizons up to 24, up to 4 paths) under `dir`.
+fn k10_engine(dir: &Path) -> PathBuf {
+    let k10 = root().join("tests/fixtures/kronos/k10");
+    let (out, engine) = (dir.join("bundle"), dir.join("engine"));
+    let res = export(&k10.join("predictor"), Some(&k10.join("tokenizer")), &out, &[]);
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    totoc_ok(&["build-engine", "--artifacts", out.to_str().unwrap(), "--out", engine.to_str().unwrap()]);
+    engine
+}
+
+/// `totoc forecast` of `request` (JSON) on `engine`: the output, or the error.
+fn forecast(engine: &Path, dir: &Path, request: &serde_json::Value) -> Result<serde_json::Value, String> {
+    let (input, output) = (dir.join("request.json"), dir.join("response.json"));
+    fs::write(&input, serde_json::to_vec(request).unwrap()).unwrap();
+    let _ = fs::remove_file(&output);
+    let res = totoc(&[
+        "forecast",
+        "--engine",
+        engine.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    match res.status.success() {
+        true => Ok(serde_json::from_slice(&fs::read(&output).unwrap()).unwrap()),
+        false => Err(String::from_utf8_lossy(&res.stderr).into_owned()),
+    }
+}
+
+/// `totoc forecast` reaches the Kronos engine through the request seam: the k10 greedy fixture's request (the
+/// contract's JSON: named columns, a derived amount, stamps, params) gives upstream's recorded forecast within the
+/// rows' tolerance, its columns in the request's order; the same series as a CSV table gives the same forecast;
+/// and each bad input is one error naming the problem and the fix.
+#[test]
+fn forecast_reads_kronos_requests_and_refuses_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = k10_engine(tmp.path());
+    let case: serde_json::Value = serde_json::from_slice(
+        &fs::read(root().join("tests/fixtures/kronos/k10/cases/greedy_daily.json")).unwrap(),
+    )
+    .unwrap();
+    let request = case["requests"][0].clone();
+    let reference = &case["reference"]["series"][0];
+    let got = forecast(&engine, tmp.path(), &request).unwrap();
+    let got = if got.is_array() { got[0].clone() } else { got };
+    assert_eq!(got["model"], "kronos", "{got}");
+    let mean = got["mean"].as_array().expect("mean [column][step]");
+    assert_eq!(mean.len(), 5, "the request's five columns, in its order (amount derived, not returned)");
+    let mut worst = 0f64;
+    for (c, column) in mean.iter().enumerate() {
+        let sigma = reference["stats"]["std"][c].as_f64().unwrap();
+        for (t, v) in column.as_array().unwrap().iter().enumerate() {
+            let want = reference["output"][t][c].as_f64().unwrap();
+            let tol = 1e-4 * (sigma + 1e-5) + 1e-6 * want.abs();
+            worst = worst.max((v.as_f64().unwrap() - want).abs() / tol);
+        }
+    }
+    eprintln!("greedy_daily through totoc forecast: worst |Δ| / tolerance {worst:.3}");
+    assert!(worst <= 1.0, "{worst}");
+
+    // the same series with its columns in another order: the same forecast, its rows in that order
+    let mut permuted = request.clone();
+    permuted["columns"] = serde_json::json!(["close", "volume", "open", "high", "low"]);
+    permuted["target"] = serde_json::json!([3, 4, 0, 1, 2].map(|c| request["target"][c].clone()));
+    let p = forecast(&engine, tmp.path(), &permuted).unwrap();
+    let p = if p.is_array() { p[0].clone() } else { p };
+    assert_eq!(p["mean"], serde_json::json!([3, 4, 0, 1, 2].map(|c| got["mean"][c].clone())));
+
+    // the same series as a table (a timestamp column and the OHLCV columns; the weekday calendar with the
+    // exchange's holiday, Presidents' Day, continues it to the fixture's future stamps): the same forecast
+    let mut csv = format!("timestamp,{}\n", ["open", "high", "low", "close", "volume"].join(","));
+    for (t, stamp) in request["timestamps"].as_array().unwrap().iter().enumerate() {
+        let row: Vec<String> = (0..5).map(|c| request["target"][c][t].to_string()).collect();
+        csv += &format!("{},{}\n", stamp.as_str().unwrap(), row.join(","));
+    }
+    let (table, out) = (tmp.path().join("series.csv"), tmp.path().join("forecast.csv"));
+    let holidays = tmp.path().join("holidays.txt");
+    fs::write(&table, csv).unwrap();
+    fs::write(&holidays, "2013-02-18\n").unwrap();
+    let args = ["forecast", "--engine", engine.to_str().unwrap(), "--input", table.to_str().unwrap()];
+    let more =
+        ["--horizon", "16", "--holidays", holidays.to_str().unwrap(), "--output", out.to_str().unwrap()];
+    totoc_ok(&[&args[..], &more[..]].concat());
+    let text = fs::read_to_string(&out).unwrap();
+    let future: Vec<&str> =
+        request["future_timestamps"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for (c, name) in ["open", "high", "low", "close", "volume"].iter().enumerate() {
+        let rows: Vec<(&str, f32)> = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f.get(1) == Some(name)).then(|| (f[0], f[3].parse().unwrap()))
+            })
+            .collect();
+        let want: Vec<(&str, f32)> = future
+            .iter()
+            .zip(got["mean"][c].as_array().unwrap())
+            .map(|(&t, v)| (t, v.as_f64().unwrap() as f32))
+            .collect();
+        assert_eq!(rows, want, "column {name} of the table's forecast");
+    }
+
+    // ±inf and NaN in a table's column: refused naming the column and the row
+    for bad in ["inf", "-inf", "NaN"] {
+        let text = fs::read_to_string(&table).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut cells: Vec<String> = lines[6].split(',').map(str::to_string).collect();
+        cells[2] = bad.to_string();
+        lines[6] = cells.join(",");
+        let broken = tmp.path().join("broken.csv");
+        fs::write(&broken, lines.join("\n") + "\n").unwrap();
+        let e = totoc_err(&[
+            "forecast",
+            "--engine",
+            engine.to_str().unwrap(),
+            "--input",
+            broken.to_str().unwrap(),
+            "--horizon",
+            "4",
+        ]);
+        eprintln!("{bad} in a table: {}", e.trim());
+        assert!(e.contains("high") && e.contains(":7") && !e.contains("panicked"), "{bad}: {e}");
+    }
+
+    let with = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut r = request.clone();
+        edit(&mut r);
+        r
+    };
+    let bad: Vec<(&str, serde_json::Value, &[&str])> = vec![
+        (
+            "a missing price column",
+            with(&|r| {
+                r["columns"] = serde_json::json!(["open", "high", "low", "volume"]);
+                r["target"].as_array_mut().unwrap().remove(3);
+            }),
+            &["close"],
+        ),
+        ("NaN in a column", with(&|r| r["target"][2][5] = serde_json::Value::Null), &["low", "5"]),
+        (
+            "duplicate timestamps",
+            with(&|r| r["timestamps"][9] = r["timestamps"][8].clone()),
+            &["timestamp", "2012-11-15"],
+        ),
+        (
+            "no timestamps",
+            with(&|r| {
+                r.as_object_mut().unwrap().remove("timestamps");
+            }),
+            &["timestamps"],
+        ),
+        (
+            "an empty context",
+            with(&|r| {
+                r["target"] = serde_json::json!([[], [], [], [], []]);
+                r["timestamps"] = serde_json::json!([]);
+            }),
+            &["empty"],
+        ),
+        (
+            "H beyond max_context",
+            with(&|r| r["params"]["max_context"] = serde_json::json!(12)),
+            &["horizon 16 exceeds max_context 12"],
+        ),
+        (
+            "temperature with samples 0",
+            with(&|r| r["temperature"] = serde_json::json!(0.7)),
+            &["temperature"],
+        ),
+        (
+            "top_p above 1",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["top_p"] = serde_json::json!(1.5);
+            }),
+            &["top_p", "1.5"],
+        ),
+        (
+            "top_k below 0",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["top_k"] = serde_json::json!(-1);
+            }),
+            &["top_k", "-1"],
+        ),
+        (
+            "temperature 0",
+            with(&|r| {
+                r["samples"] = serde_json::json!(2);
+                r["temperature"] = serde_json::json!(0);
+            }),
+            &["temperature", "0"],
+        ),
+        (
+            "a fractional max_context",
+            with(&|r| r["params"]["max_context"] = serde_json::json!(64.5)),
+            &["max_context"],
+        ),
+    ];
+    for (what, r, want) in bad {
+        let e = forecast(&engine, tmp.path(), &r).expect_err(what);
+        assert!(want.iter().all(|w| e.contains(w)), "{what}: {e}");
+        assert!(!e.contains("panicked"), "{what}: {e}");
+        eprintln!("{what}: {}", e.trim());
     }
 }

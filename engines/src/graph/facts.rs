@@ -9,9 +9,13 @@ use prost::Message;
 
 use crate::error::{Error, Result};
 
-/// The name of the input a cache output updates: `k_cache_out.3` → `k_cache.3`.
+/// The name of the input a cache output updates: `k_cache_out.3` → `k_cache.3` (a cache per layer),
+/// `dep_k_cache_out` → `dep_k_cache` (a graph's single cache of its kind).
 pub fn state_input_name(output: &str) -> Option<String> {
-    output.find("_out.").map(|i| format!("{}{}", &output[..i], &output[i + 4..]))
+    match output.find("_out.") {
+        Some(i) => Some(format!("{}{}", &output[..i], &output[i + 4..])),
+        None => output.strip_suffix("_out").filter(|s| !s.is_empty()).map(str::to_string),
+    }
 }
 
 /// The graph facts the runner needs from the ONNX file (the model is small: weights are external).
@@ -97,5 +101,8 @@ mod tests {
         assert_eq!(state_input_name("k_cache_out.3").as_deref(), Some("k_cache.3"));
         assert_eq!(state_input_name("v_cache_out.10").as_deref(), Some("v_cache.10"));
         assert_eq!(state_input_name("loc"), None);
+        assert_eq!(state_input_name("dep_k_cache_out").as_deref(), Some("dep_k_cache"));
+        assert_eq!(state_input_name("_out"), None);
+        assert_eq!(state_input_name("output"), None);
     }
 }

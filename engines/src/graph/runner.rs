@@ -43,6 +43,8 @@ struct Slot {
     host: Option<DynTensor>,
     /// Host mirror written since the last upload.
     dirty: bool,
+    /// Bound to another runner's input of this name ([`GraphRunner::share_input`]): `bound` is a placeholder.
+    shared_from: Option<String>,
 }
 
 /// A loaded graph with all I/O preallocated and bound once (see the module docs).
@@ -167,7 +169,7 @@ impl GraphRunner {
                 (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                 _ => None,
             };
-            inputs.push(Slot { sig, bound, spare: None, host, dirty: false });
+            inputs.push(Slot { sig, bound, spare: None, host, dirty: false, shared_from: None });
         }
         let mut outputs = Vec::new();
         let mut caches = Vec::new();
@@ -180,7 +182,14 @@ impl GraphRunner {
                     caches.push((i, outputs.len()));
                     // the output slot's own tensor is unused for a cache: it is the input's (or its spare)
                     let bound = new_tensor(&host_alloc, &TensorSig { shape: vec![1], ..sig.clone() })?;
-                    outputs.push(Slot { sig, bound, spare: None, host: None, dirty: false });
+                    outputs.push(Slot {
+                        sig,
+                        bound,
+                        spare: None,
+                        host: None,
+                        dirty: false,
+                        shared_from: None,
+                    });
                 }
                 None => {
                     let bound = new_tensor(alloc_for(p.memory), &sig)?;
@@ -188,7 +197,7 @@ impl GraphRunner {
                         (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                         _ => None,
                     };
-                    outputs.push(Slot { sig, bound, spare: None, host, dirty: false });
+                    outputs.push(Slot { sig, bound, spare: None, host, dirty: false, shared_from: None });
                 }
             }
         }
@@ -277,6 +286,12 @@ impl GraphRunner {
         self.inputs.iter().map(|s| &s.sig)
     }
 
+    /// Whether input `name` reads another graph's buffer ([`share_input`](Self::share_input)): its host buffer is
+    /// that graph's to write.
+    pub fn is_shared(&self, name: &str) -> bool {
+        Self::slot_index(&self.inputs, name).is_some_and(|i| self.inputs[i].shared_from.is_some())
+    }
+
     /// Output signatures, in graph order.
     pub fn outputs(&self) -> impl Iterator<Item = &TensorSig> {
         self.outputs.iter().map(|s| &s.sig)
@@ -315,15 +330,69 @@ impl GraphRunner {
         Error::Tensor { graph: self.name.clone(), name: name.to_string(), message: message.into() }
     }
 
+    /// The index of input `name`, whose buffer is this runner's own (not [shared](Self::share_input)).
+    fn host_input(&self, name: &str) -> Result<usize> {
+        let i = Self::slot_index(&self.inputs, name).ok_or_else(|| {
+            self.tensor_error(name, format!("no such input (inputs: {})", self.input_names()))
+        })?;
+        match &self.inputs[i].shared_from {
+            Some(from) => {
+                Err(self.tensor_error(name, format!("is graph {from}'s buffer: read or write it there")))
+            }
+            None => Ok(i),
+        }
+    }
+
+    /// Binds input `name` to the buffer of `from`'s input of the same name and shape, so this graph reads what
+    /// `from` holds there, where `from` updates it, without a copy (a graph that reads another graph's cache: the
+    /// second token head reading the cache a decode step writes in place). CPU runners only, and `from`'s caches
+    /// must be updated in place (a ping-pong cache changes buffers every run). This runner's own buffer for
+    /// `name` is freed; [`input`](Self::input) and [`input_mut`](Self::input_mut) of it are errors from then on.
+    /// The binding holds its own reference to the buffer: it stays valid if `from` is dropped. Binding again
+    /// (after `from` was reloaded) replaces it.
+    pub fn share_input(&mut self, name: &str, from: &GraphRunner) -> Result<()> {
+        let i = Self::slot_index(&self.inputs, name).ok_or_else(|| {
+            self.tensor_error(name, format!("no such input (inputs: {})", self.input_names()))
+        })?;
+        let j = Self::slot_index(&from.inputs, name).ok_or_else(|| {
+            self.tensor_error(name, format!("graph {} has no input of this name", from.name))
+        })?;
+        let (mine, theirs) = (&self.inputs[i].sig, &from.inputs[j].sig);
+        if mine.dtype != theirs.dtype || mine.shape != theirs.shape {
+            return Err(self.tensor_error(
+                name,
+                format!(
+                    "is {:?} {:?}, graph {}'s is {:?} {:?}: only equal buffers can be shared",
+                    mine.dtype, mine.shape, from.name, theirs.dtype, theirs.shape
+                ),
+            ));
+        }
+        if self.pinned.is_some() || from.pinned.is_some() || from.cache_mode == CacheMode::PingPong {
+            return Err(self.tensor_error(
+                name,
+                "buffers are shared between CPU runners whose caches are updated in place only",
+            ));
+        }
+        if from.inputs[j].shared_from.is_some() {
+            return Err(self.tensor_error(name, format!("graph {}'s buffer is itself shared", from.name)));
+        }
+        self.binding
+            .bind_input(name, &from.inputs[j].bound)
+            .map_err(|e| ort_error(format!("binding `{name}` to graph {}'s buffer", from.name), e))?;
+        let slot = &mut self.inputs[i];
+        slot.bound = DynTensor::new(&Allocator::default(), element_of(slot.sig.dtype), vec![1usize])
+            .map_err(|e| ort_error("allocating a placeholder", e))?;
+        slot.shared_from = Some(from.name.clone());
+        Ok(())
+    }
+
     /// The host buffer of input `name`, to be filled before [`run`](Self::run). On GPU targets this is the
     /// pinned mirror, uploaded by `run` (a cache input is first downloaded, so partial writes keep the rest).
     pub fn input_mut<T: PrimitiveTensorElementType + std::fmt::Debug>(
         &mut self,
         name: &str,
     ) -> Result<&mut [T]> {
-        let i = Self::slot_index(&self.inputs, name).ok_or_else(|| {
-            self.tensor_error(name, format!("no such input (inputs: {})", self.input_names()))
-        })?;
+        let i = self.host_input(name)?;
         if let (Some(pin), None) = (&self.pinned, &self.inputs[i].host) {
             let mut host =
                 DynTensor::new(pin, element_of(self.inputs[i].sig.dtype), self.inputs[i].sig.shape.clone())
@@ -395,9 +464,7 @@ impl GraphRunner {
 
     /// The current contents of input `name` (host view; on GPU the pinned mirror, if any).
     pub fn input<T: PrimitiveTensorElementType + std::fmt::Debug>(&self, name: &str) -> Result<&[T]> {
-        let i = Self::slot_index(&self.inputs, name).ok_or_else(|| {
-            self.tensor_error(name, format!("no such input (inputs: {})", self.input_names()))
-        })?;
+        let i = self.host_input(name)?;
         let slot = &self.inputs[i];
         self.view(slot.host.as_ref().unwrap_or(&slot.bound), name)
     }

@@ -119,6 +119,16 @@ impl Candles {
     pub fn volume_source(&self) -> VolumeSource {
         self.volume
     }
+
+    /// Keeps the last `n` candles (all of them when there are fewer): a context cut to what an engine encodes.
+    /// Every value is per row (the derived amount too), so this equals preparing the last `n` rows alone.
+    pub fn keep_last(&mut self, n: usize) {
+        let drop = self.rows.saturating_sub(n);
+        for c in &mut self.columns {
+            c.drain(..drop);
+        }
+        self.rows -= drop;
+    }
 }
 
 /// pandas' derived amount (k:530): `volume × df[price_cols].mean(axis=1)` in f64. pandas 2.2's row mean over the

@@ -201,9 +201,10 @@ fn host_numerics_reproduce_the_reference_fixtures() {
     );
 }
 
-/// totoc's own noise on the fixtures' first-step s1 logits of the three sampled settings (T 0.7 + top_p 0.9 at
-/// V = 1,024; top_k 5 and T 1 unfiltered at V = 16): 20,000 draws follow the filtered softmax (chi-square, bins
-/// pooled to ≥ 5 expected, α = 0.001).
+/// totoc's own noise on the fixtures' first-step logits of the three sampled settings (T 0.7 + top_p 0.9 at
+/// V = 1,024; top_k 5 and T 1 unfiltered at V = 16): 20,000 draws of s1, and of s2 given the s1 upstream took
+/// (the recorded s2 logits of that step), follow the filtered softmax (chi-square, bins pooled to ≥ 5 expected,
+/// α = 0.001).
 #[test]
 fn own_noise_follows_the_fixture_logits() {
     for (case, temperature, top_k, top_p) in [
@@ -216,20 +217,22 @@ fn own_noise_follows_the_fixture_logits() {
                 .unwrap();
         let vocab = json["reference"]["series"][0]["meta"]["vocab"].as_u64().unwrap() as usize;
         let tensors = read_safetensors(&fixtures().join(format!("{case}.safetensors")));
-        let logits = f32s(&tensors["series.0.s1_logits"])[..vocab].to_vec(); // step 0, path 0
-        let params = SamplingParams::new(temperature, top_k, top_p).unwrap();
-        let mut sampler = Sampler::new();
-        let p = sampler.probabilities(&logits, &params).unwrap();
-        let total: f64 = p.iter().map(|&q| f64::from(q)).sum();
-        let expected: Vec<f64> = p.iter().map(|&q| f64::from(q) / total * DRAWS as f64).collect();
-        sampler.prepare(&logits, &params).unwrap();
-        let noise = NoiseStream::new(20_000);
-        let mut counts = vec![0.0; vocab];
-        for path in 0..DRAWS as u64 {
-            counts[sampler.draw(&noise, DrawKey { path, step: 0, draw: Draw::S1 }).unwrap() as usize] += 1.0;
+        for (draw, name) in [(Draw::S1, "series.0.s1_logits"), (Draw::S2, "series.0.s2_logits")] {
+            let logits = f32s(&tensors[name])[..vocab].to_vec(); // step 0, path 0
+            let params = SamplingParams::new(temperature, top_k, top_p).unwrap();
+            let mut sampler = Sampler::new();
+            let p = sampler.probabilities(&logits, &params).unwrap();
+            let total: f64 = p.iter().map(|&q| f64::from(q)).sum();
+            let expected: Vec<f64> = p.iter().map(|&q| f64::from(q) / total * DRAWS as f64).collect();
+            sampler.prepare(&logits, &params).unwrap();
+            let noise = NoiseStream::new(20_000);
+            let mut counts = vec![0.0; vocab];
+            for path in 0..DRAWS as u64 {
+                counts[sampler.draw(&noise, DrawKey { path, step: 0, draw }).unwrap() as usize] += 1.0;
+            }
+            let (stat, df, pv) = chi_square(&counts, &expected);
+            eprintln!("{case} {draw:?}: kept {}, χ² = {stat:.1}, df {df}, p = {pv:.3}", sampler.kept().len());
+            assert!(pv > ALPHA, "{case} {draw:?}: χ² {stat:.1}, df {df}, p {pv:.2e}");
         }
-        let (stat, df, pv) = chi_square(&counts, &expected);
-        eprintln!("{case}: kept {}, χ² = {stat:.1}, df {df}, p = {pv:.3}", sampler.kept().len());
-        assert!(pv > ALPHA, "{case}: χ² {stat:.1}, df {df}, p {pv:.2e}");
     }
 }

@@ -1,7 +1,10 @@
-//! Kronos (shiyu-coder/Kronos, as vendored in kronos-finance 0.1.5): the host side of a forecast, reproducing
-//! upstream's `KronosPredictor.predict` / `auto_regressive_inference` in eval mode around the graphs. Line
-//! references `k:N` are to `kronos_finance/_vendor/kronos_model/kronos.py`; the model notes are
-//! `docs/guide.md` ("Kronos host numerics") and the shared Kronos notes.
+//! Kronos (shiyu-coder/Kronos, as vendored in kronos-finance 0.1.5): its engine ([`engine`]: the graphs, the pool,
+//! admission; [`driver`]: one call, upstream's `KronosPredictor.predict` / `auto_regressive_inference` in eval
+//! mode with an exact KV cache; [`plan`]: which graph runs what; [`job`]: a request checked and prepared; [`build`]
+//! and [`manifest`]: `build-engine`; [`hooks`] and [`golden`]: what the equivalence tests and `totoc verify` record
+//! and replace) and the host side of a forecast. Line references `k:N` are to
+//! `kronos_finance/_vendor/kronos_model/kronos.py`; the model notes are `docs/guide.md` ("Kronos") and the
+//! shared Kronos notes.
 //!
 //! A series goes through, in order:
 //! 1. [`columns`]: the named input columns checked, volume and amount derived as upstream derives them (the amount
@@ -19,14 +22,26 @@
 //! reference fixtures of upstream's own `predict` (`fixture_check`: rows, statistics, normalised input, stamps,
 //! every recorded draw's token with its replayed noise, mean, output and paths).
 
+pub mod build;
 pub mod columns;
+pub mod defects;
+pub mod driver;
+pub mod engine;
+#[cfg(test)]
+mod equivalence;
 #[cfg(test)]
 mod fixture_check;
+pub mod golden;
+pub mod hooks;
+pub mod job;
+pub mod json;
+pub mod manifest;
 pub mod noise;
 pub mod normalize;
 pub mod numpy_sum;
 pub mod paths;
 pub mod philox;
+pub mod plan;
 pub mod sampler;
 #[cfg(test)]
 mod sampler_statistics;

@@ -43,7 +43,9 @@ impl ColumnStats {
             let d = x - mean;
             d * d
         }));
-        let var = numpy_sum(scratch) / n;
+        // a planted defect of the equivalence tests divides by N − 1 (numpy's ddof=1)
+        let divisor = if crate::kronos::defects::planted().std_ddof1 { n - 1.0 } else { n };
+        let var = numpy_sum(scratch) / divisor;
         ColumnStats { mean, std: var.sqrt() }
     }
 

@@ -225,13 +225,18 @@ impl Sampler {
     fn filter_and_softmax(&mut self, logits: &[f32], params: &SamplingParams) -> Result<()> {
         // a refused row leaves nothing to draw from (draw then fails rather than reuse the previous row)
         self.kept.clear();
-        self.scale(logits, params.temperature)?;
+        // a planted defect of the equivalence tests filters before dividing by the temperature
+        let late = crate::kronos::defects::planted().temperature_after_filter;
+        self.scale(logits, if late { 1.0 } else { params.temperature })?;
         let v = self.scaled.len();
         match params.filter {
             Filter::None => self.keep_all(),
             Filter::TopK(k) if k.clamp(1, v) == v => self.keep_all(),
             Filter::TopK(k) => self.keep_top_k(k.max(1)),
             Filter::TopP(p) => self.keep_top_p(p),
+        }
+        if late {
+            self.scaled.iter_mut().for_each(|x| *x /= params.temperature);
         }
         // the top token is always kept, so the filtered row's max is the row's max
         let max = self.scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -313,7 +318,8 @@ impl Sampler {
         for (j, &e) in self.probs.iter().enumerate() {
             acc += f64::from(e * r);
             if (acc as f32) > top_p {
-                keep = j + 1;
+                // a planted defect of the equivalence tests drops the right shift (the first token over stays)
+                keep = if crate::kronos::defects::planted().top_p_no_shift { j.max(1) } else { j + 1 };
                 break;
             }
         }

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 /// Each family's graphs in an engine manifest. Written flattened, as top-level manifest fields, so the engine
 /// format (`totoc-engine/4`) is unchanged: `profiles` and `dropped` (Toto 1.0; empty in other engines),
-/// `toto2_profiles` and `toto2_dropped` (Toto 2.0; absent in other engines).
+/// `toto2_profiles` and `toto2_dropped` (Toto 2.0), `kronos_profiles` and `kronos_dropped` (Kronos; each absent
+/// in other engines).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct EngineGraphs {
     /// Toto 1.0 profiles (empty in other engines).
@@ -21,6 +22,12 @@ pub struct EngineGraphs {
     /// Toto 2.0 TensorRT engines and their stamps (TensorRT engine bundles only; absent in others).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toto2_tensorrt: Vec<crate::toto2::manifest::Toto2TensorRtGraph>,
+    /// Kronos profiles: the graphs kept (absent in other engines; see [`crate::kronos::engine`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kronos_profiles: Vec<exporter::kronos::manifest::KronosProfileEntry>,
+    /// Kronos graphs left out for the memory budget, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kronos_dropped: Vec<crate::kronos::manifest::KronosDropped>,
 }
 
 impl EngineGraphs {
@@ -46,6 +53,7 @@ impl EngineGraphs {
             .iter()
             .map(|p| &p.profile)
             .chain(self.toto2_profiles.iter().map(|p| &p.profile))
+            .chain(self.kronos_profiles.iter().map(|p| &p.profile))
             .collect()
     }
 
@@ -53,5 +61,6 @@ impl EngineGraphs {
     pub fn graph_count(&self) -> usize {
         self.profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
             + self.toto2_profiles.iter().flat_map(|p| &p.sets).map(|s| s.graphs.len()).sum::<usize>()
+            + self.kronos_profiles.iter().map(|p| p.graphs.len()).sum::<usize>()
     }
 }

@@ -43,7 +43,10 @@ pub(crate) fn load_family(
             let engine = crate::toto2::engine::Toto2Engine::new(manifest, cfg, budget)?;
             (crate::toto2::engine::Toto2Engine::limits(manifest), Box::new(engine))
         }
-        AnyConfig::Kronos(_) => return Err(kronos_not_built(dir)),
+        AnyConfig::Kronos(cfg) => {
+            let (limits, engine) = crate::kronos::engine::KronosEngine::load(manifest, cfg, dir, budget)?;
+            (limits, Box::new(engine))
+        }
     })
 }
 
@@ -67,19 +70,9 @@ pub fn build_engine(
         AnyConfig::Toto2(_) => {
             crate::toto2::build::build_engine(artifacts, &source, source_sha, target, out, options, progress)
         }
-        AnyConfig::Kronos(_) => Err(kronos_not_built(artifacts)),
-    }
-}
-
-/// Kronos bundles export, but this build has no Kronos engine yet (issue 34's engine phase adds
-/// `engines/src/kronos/` and replaces these arms).
-fn kronos_not_built(at: &Path) -> crate::error::Error {
-    crate::error::Error::NotSupported {
-        at: at.display().to_string(),
-        message:
-            "Kronos engines are built by the Kronos engine (engines/src/kronos/, issue 34), which is not in \
-                  this build: the export bundle is complete, build its engine with a totoc that has it"
-                .into(),
+        AnyConfig::Kronos(_) => {
+            crate::kronos::build::build_engine(artifacts, &source, source_sha, target, out, options, progress)
+        }
     }
 }
 

@@ -587,6 +587,13 @@ fn refine(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()> {
     let part = ctx.predictor;
     let emb = table(g, part, "embedding.emb_s1.weight")?;
     let q_in = g.op("Gather", &[&emb, sig::S1], vec![("axis", Attr::Int(0))]);
+    #[cfg(feature = "planted-defects")]
+    let q_in = if planted::dep_query_scaled() {
+        let root = g.scalar(((d as f64).sqrt()) as f32);
+        g.binary("Mul", &q_in, &root)
+    } else {
+        q_in
+    };
     let q =
         g.scoped("dep_layer.cross_attn.q_proj", |g| linear(g, part, "dep_layer.cross_attn.q_proj", &q_in))?;
     let q = g.reshape(&q, &[r, DEP_HEADS, 1, dh]);
@@ -674,4 +681,27 @@ fn detokenize(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()>
     debug_assert_eq!(outs[0].shape[2], ROW_COLUMNS);
     g.output(&y, &outs[0]);
     Ok(())
+}
+
+/// Planted defects of the engine's equivalence tests: switches that break one thing upstream does in a graph, so
+/// the tests can show they would catch it. Only in builds with the test-only `planted-defects` feature (the
+/// engines crate's tests turn it on); per thread, so only the test that plants one exports with it.
+#[cfg(feature = "planted-defects")]
+pub mod planted {
+    use std::cell::Cell;
+
+    thread_local! {
+        static DEP_QUERY_SCALED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Whether the refine graph scales the dependency layer's query `emb_s1[s1]` by √D (as the token embedding
+    /// does; upstream's decode_s2 does not).
+    pub fn dep_query_scaled() -> bool {
+        DEP_QUERY_SCALED.with(Cell::get)
+    }
+
+    /// Plants (or clears) the scaled dependency query on this thread.
+    pub fn scale_dep_query(on: bool) {
+        DEP_QUERY_SCALED.with(|c| c.set(on));
+    }
 }
