@@ -100,6 +100,27 @@ struct Rows<'a> {
 
 impl<'a> Rows<'a> {
     fn new(dataset: &'a Dataset, responses: &'a [ForecastResponse]) -> Result<Self> {
+        // The writers index a series' names and stamps by the response's rows and steps: an answer of another
+        // shape (a family that answers other rows than it was given) is an error here, not a panic there.
+        for (s, r) in dataset.series.iter().zip(responses) {
+            let (rows, names) = (r.point().len(), s.target_names.len());
+            if rows != names {
+                return Err(DataError::at(
+                    &s.at,
+                    format!("the forecast has {rows} rows for the series' {names} target columns (an engine fault)"),
+                ));
+            }
+            let horizon = r.point().first().map_or(0, Vec::len);
+            if let Some(given) = s.future.as_ref().filter(|f| f.len() != horizon) {
+                return Err(DataError::at(
+                    &s.at,
+                    format!(
+                        "the forecast has {horizon} steps for the {} future timestamps given",
+                        given.len()
+                    ),
+                ));
+            }
+        }
         let future = dataset
             .series
             .iter()
@@ -463,6 +484,23 @@ mod tests {
         r.samples = Some(vec![vec![vec![0.5, 0.25], vec![1.0, 2.0]]]);
         let out = text(to_bytes(&d, &[r], Format::Csv, "mean", None).unwrap());
         assert_eq!(out, "step,target_name,mean,sample_0\n1,cpu,1,0.5\n2,cpu,2,0.25\n1,mem,3,1\n2,mem,4,2\n");
+    }
+
+    #[test]
+    fn an_answer_of_another_shape_is_an_error_not_a_panic() {
+        let d = dataset("cpu,mem\n1,2\n3,4\n", Format::Csv);
+        // three rows for two target columns; one step for a horizon of two
+        let rows = response(None, vec![vec![1.0, 2.0]; 3], false);
+        let steps = response(None, vec![vec![1.0]], false);
+        let d2 = dataset("ds,y\n2024-01-01,1\n2024-01-02,2\n", Format::Csv);
+        for format in [Format::Csv, Format::JsonLines, Format::Parquet] {
+            let e = to_bytes(&d, std::slice::from_ref(&rows), format, "mean", None).unwrap_err().to_string();
+            assert!(e.contains("3 rows for the series' 2 target columns"), "{e}");
+        }
+        let mut given = d2.clone();
+        given.series[0].future = d2.series[0].time.as_ref().and_then(|t| t.future(2));
+        let e = to_bytes(&given, &[steps], Format::Csv, "mean", None).unwrap_err().to_string();
+        assert!(e.contains("1 steps for the 2 future timestamps given"), "{e}");
     }
 
     #[test]
