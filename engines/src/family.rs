@@ -153,6 +153,38 @@ pub struct RunRecord {
     pub seconds: f64,
 }
 
+/// The runs an engine has made: per bucket (runs, rows used, seconds), and the last call's runs in order: what
+/// [`FamilyEngine::bucket_stats`] and [`FamilyEngine::last_call`] report. One per engine, behind its lock.
+#[derive(Debug, Default)]
+pub struct RunLedger {
+    totals: std::collections::HashMap<Bucket, (u64, u64, f64)>,
+    last_call: Vec<RunRecord>,
+}
+
+impl RunLedger {
+    /// A new call begins: the last call's runs are forgotten (the totals stay).
+    pub fn start_call(&mut self) {
+        self.last_call.clear();
+    }
+
+    pub fn record(&mut self, run: RunRecord) {
+        let t = self.totals.entry(run.bucket).or_default();
+        t.0 += 1;
+        t.1 += run.rows_used as u64;
+        t.2 += run.seconds;
+        self.last_call.push(run);
+    }
+
+    /// (runs, rows used, seconds) of `bucket` so far.
+    pub fn totals(&self, bucket: Bucket) -> (u64, u64, f64) {
+        self.totals.get(&bucket).copied().unwrap_or_default()
+    }
+
+    pub fn last_call(&self) -> &[RunRecord] {
+        &self.last_call
+    }
+}
+
 /// What a family engine's call needs from the handle.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {

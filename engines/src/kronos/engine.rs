@@ -20,7 +20,9 @@ use crate::budget::RequestSize;
 use crate::bundle::{EngineBundle, EngineManifest, GraphFile};
 use crate::cost::{time_runs, Estimate, GraphRate};
 use crate::error::{Error, Result};
-use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::family::{
+    BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunLedger, RunOptions, RunRecord,
+};
 use crate::graph::GraphRunner;
 use crate::kronos::build::keep_within;
 use crate::kronos::columns::{Column, ColumnValues, COLUMNS};
@@ -43,9 +45,7 @@ struct Slot {
 #[derive(Default)]
 struct Exec {
     pool: LruPool<Bucket, GraphRunner>,
-    /// Per bucket: runs, rows used, seconds.
-    totals: HashMap<Bucket, (u64, u64, f64)>,
-    last_call: Vec<RunRecord>,
+    runs: RunLedger,
 }
 
 /// A loaded Kronos engine (see the module docs).
@@ -188,7 +188,7 @@ impl KronosEngine {
         let ladder = self.ladder(hooks.pins);
         let cfg = CallConfig { ladder: &ladder, dims: self.dims, window: self.window, cancel, hooks };
         let mut exec = self.lock();
-        exec.last_call.clear();
+        exec.runs.start_call();
         let mut pool = Pool { engine: self, call, exec: &mut exec };
         run_call(&mut pool, &cfg, jobs)
     }
@@ -395,11 +395,7 @@ impl Graphs for Pool<'_> {
     }
 
     fn record(&mut self, run: RunRecord) {
-        let t = self.exec.totals.entry(run.bucket).or_default();
-        t.0 += 1;
-        t.1 += run.rows_used as u64;
-        t.2 += run.seconds;
-        self.exec.last_call.push(run);
+        self.exec.runs.record(run);
     }
 }
 
@@ -546,7 +542,7 @@ impl FamilyEngine for KronosEngine {
             .buckets
             .iter()
             .map(|&b| {
-                let (runs, rows_used, seconds) = exec.totals.get(&b).copied().unwrap_or_default();
+                let (runs, rows_used, seconds) = exec.runs.totals(b);
                 BucketStats {
                     name: self.label(b),
                     kind: b.kind,
@@ -564,7 +560,7 @@ impl FamilyEngine for KronosEngine {
     }
 
     fn last_call(&self) -> Vec<RunRecord> {
-        self.lock().last_call.clone()
+        self.lock().runs.last_call().to_vec()
     }
 
     fn as_any(&self) -> &dyn Any {

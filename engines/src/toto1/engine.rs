@@ -19,7 +19,9 @@ use crate::budget::RequestSize;
 use crate::bundle::EngineManifest;
 use crate::cost::{time_runs, Estimate, GraphRate};
 use crate::error::{Error, Result};
-use crate::family::{BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunOptions, RunRecord};
+use crate::family::{
+    BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunLedger, RunOptions, RunRecord,
+};
 use crate::graph::GraphRunner;
 use crate::host::rope;
 use crate::host::scaler::ScalerConfig;
@@ -39,8 +41,7 @@ struct Slot {
 struct Exec {
     /// The loaded buckets' runners.
     pool: LruPool<Bucket, GraphRunner>,
-    totals: HashMap<Bucket, (u64, u64, f64)>,
-    last_call: Vec<RunRecord>,
+    runs: RunLedger,
 }
 
 /// A loaded Toto 1.0 engine (see the module docs).
@@ -214,7 +215,7 @@ impl FamilyEngine for Toto1Engine {
                         cancel: opts.cancel,
                     };
                     let mut exec = self.lock();
-                    exec.last_call.clear();
+                    exec.runs.start_call();
                     let mut pool = Pool { engine: self, call, exec: &mut exec };
                     session::run(&plan, &admitted, &cfg, &mut pool)
                 }
@@ -277,7 +278,7 @@ impl FamilyEngine for Toto1Engine {
     }
 
     fn last_call(&self) -> Vec<RunRecord> {
-        self.lock().last_call.clone()
+        self.lock().runs.last_call().to_vec()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -291,7 +292,7 @@ impl FamilyEngine for Toto1Engine {
             .available
             .iter()
             .map(|a| {
-                let (runs, rows_used, seconds) = exec.totals.get(&a.bucket).copied().unwrap_or_default();
+                let (runs, rows_used, seconds) = exec.runs.totals(a.bucket);
                 BucketStats {
                     name: self.label(a.bucket).0,
                     kind: a.bucket.kind,
@@ -382,11 +383,7 @@ impl Graphs for Pool<'_> {
     }
 
     fn record(&mut self, run: RunRecord) {
-        let t = self.exec.totals.entry(run.bucket).or_default();
-        t.0 += 1;
-        t.1 += run.rows_used as u64;
-        t.2 += run.seconds;
-        self.exec.last_call.push(run);
+        self.exec.runs.record(run);
     }
 
     fn label(&self, bucket: Bucket) -> (String, String) {
