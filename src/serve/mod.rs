@@ -42,6 +42,7 @@ pub mod readiness;
 pub mod routes;
 pub mod service;
 pub mod shadow;
+pub mod timeseries;
 
 use std::io::Write;
 use std::net::SocketAddr;
