@@ -55,8 +55,9 @@ const FIRST_CHUNKED: u64 = 64 * 1024;
 /// The client's deadline header, in milliseconds (the v2 `timeout` parameter, in µs, also sets one).
 pub const TIMEOUT_HEADER: &str = "x-request-timeout-ms";
 
-/// Every route (see the module docs).
-pub fn router(svc: Arc<Service>) -> Router {
+/// Every route (see the module docs); `more` are another front end's routes (KServe's time-series API,
+/// [`super::timeseries`]), behind the same middleware.
+pub fn router(svc: Arc<Service>, more: Router<Arc<Service>>) -> Router {
     Router::new()
         .route("/v2", get(server_metadata))
         .route("/v2/health/live", get(live))
@@ -68,7 +69,7 @@ pub fn router(svc: Arc<Service>) -> Router {
         .route("/v2/models/{name}/infer", post(infer))
         .route("/v2/models/{name}/versions/{version}/infer", post(infer_version))
         .route("/v1/forecast", post(forecast_v1))
-        .route("/v1/timeseries/forecast", post(super::timeseries::forecast))
+        .merge(more)
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -21,7 +21,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
+use axum::routing::post;
+use axum::{Extension, Router};
 use engines::bounded::{self, SeqLimit, Tally};
 use engines::request::ForecastResponse;
 use tables::{Dataset, Format};
@@ -36,6 +37,11 @@ use wire::{Forecast, Levels, Output, SeriesType, Values};
 
 /// How the translated requests are named in the `/v1` reader's errors: `input:N`, the N-th input (1-based).
 const SOURCE: &str = "input";
+
+/// The route, for [`routes::router`] to serve behind its middleware.
+pub fn routes() -> Router<Arc<Service>> {
+    Router::new().route("/v1/timeseries/forecast", post(forecast))
+}
 
 /// The route's handler (see the module docs).
 pub async fn forecast(
