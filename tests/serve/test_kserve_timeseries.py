@@ -179,6 +179,9 @@ def check_errors(base, model, frequency, case, max_body_bytes):
     many = variant()
     many["inputs"] = [one] * 100
     expect_error(base, "over --max-series", many, (400, 413), "--max-series")
+    # one row of 20,000 values: decoded bounded, then refused by /v1/forecast's reader at --max-variates
+    wide = variant(inputs__0__type="multivariate_time_series", inputs__0__series=[[0.0] * 20000])
+    expect_error(base, "a row wider than --max-variates", wide, (400, 400), "--max-variates")
 
 
 def main():
