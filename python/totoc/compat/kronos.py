@@ -166,9 +166,7 @@ class KronosPredictor:
         InvalidInput: the engine is not a Kronos engine.
     """
 
-    def __init__(
-        self, engine: Engine, max_context: int = 512, clip: float = 5, device: Any = None, **_: Any
-    ) -> None:
+    def __init__(self, engine: Engine, max_context: int = 512, clip: float = 5, device: Any = None) -> None:
         check_engine(
             engine,
             "KronosPredictor",
