@@ -303,9 +303,11 @@ class Engine:
                 ``totoc forecast`` does. ``columns``: the names of each series' rows, in order. ``timestamps``: one
                 stamp per point, oldest first (``future_timestamps``: one per forecast step), as ISO 8601 text,
                 numpy ``datetime64``, ``datetime`` / ``pandas.Timestamp`` values, or a pandas ``DatetimeIndex`` /
-                ``Series``; the wall clock is read as written. One sequence for a ``[V, T]`` series, else one per
-                series. ``temperature``, ``top_k``, ``top_p``: sampling controls (with ``samples`` >= 1).
-                ``params``: family parameters by name.
+                ``Series``; the wall clock is read as written (numpy and tz-naive values as they are; a tz-aware
+                value in its own zone's wall clock: ``2024-03-10 09:30-04:00`` is 09:30). One sequence for a
+                ``[V, T]`` series, else one per series. ``temperature``, ``top_k``, ``top_p``: sampling controls
+                (with ``samples`` >= 1). ``params``: family parameters as one dict, e.g. Kronos's
+                ``{"max_context": 256, "clip": 5}``.
 
         Returns:
             A :class:`Forecast` of numpy arrays (see its shapes).
