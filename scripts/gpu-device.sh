@@ -12,6 +12,7 @@
 #   bash scripts/gpu-device.sh --dry-run DIR [ARGS...]      `run` on a machine without a GPU: the CPU stands in
 #                                                           (gpu-smoke.sh --dry-run), the eager timing is skipped
 #
+# TOTOC_SMOKE_TIMEOUT (default 600) and TOTOC_EAGER_TIMEOUT (120) bound the smoke and the eager timing (seconds).
 # The stage (${TOTOC_GPU_STAGE:-$HOME/totoc-gpu-stage}) lives outside the checkout, so parts carried by earlier calls
 # stay while the machine is warm (the device tool keeps it 30 s after a call). A rerun after a fix carries a new
 # app alone (gpu-pack.sh --app-only): the run uses the newest app.tar.xz of its own folder.
@@ -25,14 +26,14 @@ mode=${1:-}
 dir=${2:-}
 [ $# -ge 2 ] && shift 2
 case "$mode" in stage | run | --dry-run) ;; *)
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
 [ -d "$dir" ] || { echo "gpu-device: $dir is not a folder (the call folder the device tool carried)" >&2; exit 2; }
 [ -f scripts/gpu-smoke.sh ] || { echo "gpu-device: run me from the totoc checkout's root" >&2; exit 2; }
 dir=$(cd "$dir" && pwd)
-stage=${TOTOC_GPU_STAGE:-$HOME/totoc-gpu-stage}
+stage=${TOTOC_GPU_STAGE:-${HOME:-/root}/totoc-gpu-stage}
 out=${OUT:-$stage/out}
 mkdir -p "$stage" "$out"
 log="$out/device.log"
@@ -141,13 +142,16 @@ cat "$out/doctor.txt" >&2
 
 say "gpu-smoke ${smoke_args[*]} $*"
 work="$stage/smoke"
-scripts/gpu-smoke.sh "${smoke_args[@]}" --python python3 --totoc "$totoc" --work "$work" "$@" \
-  >"$out/table.md" 2> >(tee "$out/smoke.log" >&2)
+# a rerun's table and tarball show this run's files only (the bundles, engines and base checkpoint stay)
+rm -f "$work"/verify-*.txt "$work"/bench-*.json "$work"/bench-*.txt "$work"/build-*.txt "$work"/forecast-*.json
+# bounded, so that a hang still leaves time for the logs, the eager timing and the tarball to come back
+timeout "${TOTOC_SMOKE_TIMEOUT:-600}" scripts/gpu-smoke.sh "${smoke_args[@]}" --python python3 --totoc "$totoc" \
+  --work "$work" "$@" >"$out/table.md" 2> >(tee "$out/smoke.log" >&2)
 smoke_rc=$?
 cat "$out/table.md"
 say "gpu-smoke exited $smoke_rc"
 (cd "$work" && tar czf "$out/smoke-files.tar.gz" --ignore-failed-read results.jsonl doctor.json request.json \
-  toto2-request.json verify-* bench-* build-* forecast-*) || true
+  toto2-request.json verify-*.txt bench-*.json bench-*.txt build-*.txt forecast-*.json) || true
 
 if [ "$mode" = run ] && [ -d "$pkg/wheels" ]; then
   say "toto-ts eager on the GPU (bench_reference.py --device cuda)"
@@ -156,7 +160,7 @@ if [ "$mode" = run ] && [ -d "$pkg/wheels" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$pysite" "$pkg"/wheels/*.whl \
       >>"$out/eager.log" 2>&1 || say "installing toto-ts's wheels failed (eager.log)"
   fi
-  PYTHONPATH="$pysite" timeout 300 python3 tests/reference/bench_reference.py --checkpoint "$work/base-ckpt" \
+  PYTHONPATH="$pysite" timeout "${TOTOC_EAGER_TIMEOUT:-120}" python3 tests/reference/bench_reference.py --checkpoint "$work/base-ckpt" \
     --device cuda --runs 5 >"$out/eager.json" 2>>"$out/eager.log" || say "toto-ts eager failed (eager.log)"
   tail -n 8 "$out/eager.log" >&2
   # toto-ts eager over each CUDA engine, per workload (the same base checkpoint, context and horizon)
