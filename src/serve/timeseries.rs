@@ -9,7 +9,8 @@
 //! KServe's `ErrorResponse` (`{"error": {"code": "400", "message": ..., "type": ...}}`) with its HTTP status
 //! (and `Retry-After` when overloaded). Auth, the access log and the HTTP metrics come from the router's
 //! middleware; a refusal by the token check answers before this handler (the server's `{"error": ...}`).
-//! The mapping is docs/formats.md, "KServe time-series API".
+//! `GET /v1/timeseries/models` lists the served model, as KServe's endpoint does. The mapping is
+//! docs/formats.md, "KServe time-series API".
 
 mod translate;
 mod wire;
@@ -21,7 +22,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use engines::bounded::{self, SeqLimit, Tally};
 use engines::request::ForecastResponse;
@@ -38,9 +39,17 @@ use wire::{Forecast, Levels, Output, SeriesType, Values};
 /// How the translated requests are named in the `/v1` reader's errors: `input:N`, the N-th input (1-based).
 const SOURCE: &str = "input";
 
-/// The route, for [`routes::router`] to serve behind its middleware.
+/// The routes, for [`routes::router`] to serve behind its middleware: the forecast, and the list of models
+/// KServe's time-series endpoints register beside it.
 pub fn routes() -> Router<Arc<Service>> {
-    Router::new().route("/v1/timeseries/forecast", post(forecast))
+    Router::new().route("/v1/timeseries/forecast", post(forecast)).route("/v1/timeseries/models", get(models))
+}
+
+/// `GET /v1/timeseries/models`: the names of the models served, as KServe's endpoint lists them (one here).
+async fn models(State(svc): State<Arc<Service>>) -> Response {
+    let mut r = Response::new(Body::from(serde_json::to_vec(&[&svc.spec.name]).unwrap_or_default()));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
 }
 
 /// The route's handler (see the module docs).

@@ -192,6 +192,9 @@ def main():
     with open(a.cases) as f:
         spec = json.load(f)
     base = "http://" + a.http
+    with urllib.request.urlopen(base + "/v1/timeseries/models", timeout=60) as r:
+        listed = json.loads(r.read())
+    assert listed == [spec["model"]], f"GET /v1/timeseries/models: {listed}"
     for case in spec["cases"]:
         check_case(base, spec["model"], spec["frequency"], case)
     if spec.get("errors"):
