@@ -5,7 +5,8 @@
 # 0.1.5 (Kronos) produce.
 #
 # Installs what it needs under ~/.cache/totoc: the ONNX Runtime library (PyPI wheel), a small venv with `onnx`,
-# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them), a small venv
+# a small venv with the tritonclient[http,grpc] clients (the `serve` tests drive the server with them) and KServe's
+# time-series types with pydantic (the KServe time-series tests validate with them), a small venv
 # with fev and utilsforecast (the oracles of the backtest metrics, backtest/tests/oracle.rs), the toto-ts
 # reference venv (~3.3 GB download once), the toto-2 and kronos-finance wheels on top of it, the data venv
 # (statsmodels, pandas, pyarrow, bokeh-sampledata; backtesting.py's sample data for the real-data calendar tests)

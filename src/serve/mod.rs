@@ -42,6 +42,7 @@ pub mod readiness;
 pub mod routes;
 pub mod service;
 pub mod shadow;
+pub mod timeseries;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -275,7 +276,7 @@ async fn serve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let app = routes::Rest(routes::router(svc.clone()));
+    let app = routes::Rest(routes::router(svc.clone(), timeseries::routes()));
     let http_task = tokio::spawn(conn::serve(http, app, opts.conn, false, metrics.clone(), stop_rx.clone()));
     let grpc_task = grpc.map(|listener| {
         let front = grpc::Front::new(svc.clone());

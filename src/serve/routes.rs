@@ -47,7 +47,7 @@ type Svc = State<Arc<Service>>;
 pub struct RequestId(pub String);
 
 /// v2 bodies larger than this are decoded on the blocking pool, and answers larger than this encoded there.
-const INLINE_CODE_BYTES: usize = 256 * 1024;
+pub(super) const INLINE_CODE_BYTES: usize = 256 * 1024;
 
 /// The first hold of a body without `Content-Length` (chunked), before it grows with the bytes that arrive.
 const FIRST_CHUNKED: u64 = 64 * 1024;
@@ -55,8 +55,9 @@ const FIRST_CHUNKED: u64 = 64 * 1024;
 /// The client's deadline header, in milliseconds (the v2 `timeout` parameter, in µs, also sets one).
 pub const TIMEOUT_HEADER: &str = "x-request-timeout-ms";
 
-/// Every route (see the module docs).
-pub fn router(svc: Arc<Service>) -> Router {
+/// Every route (see the module docs); `more` are another front end's routes (KServe's time-series API,
+/// [`super::timeseries`]), behind the same middleware.
+pub fn router(svc: Arc<Service>, more: Router<Arc<Service>>) -> Router {
     Router::new()
         .route("/v2", get(server_metadata))
         .route("/v2/health/live", get(live))
@@ -68,6 +69,7 @@ pub fn router(svc: Arc<Service>) -> Router {
         .route("/v2/models/{name}/infer", post(infer))
         .route("/v2/models/{name}/versions/{version}/infer", post(infer_version))
         .route("/v1/forecast", post(forecast_v1))
+        .merge(more)
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -270,7 +272,7 @@ async fn infer_version(
 }
 
 /// The client address [`super::conn`] put on the request (unspecified when the router is called directly).
-fn peer_of(peer: Option<Extension<Peer>>) -> std::net::IpAddr {
+pub(super) fn peer_of(peer: Option<Extension<Peer>>) -> std::net::IpAddr {
     peer.map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |Extension(Peer(ip))| ip)
 }
 
@@ -386,7 +388,19 @@ fn decode_v1(
     bytes: &[u8],
     format: Format,
 ) -> Result<data::Dataset, ServeError> {
-    let source = "request body";
+    decode_requests(svc, ticket, bytes, format, "request body", &ReadOptions::default())
+}
+
+/// [`decode_v1`] with the name of the body in errors (`source`) and the reader's options: also the decode of
+/// `/v1/timeseries/forecast`, whose inputs are translated into these requests ([`super::timeseries`]).
+pub(super) fn decode_requests(
+    svc: &Service,
+    ticket: &Ticket,
+    bytes: &[u8],
+    format: Format,
+    source: &str,
+    opts: &ReadOptions,
+) -> Result<data::Dataset, ServeError> {
     let text = std::str::from_utf8(bytes).map_err(|_| {
         ServeError::bad_request(format!("{source}: the body is not UTF-8 text; send UTF-8 JSON"))
     })?;
@@ -404,8 +418,7 @@ fn decode_v1(
     ];
     let bounds = data::json::Bounds { meter: ticket, limits: &keys };
     let limits = svc.engine.info().request_limits();
-    let opts = ReadOptions::default();
-    let mut dataset = data::parse_json(bytes, format, source, &opts, &Overrides::default(), &limits, &bounds)
+    let mut dataset = data::parse_json(bytes, format, source, opts, &Overrides::default(), &limits, &bounds)
         .map_err(|e| {
             ticket.take_refusal().unwrap_or_else(|| v1_hint(ServeError::bad_request(e.to_string()), format))
         })?;
@@ -484,7 +497,7 @@ fn v1_hint(e: ServeError, format: Format) -> ServeError {
 /// its bytes in `ticket` as they arrive (a first hold of what `Content-Length` declares, at most
 /// [`super::hold::FIRST_HOLD`], grown with the buffer as bytes arrive); compressed bodies are refused (no
 /// decoder runs on input).
-async fn read_body(
+pub(super) async fn read_body(
     svc: &Service,
     ticket: &Ticket,
     headers: &HeaderMap,
@@ -576,7 +589,7 @@ impl hyper::body::Body for Holding {
 }
 
 /// The `x-request-timeout-ms` header.
-fn header_timeout(headers: &HeaderMap) -> Result<Option<Duration>, ServeError> {
+pub(super) fn header_timeout(headers: &HeaderMap) -> Result<Option<Duration>, ServeError> {
     match headers.get(TIMEOUT_HEADER) {
         None => Ok(None),
         Some(v) => v
@@ -598,7 +611,7 @@ fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 }
 
 /// `Server-Timing: queue;dur=…, compute;dur=…` (ms): where the request's time went on the server.
-fn server_timing(h: &mut HeaderMap, t: Timing) {
+pub(super) fn server_timing(h: &mut HeaderMap, t: Timing) {
     let v = format!(
         "queue;dur={:.3}, compute;dur={:.3};desc=\"engine call, {} series\"",
         t.queue.as_secs_f64() * 1e3,

@@ -259,6 +259,12 @@ fn kronos_graphs_pass_onnx_full_check_at_both_opsets() {
     }
 }
 
+/// One k10 engine for the tests of this process that only read it (built once, in a shared fixture folder).
+pub(crate) fn shared_k10_engine() -> &'static Path {
+    static ENGINE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| k10_engine(&shared_fixture_dir()))
+}
+
 /// A k10 engine (configs/kronos-tiny.yaml: window 128, horizons up to 24, up to 4 paths) under `dir`.
 fn k10_engine(dir: &Path) -> PathBuf {
     let k10 = root().join("tests/fixtures/kronos/k10");
@@ -296,14 +302,14 @@ fn forecast(engine: &Path, dir: &Path, request: &serde_json::Value) -> Result<se
 #[test]
 fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
-    let engine = k10_engine(tmp.path());
+    let engine = shared_k10_engine();
     let case: serde_json::Value = serde_json::from_slice(
         &fs::read(root().join("tests/fixtures/kronos/k10/cases/greedy_daily.json")).unwrap(),
     )
     .unwrap();
     let request = case["requests"][0].clone();
     let reference = &case["reference"]["series"][0];
-    let got = forecast(&engine, tmp.path(), &request).unwrap();
+    let got = forecast(engine, tmp.path(), &request).unwrap();
     let got = if got.is_array() { got[0].clone() } else { got };
     assert_eq!(got["model"], "kronos", "{got}");
     let mean = got["mean"].as_array().expect("mean [column][step]");
@@ -324,7 +330,7 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     let mut permuted = request.clone();
     permuted["columns"] = serde_json::json!(["close", "volume", "open", "high", "low"]);
     permuted["target"] = serde_json::json!([3, 4, 0, 1, 2].map(|c| request["target"][c].clone()));
-    let p = forecast(&engine, tmp.path(), &permuted).unwrap();
+    let p = forecast(engine, tmp.path(), &permuted).unwrap();
     let p = if p.is_array() { p[0].clone() } else { p };
     assert_eq!(p["mean"], serde_json::json!([3, 4, 0, 1, 2].map(|c| got["mean"][c].clone())));
 
@@ -476,7 +482,7 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
         ),
     ];
     for (what, r, want) in bad {
-        let e = forecast(&engine, tmp.path(), &r).expect_err(what);
+        let e = forecast(engine, tmp.path(), &r).expect_err(what);
         assert!(want.iter().all(|w| e.contains(w)), "{what}: {e}");
         assert!(!e.contains("panicked"), "{what}: {e}");
         eprintln!("{what}: {}", e.trim());

@@ -21,6 +21,7 @@ mod serve;
 mod serve_cost;
 mod serve_hostile;
 mod serve_ops;
+mod serve_timeseries;
 mod third_family;
 mod toto2;
 mod trained;
