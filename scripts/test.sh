@@ -75,6 +75,12 @@ for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile f
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi
 done
+# the GPU run's packing for a lent machine: its argument checks (the pack itself downloads 255 MB), the fatbin pruning
+for bad in "" "--out" "--out . --part-mib 0" "--out . --totoc /nonexistent" "--out . --nope"; do
+  # shellcheck disable=SC2086 # each case is several words on purpose
+  if scripts/gpu-pack.sh $bad >/dev/null 2>&1; then echo "gpu-pack accepted '$bad'" >&2; exit 1; fi
+done
+python3 tests/scripts/test_gpu_prune_fatbin.py
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
