@@ -4,6 +4,11 @@
 # with 64 sample paths, each against a loop of toto-ts 0.2.0 eager forecasts over the same windows in the same
 # invocation (target: ≥ 10× faster); then the engine's packed throughput on 500 independent series of 512 points
 # (`totoc forecast`, the same engine, horizon 64) against the backtest's windows/s (target: within 1.25×).
+# Then Kronos (issue 35): a Kronos-small-shaped random checkpoint (tests/reference/make_kronos_checkpoints.py
+# --config small, configs/kronos-small.yaml), one series (GOOG's daily candles from backtesting.py in the data
+# venv, read there, never copied) × KRONOS_WINDOWS windows (default 200) 5 apart, context 256, H 20, greedy,
+# against a loop of upstream kronos-finance 0.1.5 `predict` calls in eval mode over the same windows in the same
+# invocation (target: ≥ 10×). KRONOS=0 skips it; TOTO=0 skips the Toto 1.0 runs.
 #
 # Usage: scripts/backtest-speed.sh [WORK=/tmp/totoc-backtest-speed] [WINDOWS=500]
 # REFERENCE_WINDOWS=M runs toto-ts on M of the windows only (its time per window is what is compared);
@@ -29,6 +34,7 @@ threads=${THREADS:-$(nproc)}
 ref_windows=()
 if [ -n "${REFERENCE_WINDOWS:-}" ]; then ref_windows=(--reference-windows "$REFERENCE_WINDOWS"); fi
 
+if [ "${TOTO:-1}" != 0 ]; then
 ckpt=$work/base-ckpt
 if [ ! -f "$ckpt/model.safetensors" ]; then
   say "making a base-size random checkpoint (tests/reference/make_checkpoints.py --config base)"
@@ -70,3 +76,35 @@ for s in 0 64; do
   echo "samples $s: $(grep -E 'x the reference' "$work/backtest-s$s.txt")"
 done
 python3 -c "import sys; b, f = float(sys.argv[1]), float(sys.argv[2]); print(f'backtest {b} windows/s vs packed {f} series/s: {f / b:.2f}x (target <= 1.25x)')" "$bt" "$fc"
+fi
+
+if [ "${KRONOS:-1}" != 0 ]; then
+  kwindows=${KRONOS_WINDOWS:-200}
+  kck=$work/kronos-small-ckpt
+  if [ ! -f "$kck/predictor/model.safetensors" ]; then
+    say "making a Kronos-small-shaped random checkpoint (tests/reference/make_kronos_checkpoints.py --config small)"
+    "$python" tests/reference/make_kronos_checkpoints.py --config small --out "$kck" >&2
+  fi
+  kengine=$work/kronos-engine
+  if [ ! -f "$kengine/manifest.json" ]; then
+    say "Kronos export + build-engine (configs/kronos-small.yaml)"
+    "$totoc" export --checkpoint "$kck/predictor" --tokenizer "$kck/tokenizer" --config configs/kronos-small.yaml \
+      --out "$work/kronos-bundle" --force >&2
+    "$totoc" build-engine --artifacts "$work/kronos-bundle" --out "$kengine" --force >&2
+  fi
+  data_python=$(tests/data/setup_venv.sh | tail -n 1)
+  "$data_python" - "$work/goog.csv" <<'PY'
+import importlib.util, os, sys
+src = os.path.join(importlib.util.find_spec("backtesting").submodule_search_locations[0], "test", "GOOG.csv")
+with open(src) as f, open(sys.argv[1], "w") as out:
+    next(f)
+    out.write("ds,open,high,low,close,volume\n")
+    out.writelines(f)
+PY
+  say "Kronos backtest: 1 series × $kwindows windows (step 5), context 256, H 20, greedy, vs upstream eval predict"
+  "$totoc" backtest --engine kronos="$kengine" --input "$work/goog.csv" --target-columns close --horizon 20 \
+    --windows "$kwindows" --step 5 --context 256 --samples 0 --reference-checkpoint "$kck/predictor" \
+    --reference-tokenizer "$kck/tokenizer" --reference-python "$python" "${ref_windows[@]}" --threads "$threads" \
+    2>&1 | tee "$work/backtest-kronos.txt" | grep -E "windows/s|s per window|x the reference|verdict" >&2
+  echo "kronos greedy: $(grep -E 'x the reference' "$work/backtest-kronos.txt") (target >= 10x)"
+fi

@@ -73,6 +73,13 @@ pub enum Command {
     Backtest(BacktestArgs),
 }
 
+/// `totoc backtest --reference-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReferenceMode {
+    Eval,
+    Train,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct BundleArgs {
     #[command(subcommand)]
@@ -777,7 +784,9 @@ pub struct BacktestArgs {
     /// Column of the timestamps (default: ds, timestamp, date or time if present).
     #[arg(long)]
     pub timestamp_column: Option<String>,
-    /// The target column (one: a backtest scores one target per series; default: y, target or value).
+    /// The target column (one: a backtest scores one target per series; default: y, target or value). An engine
+    /// whose model reads named columns (open, high, low, close, ...) reads its own from the table and is scored
+    /// on this one, e.g. --target-columns close.
     #[arg(long, value_delimiter = ',')]
     pub target_columns: Option<Vec<String>>,
     /// Unit of integer (epoch) timestamps.
@@ -811,6 +820,19 @@ pub struct BacktestArgs {
     /// Seed of the sample paths (the same for every window).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Sampling temperature, for the engines whose model takes sampling controls (with --samples N).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sample among the k likeliest tokens (0: off), for the engines whose model takes sampling controls.
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+    /// Nucleus sampling threshold in (0, 1], for the engines whose model takes sampling controls.
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// A model parameter, NAME=VALUE, for the engines whose model takes parameters (e.g. --param clip=5);
+    /// repeat for several.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, f64)>,
     /// Season length of MASE's scale and of the seasonal-naive baseline (default: from the series' calendar:
     /// daily trading data (weekdays) 5, other daily 7, hourly 24, n minutes 1440/n, monthly 12, quarterly 4,
     /// else 1).
@@ -822,6 +844,10 @@ pub struct BacktestArgs {
     /// Where to write the per-window forecasts: .csv, .parquet, .json or .jsonl.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Also write each sampled engine's paths into --output (`LABEL-sample-0`, `LABEL-sample-1`, ... columns,
+    /// after the others): what the report's calibration figures are computed from.
+    #[arg(long, requires = "output")]
+    pub write_samples: bool,
     /// Where to write the metrics (long format: model, scope, unique_id, cutoff, metric, value): .csv,
     /// .parquet, .json or .jsonl.
     #[arg(long)]
@@ -834,9 +860,19 @@ pub struct BacktestArgs {
     #[arg(long, default_value_t = 3, requires = "plot")]
     pub plot_cutoffs: usize,
     /// The engines' checkpoint (Hugging Face layout): also run the eager reference (toto-ts for Toto 1.0,
-    /// toto-2 for Toto 2.0) on the same windows and report what each engine changes.
+    /// toto-2 for Toto 2.0; for a model with a tokenizer, its upstream: give its predictor here and
+    /// --reference-tokenizer) on the same windows and report what each engine changes.
     #[arg(long)]
     pub reference_checkpoint: Option<PathBuf>,
+    /// The tokenizer of a model read from two checkpoint directories: the reference is then the first
+    /// engine of such a model, --reference-checkpoint its predictor.
+    #[arg(long, requires = "reference_checkpoint")]
+    pub reference_tokenizer: Option<PathBuf>,
+    /// How the reference runs: eval (what totoc reproduces), or train (a model with a tokenizer: the modules left
+    /// in training mode, as upstream's from_pretrained leaves them; each metric's difference is reported, no
+    /// verdict).
+    #[arg(long, value_enum, default_value = "eval", requires = "reference_tokenizer")]
+    pub reference_mode: ReferenceMode,
     /// Windows per series run through the reference (spread evenly, the last included; default: all).
     #[arg(long, requires = "reference_checkpoint")]
     pub reference_windows: Option<usize>,

@@ -50,8 +50,7 @@ pub fn backtest_reference_scripts(family: Family) -> &'static [(&'static str, &'
     match family {
         Family::Toto1 => crate::toto1::backtest::REFERENCE_SCRIPTS,
         Family::Toto2 => crate::toto2::backtest::REFERENCE_SCRIPTS,
-        // no eager harness yet: `run_harness` says so
-        Family::Kronos => &[],
+        Family::Kronos => crate::kronos::backtest::REFERENCE_SCRIPTS,
     }
 }
 

@@ -278,6 +278,29 @@ pub fn forecast_table(bt: &Backtest, models: &[Model<'_>]) -> Table {
     t
 }
 
+/// The sample-path columns of one model (`totoc backtest --write-samples`): `{label}-sample-{i}` for path
+/// `i` of `paths`, one value per table row, null on windows without kept paths. Appended after
+/// [`forecast_table`]'s columns, so the table without them is unchanged.
+pub fn sample_columns(
+    bt: &Backtest,
+    label: &str,
+    forecasts: &[Option<&WindowForecast>],
+    paths: usize,
+) -> Vec<(String, Column)> {
+    (0..paths)
+        .map(|i| {
+            let column = per_step(bt, forecasts, &|f, h| {
+                f.samples
+                    .as_deref()
+                    .and_then(|s| s.get(i * f.window.horizon + h))
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            });
+            (format!("{label}-sample-{i}"), column)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

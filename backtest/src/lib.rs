@@ -7,12 +7,14 @@
 //! * [`metrics`]: forecast-quality metrics in f64 with fev's and utilsforecast's definitions, the naive and
 //!   seasonal-naive baselines, and their aggregation per series, per window and overall.
 //!
+//! * [`calibration`]: coverage against nominal levels and the PIT histogram of a sampled run's paths.
 //! * [`frame`]: a table's series ([`tables::Dataset`]) with their windows, and the per-window forecast table
 //!   (Nixtla's columns), for `totoc backtest` and the Python package alike.
 //!
 //! The crate reads no files: the `tables` crate turns tables into series on their calendar grid, and writes the
 //! reports.
 
+pub mod calibration;
 pub mod frame;
 pub mod metrics;
 pub mod run;

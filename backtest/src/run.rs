@@ -177,16 +177,32 @@ pub fn run<E>(
 where
     E: std::fmt::Display,
 {
+    let mut build = |i: usize, w: &Window| window_request(&series[i], w, spec, limits);
+    let ids: Vec<&str> = series.iter().map(|s| s.unique_id.as_str()).collect();
+    run_requests(&ids, plans, spec, &mut build, 0, forecast, done)
+}
+
+/// [`run`] with each window's request built by `build(series, window)` (a family that reads more than the scored
+/// series: its own columns and timestamps up to the cutoff) and variate `variate` of each answer scored.
+pub fn run_requests<E>(
+    ids: &[&str],
+    plans: &[Vec<Window>],
+    spec: &RunSpec,
+    build: &mut dyn FnMut(usize, &Window) -> Result<ForecastRequest, RunError>,
+    variate: usize,
+    forecast: &mut dyn FnMut(Vec<ForecastRequest>) -> Vec<Result<ForecastResponse, E>>,
+    done: &mut dyn FnMut(usize),
+) -> Result<RunOutput, RunError>
+where
+    E: std::fmt::Display,
+{
     let all: Vec<(usize, Window)> =
         plans.iter().enumerate().flat_map(|(i, p)| p.iter().map(move |w| (i, *w))).collect();
     let mut out =
         RunOutput { forecasts: Vec::with_capacity(all.len()), engine_calls: 0, engine_time: Duration::ZERO };
     for chunk in all.chunks(spec.chunk.max(1)) {
         // Requests are built per chunk, so at most one chunk's contexts are held at once.
-        let reqs = chunk
-            .iter()
-            .map(|(i, w)| window_request(&series[*i], w, spec, limits))
-            .collect::<Result<Vec<_>, _>>()?;
+        let reqs = chunk.iter().map(|(i, w)| build(*i, w)).collect::<Result<Vec<_>, _>>()?;
         let t = Instant::now();
         let results = forecast(reqs);
         out.engine_time += t.elapsed();
@@ -194,14 +210,14 @@ where
         assert_eq!(results.len(), chunk.len(), "one result per request");
         for ((i, w), r) in chunk.iter().zip(results) {
             let bad = |message: String| RunError::Request {
-                series: series[*i].unique_id.clone(),
+                series: ids[*i].to_string(),
                 window: w.index + 1,
                 cutoff: w.cutoff,
                 message,
                 refused: None,
             };
             let r = r.map_err(|e| bad(e.to_string()))?;
-            out.forecasts.push(window_forecast(*i, *w, &r, spec).map_err(bad)?);
+            out.forecasts.push(variate_forecast(*i, *w, &r, spec, variate).map_err(bad)?);
         }
         done(out.forecasts.len());
     }
@@ -215,9 +231,20 @@ pub fn window_forecast(
     r: &ForecastResponse,
     spec: &RunSpec,
 ) -> Result<WindowForecast, String> {
+    variate_forecast(series, window, r, spec, 0)
+}
+
+/// Variate `variate` of one response as the run keeps it (f64, flat).
+pub fn variate_forecast(
+    series: usize,
+    window: Window,
+    r: &ForecastResponse,
+    spec: &RunSpec,
+    variate: usize,
+) -> Result<WindowForecast, String> {
     let h = window.horizon;
     let flat = |v: &[Vec<f32>], what: &str| -> Result<Vec<f64>, String> {
-        match v.first() {
+        match v.get(variate) {
             Some(row) if row.len() == h => Ok(row.iter().map(|&x| x as f64).collect()),
             _ => Err(format!("the engine returned no {what} of {h} steps")),
         }

@@ -36,8 +36,10 @@ pub struct BarChart {
     pub bars: Vec<Bar>,
     /// Where a series has no time (the engine cannot run the workload): labelled `n/a` at the bottom.
     pub missing: Vec<Bar>,
-    /// The log-scale value axis.
+    /// The value axis: log-scale, or linear from 0 ([`histogram_chart`]).
     pub y: Axis,
+    /// Whether [`BarChart::y`] is a log scale.
+    pub log: bool,
     pub x: Axis,
 }
 
@@ -99,6 +101,7 @@ pub fn bench_chart(
         bars,
         missing,
         y,
+        log: true,
         x,
     })
 }
@@ -117,6 +120,59 @@ pub fn value_chart(
     c.y.desc = Some("value (log scale)".into());
     c.bars.iter_mut().for_each(|b| b.label = format!("{:.4}", b.value));
     Ok(c)
+}
+
+/// A grouped bar chart of fractions on a linear axis from 0 (`totoc backtest`'s PIT histogram per sampled
+/// engine): `values[s][g]` is series `s`'s fraction in group `g`, zero bars drawn flat, the calibrated
+/// level is for the caller to say in the subtitle.
+pub fn histogram_chart(
+    title: &str,
+    groups: &[&str],
+    values: &[(String, Vec<f64>)],
+    subtitle: String,
+) -> anyhow::Result<BarChart> {
+    if values.is_empty() || groups.is_empty() {
+        bail!("the histogram has no values to plot");
+    }
+    let width = 0.8 / values.len() as f64;
+    let mut bars = Vec::new();
+    for (s, (_, v)) in values.iter().enumerate() {
+        for (g, &value) in v.iter().enumerate().take(groups.len()) {
+            let left = g as f64 + 0.1 + s as f64 * width;
+            let value = if value.is_finite() { value.max(0.0) } else { 0.0 };
+            bars.push(Bar {
+                series: s,
+                group: g,
+                x: (left, left + width),
+                value,
+                label: format!("{value:.3}"),
+            });
+        }
+    }
+    let hi = bars.iter().map(|b| b.value).fold(0.0, f64::max).max(1e-3) * 1.2;
+    let y = Axis { range: (0.0, hi), ticks: ticks::value_ticks(0.0, hi, 6), desc: Some("fraction".into()) };
+    let x = Axis {
+        range: (0.0, groups.len() as f64),
+        ticks: groups
+            .iter()
+            .enumerate()
+            .map(|(g, w)| Tick { at: g as f64 + 0.5, label: w.to_string() })
+            .collect(),
+        desc: None,
+    };
+    Ok(BarChart {
+        size: ((groups.len() as u32 * 90 + 120).max(720), 480),
+        title: title.to_string(),
+        subtitle,
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        series: values.iter().map(|(name, _)| name.clone()).collect(),
+        reference: false,
+        bars,
+        missing: Vec::new(),
+        y,
+        log: false,
+        x,
+    })
 }
 
 /// `4713`, `28.4`, `0.52` (ms): three significant digits at most, no more decimals than that.
@@ -155,6 +211,16 @@ mod tests {
         assert_eq!(c.y.range.0, 1.0);
         assert!(c.y.ticks.iter().any(|t| t.label == "1000"));
         assert_eq!(c.x.label(1.5), "samples256_h64");
+    }
+
+    #[test]
+    fn a_histogram_is_linear_from_zero_and_keeps_empty_bins() {
+        let v = vec![("a".to_string(), vec![0.0, 0.5, 0.5]), ("b".to_string(), vec![0.25, 0.25, 0.5])];
+        let c = histogram_chart("h", &["0-1", "1-2", "2-3"], &v, String::new()).unwrap();
+        assert!(!c.log && c.y.range.0 == 0.0 && c.y.range.1 >= 0.5);
+        assert_eq!(c.bars.len(), 6);
+        assert_eq!((c.bars[0].value, c.bars[0].label.as_str()), (0.0, "0.000"));
+        assert!(histogram_chart("h", &["x"], &[], String::new()).is_err());
     }
 
     #[test]

@@ -462,7 +462,10 @@ impl Chart for BarChart {
             .margin(s.px(layout::PANEL_MARGIN))
             .x_label_area_size(s.px(30))
             .y_label_area_size(s.px(70))
-            .build_cartesian_2d(Keyed::linear(&self.x), Keyed::log(&self.y))?;
+            .build_cartesian_2d(
+                Keyed::linear(&self.x),
+                if self.log { Keyed::log(&self.y) } else { Keyed::linear(&self.y) },
+            )?;
         let x_label = |x: &f64| self.x.label(*x);
         let y_label = |y: &f64| self.y.label(*y);
         let mut mesh = chart.configure_mesh();

@@ -415,3 +415,329 @@ fn windows_of_series_without_timestamps_pool_by_their_index_from_the_end() {
     assert_eq!(naive, [("89".to_string(), 11.0), ("99".to_string(), 11.0), ("109".to_string(), 11.0)]);
     assert_eq!(cutoff_rows("totoc").len(), 3, "one cutoff row per window index for the engine too");
 }
+
+/// The mid-rank PIT of `y` among `paths` (docs/formats.md, "Backtest metrics"), written again here.
+fn pit(paths: &[f64], y: f64) -> f64 {
+    let below = paths.iter().filter(|&&x| x < y).count() as f64;
+    let equal = paths.iter().filter(|&&x| x == y).count() as f64;
+    (below + 0.5 * equal) / paths.len() as f64
+}
+
+/// The calibration figures of `label` recomputed from a `--write-samples` forecast table: (`path_coverage_L` for
+/// 50, 80, 90, 95, the ten `pit_A-B` fractions, points).
+fn calibration_of(
+    rows: &[BTreeMap<String, String>],
+    label: &str,
+    paths: usize,
+) -> (Vec<f64>, Vec<f64>, usize) {
+    let mut pits = Vec::new();
+    for r in rows.iter().filter(|r| !r["y"].is_empty()) {
+        let y: f64 = r["y"].parse().unwrap();
+        let xs: Vec<f64> = (0..paths).map(|i| r[&format!("{label}-sample-{i}")].parse().unwrap()).collect();
+        pits.push(pit(&xs, y));
+    }
+    let n = pits.len() as f64;
+    let coverage = [50.0, 80.0, 90.0, 95.0]
+        .iter()
+        .map(|l: &f64| {
+            let half = l / 100.0 / 2.0;
+            pits.iter().filter(|&&u| (0.5 - half..=0.5 + half).contains(&u)).count() as f64 / n
+        })
+        .collect();
+    let bins = (0..10)
+        .map(|k| pits.iter().filter(|&&u| ((u * 10.0).floor() as usize).min(9) == k).count() as f64 / n)
+        .collect();
+    (coverage, bins, pits.len())
+}
+
+/// A sampled engine's calibration section (coverage against nominal levels, PIT histogram): the report's figures
+/// (its metric rows and its text) equal a recomputation from the sample paths `--write-samples` writes into
+/// `--output`; the chart gains the PIT histogram image.
+#[test]
+fn the_calibration_of_a_sampled_engine_is_recomputed_from_its_written_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = crate::forecast::engine().to_str().unwrap();
+    let inp = input(dir.path(), &|_, _, y| y);
+    let (out, metrics, plot) =
+        (dir.path().join("cv.csv"), dir.path().join("m.csv"), dir.path().join("cv.svg"));
+    let stdout = backtest(&[
+        "--engine",
+        &format!("fp32={engine}"),
+        "--input",
+        inp.to_str().unwrap(),
+        "--horizon",
+        "4",
+        "--windows",
+        "6",
+        "--step",
+        "2",
+        "--samples",
+        "16",
+        "--output",
+        out.to_str().unwrap(),
+        "--write-samples",
+        "--metrics",
+        metrics.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let (header, rows) = table(&out);
+    // the paths come after every other column
+    assert_eq!(header[header.len() - 16..].first().map(String::as_str), Some("fp32-sample-0"));
+    assert_eq!(header.last().map(String::as_str), Some("fp32-sample-15"));
+    let (coverage, bins, points) = calibration_of(&rows, "fp32", 16);
+    assert_eq!(points, 2 * 6 * 4);
+    let (_, m) = table(&metrics);
+    let value = |metric: &str| -> f64 {
+        let r = m.iter().find(|r| r["model"] == "fp32" && r["metric"] == metric && r["scope"] == "overall");
+        r.unwrap_or_else(|| panic!("no {metric}"))["value"].parse().unwrap()
+    };
+    for (l, want) in [50, 80, 90, 95].iter().zip(&coverage) {
+        assert_eq!(value(&format!("path_coverage_{l}")), *want, "coverage {l}");
+        assert!(stdout.contains(&format!("{l}%: {want:.4} (nominal {:.2})", *l as f64 / 100.0)), "{stdout}");
+    }
+    let text: Vec<String> = bins.iter().map(|b| format!("{b:.4}")).collect();
+    for (k, want) in bins.iter().enumerate() {
+        assert_eq!(
+            value(&format!("pit_{:.1}-{:.1}", k as f64 / 10.0, (k + 1) as f64 / 10.0)),
+            *want,
+            "bin {k}"
+        );
+    }
+    assert!(stdout.contains(&format!("PIT histogram {}", text.join(" "))), "{stdout}");
+    assert_eq!(value("pit_points"), points as f64);
+    // the histogram is not degenerate: the figures compared above can differ
+    assert!(bins.iter().filter(|&&b| b > 0.0).count() >= 2, "{bins:?}");
+    // no calibration rows for the baselines, which have no paths
+    assert!(!m.iter().any(|r| r["model"] == "naive" && r["metric"].starts_with("pit_")));
+    let svg = fs::read_to_string(dir.path().join("cv-calibration.svg")).unwrap();
+    assert!(svg.contains("PIT histogram") && svg.contains("0.9–1.0"), "the histogram image");
+}
+
+/// One k10 Kronos engine (tests/fixtures/kronos/k10 exported with configs/kronos-tiny.yaml: window 128, up to 4
+/// paths) for the backtests of this module.
+fn kronos_engine() -> &'static Path {
+    static ENGINE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let dir = shared_fixture_dir();
+        let k10 = root().join("tests/fixtures/kronos/k10");
+        let (bundle, engine) = (dir.join("bundle"), dir.join("engine"));
+        totoc_ok(&[
+            "export",
+            "--checkpoint",
+            k10.join("predictor").to_str().unwrap(),
+            "--tokenizer",
+            k10.join("tokenizer").to_str().unwrap(),
+            "--config",
+            root().join("configs/kronos-tiny.yaml").to_str().unwrap(),
+            "--out",
+            bundle.to_str().unwrap(),
+        ]);
+        totoc_ok(&[
+            "build-engine",
+            "--artifacts",
+            bundle.to_str().unwrap(),
+            "--out",
+            engine.to_str().unwrap(),
+        ]);
+        engine
+    })
+}
+
+/// The last `rows` daily candles of backtesting.py 0.6.6's GOOG.csv (AGPL-3.0: read from the data venv's
+/// package, never copied here) as `ds,open,high,low,close,volume` lines, or `None` after a skip.
+fn goog_ohlcv(rows: usize) -> Option<Vec<String>> {
+    let text = crate::calendar::backtesting_data("GOOG.csv")?;
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(",Open,High,Low,Close,Volume"));
+    let all: Vec<String> = lines.map(str::to_string).collect();
+    Some(all[all.len() - rows..].to_vec())
+}
+
+fn write_ohlcv(path: &Path, lines: &[String]) {
+    fs::write(path, format!("ds,open,high,low,close,volume\n{}\n", lines.join("\n"))).unwrap();
+}
+
+/// Kronos and Toto 1.0 in one report on real daily candles: Toto reads `close` on its weekday grid, Kronos its
+/// own open/high/low/close/volume rows up to the same cutoffs, both scored on close. Greedy Kronos (`--samples 0`)
+/// gives what `totoc forecast` gives on the table cut at the cutoff (nothing after it is read); sampled, both engines get the calibration section recomputed from their paths, the header carries
+/// each manifest's hash and the sampler settings, with the top_p warning; `--top-k 1` reaches Kronos (its paths
+/// are then the greedy forecast); flags and columns no engine can use are errors.
+#[test]
+fn kronos_and_toto_in_one_report_on_real_daily_candles() {
+    let Some(lines) = goog_ohlcv(120) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("goog.csv");
+    write_ohlcv(&inp, &lines);
+    let (toto, kronos) = (crate::forecast::engine().to_str().unwrap(), kronos_engine().to_str().unwrap());
+    let (toto_arg, kronos_arg) = (format!("toto={toto}"), format!("kronos={kronos}"));
+    let run = |name: &str, extra: &[&str]| -> (String, Vec<BTreeMap<String, String>>, PathBuf) {
+        let (out, metrics) =
+            (dir.path().join(format!("{name}.csv")), dir.path().join(format!("{name}-m.csv")));
+        let mut args = vec![
+            "--engine",
+            &toto_arg,
+            "--engine",
+            &kronos_arg,
+            "--input",
+            inp.to_str().unwrap(),
+            "--target-columns",
+            "close",
+            "--horizon",
+            "5",
+            "--windows",
+            "3",
+            "--context",
+            "48",
+            "--output",
+            out.to_str().unwrap(),
+            "--metrics",
+            metrics.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let stdout = backtest(&args);
+        (stdout, table(&out).1, metrics)
+    };
+    // greedy
+    let (stdout, greedy, _) = run("greedy", &[]);
+    let rows = &greedy;
+    assert_eq!(rows.len(), 3 * 5);
+    // the grid's holiday is a step of every model (Kronos forecasts that timestamp too), with no actual
+    let holiday = rows.iter().find(|r| r["ds"] == "2013-02-18").unwrap();
+    assert!(holiday["y"].is_empty() && !holiday["kronos"].is_empty(), "{holiday:?}");
+    assert!(rows.iter().all(|r| !r["kronos"].is_empty() && !r["toto"].is_empty()), "{:?}", rows[0]);
+    let sha = |p: &str| exporter::fsutil::sha256_file(&Path::new(p).join("manifest.json")).unwrap();
+    assert!(stdout.contains(&format!("engine kronos: kronos, manifest sha256 {}", sha(kronos))), "{stdout}");
+    assert!(stdout.contains(&format!("engine toto: toto-1.0, manifest sha256 {}", sha(toto))), "{stdout}");
+    assert!(stdout.contains("greedy (top_k 1)") && !stdout.contains("warning"), "{stdout}");
+    // the first window (the most rows after its cutoff): `totoc forecast` on the rows at or before its cutoff (the
+    // last 48), the same steps
+    for cutoff in rows.iter().map(|r| r["cutoff"].clone()).take(1) {
+        let upto: Vec<String> = lines.iter().filter(|l| l[..10] <= *cutoff).cloned().collect();
+        let cut = dir.path().join("cut.csv");
+        write_ohlcv(&cut, &upto[upto.len() - 48..]);
+        let out = dir.path().join("f.json");
+        totoc_ok(&[
+            "forecast",
+            "--engine",
+            kronos,
+            "--input",
+            cut.to_str().unwrap(),
+            "--horizon",
+            "5",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&out).unwrap()).unwrap();
+        let v = if v.is_array() { v[0].clone() } else { v };
+        let close = 3; // open, high, low, close, volume: the table's columns in the family's order
+                       // the same f32 values (JSON writes f32's shortest decimal, the table its exact f64)
+        let want: Vec<f32> =
+            v["mean"][close].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let got: Vec<f32> = rows
+            .iter()
+            .filter(|r| r["cutoff"] == cutoff)
+            .map(|r| r["kronos"].parse::<f64>().unwrap() as f32)
+            .collect();
+        assert_eq!(got, want, "window at {cutoff}");
+    }
+
+    // sampled: calibration of both engines from their paths; the top_p warning
+    let (stdout, rows, metrics) = run("sampled", &["--samples", "4", "--write-samples"]);
+    let (_, m) = table(&metrics);
+    for label in ["toto", "kronos"] {
+        let (coverage, bins, points) = calibration_of(&rows, label, 4);
+        // 15 steps on the weekday grid, one of them Presidents' Day (no close: not scored)
+        assert_eq!(points, 14);
+        let value = |metric: &str| -> f64 {
+            m.iter().find(|r| r["model"] == label && r["metric"] == metric).unwrap()["value"].parse().unwrap()
+        };
+        assert_eq!(value("path_coverage_80"), coverage[1], "{label}");
+        assert_eq!(value("pit_0.9-1.0"), bins[9], "{label}");
+        assert!(m.iter().any(|r| r["model"] == label && r["metric"] == "crps_samples"), "{label}");
+    }
+    assert!(stdout.contains("kronos: 4 paths") && stdout.contains("toto: 4 paths"), "{stdout}");
+    assert!(stdout.contains("warning: kronos samples with top_p (the family's default) < 1"), "{stdout}");
+    assert!(
+        stdout.contains("4 paths, seed 0, temperature default, top_k default, top_p default"),
+        "{stdout}"
+    );
+
+    // --top-k 1 reaches Kronos: its paths are the greedy forecast (and no warning)
+    let (stdout, topk, _) = run("topk", &["--samples", "2", "--top-k", "1", "--write-samples"]);
+    for (a, b) in topk.iter().zip(&greedy) {
+        assert_eq!((&a["kronos-sample-0"], &a["kronos-sample-1"]), (&b["kronos"], &b["kronos"]));
+    }
+    assert!(stdout.contains("top_k 1") && !stdout.contains("warning"), "{stdout}");
+
+    // errors: a named-column engine without --target-columns; sampling flags no engine takes
+    let base = ["backtest", "--input", inp.to_str().unwrap(), "--horizon", "5", "--windows", "2"];
+    let e = totoc_err(&[&base[..], &["--engine", kronos]].concat());
+    assert!(e.contains("--target-columns"), "{e}");
+    let flags = ["--engine", toto, "--target-columns", "close", "--samples", "2", "--temperature", "0.5"];
+    let e = totoc_err(&[&base[..], &flags].concat());
+    assert!(e.contains("no engine of this backtest takes them"), "{e}");
+}
+
+/// Upstream Kronos as the reference of a Kronos engine's backtest (needs the reference venv): in eval mode the
+/// greedy engine's MAE equals upstream's on the same windows; in training mode (as upstream's loader leaves the
+/// modules) each metric's difference is reported with no verdict.
+#[test]
+fn upstream_kronos_in_eval_and_training_mode_is_the_reference_of_a_kronos_backtest() {
+    let Some(py) = reference_python() else { return };
+    let Some(lines) = goog_ohlcv(80) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("goog.csv");
+    write_ohlcv(&inp, &lines);
+    let k10 = root().join("tests/fixtures/kronos/k10");
+    let kronos = format!("kronos={}", kronos_engine().display());
+    let run = |mode: &str| -> (String, Vec<BTreeMap<String, String>>) {
+        let metrics = dir.path().join(format!("m-{mode}.csv"));
+        let stdout = backtest(&[
+            "--engine",
+            &kronos,
+            "--input",
+            inp.to_str().unwrap(),
+            "--target-columns",
+            "close",
+            "--horizon",
+            "5",
+            "--windows",
+            "2",
+            "--context",
+            "48",
+            "--reference-checkpoint",
+            k10.join("predictor").to_str().unwrap(),
+            "--reference-tokenizer",
+            k10.join("tokenizer").to_str().unwrap(),
+            "--reference-mode",
+            mode,
+            "--reference-windows",
+            "1",
+            "--reference-python",
+            &py,
+            "--threads",
+            "1",
+            "--metrics",
+            metrics.to_str().unwrap(),
+        ]);
+        (stdout, table(&metrics).1)
+    };
+    let value = |rows: &[BTreeMap<String, String>], model: &str, metric: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["model"] == model && r["metric"] == metric && r["scope"] == "overall")
+            .unwrap_or_else(|| panic!("no overall {metric} of {model}"))["value"]
+            .parse()
+            .unwrap()
+    };
+    let (stdout, rows) = run("eval");
+    assert!(stdout.contains("reference (kronos eager, eval mode"), "{stdout}");
+    assert!(value(&rows, "kronos", "tolerance_ratio_point") <= 1.0, "{stdout}");
+    assert!(stdout.contains("kronos's backtest MAE equals the reference's within 1e-4 relative"), "{stdout}");
+    let (stdout, rows) = run("train");
+    assert!(stdout.contains("reference (kronos eager, train mode"), "{stdout}");
+    assert!(stdout.contains("verdict: none against a training-mode reference"), "{stdout}");
+    // the differences are reported; training mode's live dropout moves the forecast
+    assert!(value(&rows, "kronos", "mae_minus_reference").is_finite());
+    assert!(value(&rows, "kronos", "max_abs_delta_point") > 0.0, "{stdout}");
+}

@@ -316,7 +316,7 @@ fn bad_calendar_flags_name_the_fix() {
 /// A sample data file of backtesting.py 0.6.6 (`backtesting/test/NAME`; AGPL-3.0, so read from the package the
 /// data venv installs, hash-pinned by `tests/data/requirements-nodeps.txt`, and never copied here), or `None` after
 /// a skip.
-fn backtesting_data(name: &str) -> Option<String> {
+pub(crate) fn backtesting_data(name: &str) -> Option<String> {
     let python = crate::venv::python(&crate::venv::DATA)?;
     // The package's folder without importing it (its dependencies are not installed).
     let out = std::process::Command::new(&python)

@@ -1,11 +1,13 @@
 //! `--plot FILE`: two images. FILE holds every model's overall metrics as grouped bars (one group per metric,
 //! one bar per engine, baseline and the reference; log scale, the metrics span decades); `FILE-forecasts.EXT`
 //! holds the first engine's forecasts at `--plot-cutoffs` cutoffs per series (spread evenly, the last included)
-//! over the history up to each cutoff, drawn by the same code as `totoc forecast --plot`.
+//! over the history up to each cutoff, drawn by the same code as `totoc forecast --plot`; with sampled engines,
+//! `FILE-calibration.EXT` holds their PIT histograms side by side (the report's calibration section).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use backtest::calibration::{Calibration, PIT_BINS};
 use backtest::metrics::{MetricRow, Scope};
 use backtest::windows::spread;
 use engines::request::{ForecastRequest, ForecastResponse, QuantileForecast, RequestId};
@@ -23,6 +25,7 @@ pub fn draw(
     bt: &Backtest,
     runs: &[EngineRun],
     rows: &[MetricRow],
+    calibrations: &[(String, Calibration)],
 ) -> anyhow::Result<()> {
     bars(path, bt, rows)?;
     let second = forecasts_path(path);
@@ -32,14 +35,55 @@ pub fn draw(
         path.display(),
         second.display()
     );
+    if !calibrations.is_empty() {
+        let third = suffixed(path, "calibration");
+        pit(&third, calibrations)?;
+        eprintln!("plotted the PIT histogram of every sampled engine into {}", third.display());
+    }
     Ok(())
+}
+
+/// The PIT histogram of every sampled engine, one bar per engine in each bin ([`backtest::calibration`]).
+fn pit(path: &Path, calibrations: &[(String, Calibration)]) -> anyhow::Result<()> {
+    let names: Vec<String> = (0..PIT_BINS)
+        .map(|k| format!("{:.1}–{:.1}", k as f64 / PIT_BINS as f64, (k + 1) as f64 / PIT_BINS as f64))
+        .collect();
+    let groups: Vec<&str> = names.iter().map(String::as_str).collect();
+    let values: Vec<(String, Vec<f64>)> = calibrations
+        .iter()
+        .map(|(label, c)| (label.clone(), (0..PIT_BINS).map(|k| c.pit_fraction(k)).collect()))
+        .collect();
+    let coverage: Vec<String> = calibrations
+        .iter()
+        .map(|(label, c)| {
+            let levels: Vec<String> = c.coverage.iter().map(|(l, v)| format!("{l}% {v:.2}")).collect();
+            format!("{label}: {}", levels.join(", "))
+        })
+        .collect();
+    let subtitle = format!(
+        "share of the points per PIT bin ({:.2} each if calibrated); coverage {}",
+        1.0 / PIT_BINS as f64,
+        coverage.join("; ")
+    );
+    let chart = plot::bars::histogram_chart(
+        "totoc backtest: calibration (PIT histogram of the sample paths)",
+        &groups,
+        &values,
+        subtitle,
+    )?;
+    plot::write(path, "--plot", &chart)
 }
 
 /// `cv.png` → `cv-forecasts.png`.
 pub fn forecasts_path(path: &Path) -> PathBuf {
+    suffixed(path, "forecasts")
+}
+
+/// `cv.png` → `cv-{what}.png`.
+fn suffixed(path: &Path, what: &str) -> PathBuf {
     let stem = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     let ext = path.extension().map_or_else(String::new, |e| e.to_string_lossy().into_owned());
-    path.with_file_name(format!("{stem}-forecasts.{ext}"))
+    path.with_file_name(format!("{stem}-{what}.{ext}"))
 }
 
 fn bars(path: &Path, bt: &Backtest, rows: &[MetricRow]) -> anyhow::Result<()> {

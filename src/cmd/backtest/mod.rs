@@ -5,6 +5,7 @@
 //! reference on all or some of the windows ([`reference`]). Writes the per-window forecasts and the metric rows
 //! ([`tables`]), prints the report ([`report`]) and draws it ([`chart`]).
 mod chart;
+mod columns;
 mod outputs;
 mod reference;
 mod report;
@@ -15,12 +16,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use backtest::metrics::MetricRow;
+use backtest::calibration::{self, Calibration};
+use backtest::metrics::{interval_levels, MetricRow};
 use backtest::run::{plan_all, RunOutput, RunSpec, WindowForecast};
 use backtest::score;
 use backtest::windows::{Window, WindowSpec};
 use engines::engine::{Engine, LoadOptions};
-use engines::request::Overrides;
+use engines::request::{Limits, Overrides};
 
 use crate::cli::BacktestArgs;
 use crate::cmd::bench_support::parse_engines;
@@ -37,6 +39,10 @@ pub(super) struct EngineRun {
     pub spec: RunSpec,
     pub out: RunOutput,
     pub seconds: f64,
+    /// sha256 of the engine's `manifest.json` (hex).
+    pub manifest_sha256: String,
+    /// The table as the engine's family reads it, when it reads its own columns ([`columns`]).
+    pub own: Option<columns::ColumnInput>,
 }
 
 pub(super) use backtest::frame::Backtest;
@@ -66,42 +72,17 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("loading engine {label} ({})", dir.display()))?;
         loaded.push((label.clone(), dir.clone(), e));
     }
-    let bt = read(&a, &input, in_format, &loaded[0].2)?;
+    check_flags(&a, &loaded)?;
+    let opts = read_options(&a)?;
+    let bt = read(&a, &input, in_format, &opts, &loaded)?;
     let context = context(&a, &loaded)?;
 
     let progress = Progress::new();
-    let total = bt.windows();
-    progress.set_total((total * loaded.len()) as u64);
+    progress.set_total((bt.windows() * loaded.len()) as u64);
+    let table = InputTable { place: &input, format: in_format, opts: &opts };
     let mut runs = Vec::new();
-    for (label, dir, engine) in loaded {
-        let spec = spec(&a, &engine, context);
-        // The size check of what this engine's run keeps (its quantiles and samples).
-        plan_all(&bt.series, &spec, &|_, _| None)?;
-        let limits = engine.info().request_limits();
-        let start = Instant::now();
-        let mut last = 0;
-        let out = backtest::run::run(
-            &bt.series,
-            &bt.plans,
-            &spec,
-            &limits,
-            &mut |reqs| engine.forecast(reqs),
-            &mut |done| {
-                progress.advance((done - last) as u64, &format!("{label}: window {done}/{total}"));
-                last = done;
-            },
-        )
-        .with_context(|| format!("engine {label}"))?;
-        let seconds = start.elapsed().as_secs_f64();
-        progress.note(&format!(
-            "engine {label}: {total} windows of {} series in {} engine calls, {seconds:.2} s: {:.1} windows/s \
-             (engine {:.2} s)",
-            bt.series.len(),
-            out.engine_calls,
-            total as f64 / seconds.max(1e-9),
-            out.engine_time.as_secs_f64()
-        ));
-        runs.push(EngineRun { label, dir, engine, spec, out, seconds });
+    for one in loaded {
+        runs.push(run_engine(&a, &table, &bt, context, &progress, one)?);
     }
     progress.finish();
 
@@ -125,9 +106,13 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     }
     let skills = report::skills(&rows, &runs, &baselines);
     rows.extend(skills.iter().cloned());
+    let calibrations = calibrations(&bt, &runs);
+    for (label, c) in &calibrations {
+        rows.extend(c.rows(label));
+    }
 
     if let (Some(path), Some(f)) = (&a.output, output) {
-        let table = outputs::forecasts(&bt, &runs, &baselines, reference.as_ref());
+        let table = outputs::forecasts(&bt, &runs, &baselines, reference.as_ref(), a.write_samples);
         outputs::write(path, f, &table)?;
         eprintln!("wrote {} forecast rows to {}", table.rows(), path.display());
     }
@@ -136,11 +121,86 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         outputs::write(path, f, &table)?;
         eprintln!("wrote {} metric rows to {}", table.rows(), path.display());
     }
+    print!("{}", report::engines(&a, &runs));
     print!("{}", report::text(&bt, &rows, reference.as_ref()));
+    print!("{}", report::calibration(&calibrations));
     if let Some(path) = &a.plot {
-        chart::draw(path, a.plot_cutoffs, &bt, &runs, &rows)?;
+        chart::draw(path, a.plot_cutoffs, &bt, &runs, &rows, &calibrations)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The input table, as the engines that read their own columns read it again.
+pub(super) struct InputTable<'a> {
+    pub place: &'a Place,
+    pub format: Format,
+    pub opts: &'a ReadOptions,
+}
+
+/// One engine's run over every planned window: its requests (the scored series', or its own columns cut at the
+/// same cutoffs), packed into its calls, with the progress and the summary line.
+fn run_engine(
+    a: &BacktestArgs,
+    table: &InputTable<'_>,
+    bt: &Backtest,
+    context: usize,
+    progress: &Progress,
+    (label, dir, engine): (String, PathBuf, Engine),
+) -> anyhow::Result<EngineRun> {
+    let total = bt.windows();
+    let spec = spec(a, &engine, context);
+    // The size check of what this engine's run keeps (its quantiles and samples).
+    plan_all(&bt.series, &spec, &|_, _| None)?;
+    let limits = engine.info().request_limits();
+    let manifest_sha256 = exporter::fsutil::sha256_file(&dir.join("manifest.json"))
+        .with_context(|| format!("hashing engine {label}'s manifest.json"))?;
+    // A family that reads named columns takes its own from the table, cut at the same cutoffs.
+    let own = match columns::reads_columns(&engine) {
+        true => Some(columns::read(a, table, &engine, &spec, bt, &label)?),
+        false => None,
+    };
+    let start = Instant::now();
+    let mut last = 0;
+    let ids: Vec<&str> = bt.series.iter().map(|s| s.unique_id.as_str()).collect();
+    let mut build = |s: usize, w: &Window| match &own {
+        Some(c) => c.request(bt, s, w, &spec),
+        None => backtest::run::window_request(&bt.series[s], w, &spec, &limits),
+    };
+    let out = backtest::run::run_requests(
+        &ids,
+        &bt.plans,
+        &spec,
+        &mut build,
+        own.as_ref().map_or(0, |c| c.variate),
+        &mut |reqs| engine.forecast(reqs),
+        &mut |done| {
+            progress.advance((done - last) as u64, &format!("{label}: window {done}/{total}"));
+            last = done;
+        },
+    )
+    .with_context(|| format!("engine {label}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    progress.note(&format!(
+        "engine {label}: {total} windows of {} series in {} engine calls, {seconds:.2} s: {:.1} windows/s \
+         (engine {:.2} s)",
+        bt.series.len(),
+        out.engine_calls,
+        total as f64 / seconds.max(1e-9),
+        out.engine_time.as_secs_f64()
+    ));
+    Ok(EngineRun { label, dir, engine, spec, out, seconds, manifest_sha256, own })
+}
+
+/// The calibration of every engine that kept sample paths, from its paths ([`backtest::calibration`]).
+fn calibrations(bt: &Backtest, runs: &[EngineRun]) -> Vec<(String, Calibration)> {
+    runs.iter()
+        .filter(|r| r.spec.keep_samples)
+        .filter_map(|r| {
+            let all: Vec<&WindowForecast> = r.out.forecasts.iter().collect();
+            let levels = calibration::intervals(&interval_levels(&r.spec.quantiles));
+            Some((r.label.clone(), calibration::calibrate(&bt.values, &all, r.spec.samples, &levels)?))
+        })
+        .collect()
 }
 
 fn out_format(p: &std::path::Path, flag: &str) -> anyhow::Result<Format> {
@@ -162,19 +222,34 @@ pub(super) fn evaluate(
         .with_context(|| format!("scoring {model}"))
 }
 
-/// Reads the input as `totoc forecast` does and plans every series' windows.
-fn read(a: &BacktestArgs, input: &Place, in_format: Format, first: &Engine) -> anyhow::Result<Backtest> {
-    let opts = ReadOptions {
+fn read_options(a: &BacktestArgs) -> anyhow::Result<ReadOptions> {
+    Ok(ReadOptions {
         id_column: a.id_column.clone(),
         timestamp_column: a.timestamp_column.clone(),
         target_columns: a.target_columns.clone(),
         timestamp_unit: epoch_unit(a.timestamp_unit),
         freq: a.freq.as_deref().map(parse_freq).transpose().map_err(anyhow::Error::msg)?,
         calendar: calendar_options(&a.calendar)?,
-    };
+    })
+}
+
+/// Reads the scored series as `totoc forecast` does, on their grid (with the limits of the first engine whose
+/// model reads unnamed variates; a plain grid when every engine reads named columns: those read their own
+/// columns, [`columns`]), and plans every series' windows.
+fn read(
+    a: &BacktestArgs,
+    input: &Place,
+    in_format: Format,
+    opts: &ReadOptions,
+    engines: &[(String, PathBuf, Engine)],
+) -> anyhow::Result<Backtest> {
+    let limits = engines
+        .iter()
+        .find(|(_, _, e)| !columns::reads_columns(e))
+        .map_or_else(Limits::default, |(_, _, e)| e.info().request_limits());
     // The horizon is the windows'; the reader only checks it is given.
     let overrides = Overrides { horizon: Some(a.horizon.max(1)), ..Overrides::default() };
-    let dataset = data::read(input, Some(in_format), &opts, &overrides, &first.info().request_limits())?;
+    let dataset = data::read(input, Some(in_format), opts, &overrides, &limits)?;
     if let Some(line) = dataset.calendar_line() {
         eprintln!("{line}");
     }
@@ -187,6 +262,26 @@ fn read(a: &BacktestArgs, input: &Place, in_format: Format, first: &Engine) -> a
         None => season::of_series(&bt.series, &bt.axes)?,
     };
     Ok(bt)
+}
+
+/// Flags that must reach some engine: sampling flags and parameters given where no engine's model takes them are
+/// an error (not silently ignored); an engine that reads named columns needs the scored one named.
+fn check_flags(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyhow::Result<()> {
+    if engines.iter().any(|(_, _, e)| columns::reads_columns(e)) {
+        columns::scored_name(a)?;
+    }
+    let shapes: Vec<_> = engines.iter().map(|(_, _, e)| e.info().request_limits().shape).collect();
+    let given = a.temperature.is_some() || a.top_k.is_some() || a.top_p.is_some();
+    if given && !shapes.iter().any(|s| s.sampling_controls) {
+        bail!(
+            "--temperature / --top-k / --top-p are sampling controls, and no engine of this backtest takes them \
+             (its models draw paths without them); remove them"
+        );
+    }
+    if !a.params.is_empty() && !shapes.iter().any(|s| !s.params.is_empty()) {
+        bail!("--param: no engine of this backtest takes model parameters; remove it");
+    }
+    Ok(())
 }
 
 /// Points each window's request holds: `--context`, else the smallest maximum context of the engines, so every

@@ -2,12 +2,13 @@
 //! * forecasts: one row per series, window and step: `unique_id`, the timestamp column (`ds` by default),
 //!   `cutoff`, `y`, then per engine its point column (named by its label) and its quantile columns named as
 //!   utilsforecast expects (`{label}-lo-{level}`, `{label}-hi-{level}`, `{label}-median`), then `naive`,
-//!   `seasonal_naive`, and `reference` (+ its quantile columns) where the reference ran (null elsewhere);
+//!   `seasonal_naive`, and `reference` (+ its quantile columns) where the reference ran (null elsewhere), then
+//!   with `--write-samples` each sampled engine's paths (`{label}-sample-{i}`);
 //! * metrics: the long rows of `backtest::metrics::evaluate` (`model, scope, unique_id, cutoff, metric, value`).
 
 use std::path::Path;
 
-use backtest::frame::{forecast_table, Model};
+use backtest::frame::{forecast_table, sample_columns, Model};
 use backtest::metrics::MetricRow;
 use backtest::run::WindowForecast;
 
@@ -23,6 +24,7 @@ pub fn forecasts(
     runs: &[EngineRun],
     baselines: &[(String, Vec<WindowForecast>); 2],
     reference: Option<&Reference>,
+    write_samples: bool,
 ) -> Table {
     let mut models: Vec<Model<'_>> = Vec::new();
     for r in runs {
@@ -42,7 +44,16 @@ pub fn forecasts(
             levels: &r.levels,
         });
     }
-    forecast_table(bt, &models)
+    let mut table = forecast_table(bt, &models);
+    if write_samples {
+        for r in runs.iter().filter(|r| r.spec.keep_samples) {
+            let forecasts: Vec<_> = r.out.forecasts.iter().map(Some).collect();
+            for (name, column) in sample_columns(bt, &r.label, &forecasts, r.spec.samples) {
+                table.push(name, column);
+            }
+        }
+    }
+    table
 }
 
 /// The metric table: one row per metric row.

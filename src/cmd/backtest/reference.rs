@@ -8,6 +8,11 @@
 //! Sampled forecasts (Toto 1.0 with `--samples N`) are not compared path by path (the reference draws its own
 //! random paths): both sides' sampled metrics are two estimates of the same distribution's metric, reported as
 //! their difference with no verdict.
+//!
+//! A model of two checkpoint directories (`--reference-tokenizer`) is referenced for the first engine of
+//! such a model, from that engine's own requests (its columns and timestamps up to each cutoff), scored on the
+//! backtest's column. `--reference-mode train` runs that reference as upstream's loader leaves it (training
+//! mode): each metric's difference is reported, with no verdict.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +24,7 @@ use backtest::windows::spread;
 use serde::Deserialize;
 
 use super::{Backtest, EngineRun};
-use crate::cli::BacktestArgs;
+use crate::cli::{BacktestArgs, ReferenceMode};
 
 /// The reference's model label in the tables.
 pub const LABEL: &str = "reference";
@@ -60,6 +65,8 @@ pub struct Comparison {
     /// levels both made.
     pub metrics: Vec<(String, f64, f64)>,
     pub engine_s_per_window: f64,
+    /// Whether the MAE comparison gives a verdict (not against a training-mode reference).
+    pub verdict: bool,
 }
 
 impl Comparison {
@@ -83,6 +90,8 @@ pub struct Reference {
     pub comparisons: Vec<Comparison>,
     pub family: String,
     pub versions: serde_json::Value,
+    /// `eval`, or `train` (`--reference-mode train`).
+    pub mode: &'static str,
 }
 
 impl Reference {
@@ -136,9 +145,10 @@ pub fn run(
     bt: &Backtest,
     runs: &[EngineRun],
 ) -> anyhow::Result<Reference> {
-    let family = runs[0].engine.info().model;
-    let base = &runs[0];
+    let base = reference_run(a, runs)?;
+    let family = base.engine.info().model;
     let caps = family.capabilities();
+    let train = a.reference_mode == ReferenceMode::Train;
     // The reference gets the first engine's requests: same context, samples, quantiles and seed.
     let spec = RunSpec { keep_samples: false, ..base.spec.clone() };
     let levels: Vec<f64> = match caps.quantile_knots {
@@ -163,8 +173,11 @@ pub fn run(
     let mut lines = String::new();
     for &i in &windows {
         let (s, w) = flat[i];
-        let req = window_request(&bt.series[s], &w, &spec, &limits)?;
-        lines.push_str(&serde_json::to_string(&req)?);
+        let line = match &base.own {
+            Some(own) => own_request_json(&own.request(bt, s, &w, &spec)?, a)?,
+            None => serde_json::to_string(&window_request(&bt.series[s], &w, &spec, &limits)?)?,
+        };
+        lines.push_str(&line);
         lines.push('\n');
     }
     let dir = tempfile::tempdir().context("creating a temporary directory for the reference")?;
@@ -178,11 +191,22 @@ pub fn run(
         checkpoint.display()
     );
     let scripts = crate::registry::backtest_reference_scripts(family);
-    let text = run_harness(&python, scripts, checkpoint, &requests, a.threads.unwrap_or(2))?;
+    let mut extra: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(t) = &a.reference_tokenizer {
+        extra.extend(["--tokenizer".into(), t.clone().into_os_string()]);
+        extra.extend(["--mode".into(), if train { "train" } else { "eval" }.into()]);
+    }
+    let text = run_harness(&python, scripts, checkpoint, &requests, a.threads.unwrap_or(2), &extra)?;
     let out: Output = serde_json::from_slice(&text).context("parsing the reference harness's JSON")?;
     if out.forecasts.len() != windows.len() {
         bail!("the reference returned {} forecasts for {} windows", out.forecasts.len(), windows.len());
     }
+    // A harness that returns no quantiles (upstream's predict returns the paths' mean only) is compared on its
+    // point forecasts.
+    let levels = match out.forecasts.iter().all(|f| f.quantiles.is_empty()) {
+        true => Vec::new(),
+        false => levels,
+    };
     let mut forecasts = Vec::with_capacity(windows.len());
     for (&i, f) in windows.iter().zip(out.forecasts) {
         let (s, w) = flat[i];
@@ -204,7 +228,9 @@ pub fn run(
 
     let mut comparisons = Vec::new();
     for r in runs.iter().filter(|r| r.engine.info().model == family) {
-        comparisons.push(compare(bt, r, &windows, &forecasts, &levels)?);
+        let mut c = compare(bt, r, &windows, &forecasts, &levels)?;
+        c.verdict = !train;
+        comparisons.push(c);
     }
     Ok(Reference {
         windows,
@@ -215,7 +241,40 @@ pub fn run(
         comparisons,
         family: family.as_str().to_string(),
         versions: out.versions,
+        mode: if train { "train" } else { "eval" },
     })
+}
+
+/// The engine whose family the reference runs: with `--reference-tokenizer`, the first engine of a model read
+/// from two checkpoint directories; else the first engine.
+fn reference_run<'a>(a: &BacktestArgs, runs: &'a [EngineRun]) -> anyhow::Result<&'a EngineRun> {
+    let two_dirs = |r: &&EngineRun| r.engine.info().model.capabilities().tokenizer_keys.is_some();
+    match &a.reference_tokenizer {
+        Some(_) => runs.iter().find(two_dirs).with_context(|| {
+            "--reference-tokenizer names a tokenizer, and no engine of this backtest has a model read with one; \
+             remove it, or add such an engine"
+                .to_string()
+        }),
+        None => match runs.first().filter(two_dirs) {
+            Some(r) => bail!(
+                "engine {}'s model has a tokenizer: give its directory as --reference-tokenizer (with the \
+                 predictor as --reference-checkpoint)",
+                r.label
+            ),
+            None => runs.first().context("no engine"),
+        },
+    }
+}
+
+/// One window's request of an engine that reads its own columns, as the reference harness reads it: the values as
+/// read (f64) as `target`, and `score_column`, the column the backtest scores.
+fn own_request_json(req: &engines::request::ForecastRequest, a: &BacktestArgs) -> anyhow::Result<String> {
+    let mut v = serde_json::to_value(req)?;
+    if let Some(t) = &req.target_f64 {
+        v["target"] = serde_json::to_value(t)?;
+    }
+    v["score_column"] = serde_json::Value::from(super::columns::scored_name(a)?);
+    Ok(serde_json::to_string(&v)?)
 }
 
 fn compare(
@@ -291,6 +350,7 @@ fn compare(
         max_abs_quantiles: max_q,
         metrics,
         engine_s_per_window: r.seconds / bt.windows().max(1) as f64,
+        verdict: true,
     })
 }
 
@@ -327,13 +387,14 @@ fn python(a: &BacktestArgs) -> anyhow::Result<PathBuf> {
 
 /// Runs a family's reference harness: `scripts` (name, text) are written to a temporary directory (the first
 /// is the entry point, the others its imports) and run as `python MAIN --checkpoint DIR --requests FILE
-/// --threads N`; returns its stdout (one JSON object). Its stderr goes to ours (progress).
+/// --threads N EXTRA...`; returns its stdout (one JSON object). Its stderr goes to ours (progress).
 pub fn run_harness(
     python: &Path,
     scripts: &[(&str, &str)],
     checkpoint: &Path,
     requests: &Path,
     threads: usize,
+    extra: &[std::ffi::OsString],
 ) -> anyhow::Result<Vec<u8>> {
     let Some((first, _)) = scripts.first() else {
         bail!("this model family has no eager reference harness: run the backtest without --reference-checkpoint")
@@ -351,6 +412,7 @@ pub fn run_harness(
         .arg(requests)
         .arg("--threads")
         .arg(threads.to_string())
+        .args(extra)
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", python.display()))?;

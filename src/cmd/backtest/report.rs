@@ -1,15 +1,18 @@
 //! The report on stdout: every model's overall metrics side by side, fev's relative skill against the
 //! seasonal-naive baseline, and, with a reference, "does this engine change my backtest?" in numbers and words,
-//! with the time per window of both.
+//! with the time per window of both; then each sampled engine's calibration (coverage of the paths' central
+//! intervals against their nominal levels, and the PIT histogram).
 
 use std::fmt::Write;
 
+use backtest::calibration::{Calibration, PIT_BINS};
 use backtest::metrics::{relative_skill, Metric, MetricRow, Scope};
 use backtest::run::WindowForecast;
 use backtest::score::SEASONAL_NAIVE;
 
 use super::reference::{Reference, MAE_RTOL};
 use super::{Backtest, EngineRun};
+use crate::cli::BacktestArgs;
 
 /// The metrics fev's relative skill is reported for.
 const SKILL_METRICS: [&str; 2] = ["mase", "wql"];
@@ -41,6 +44,56 @@ pub fn skills(
         }
     }
     out
+}
+
+/// The report's header: per engine its model, the sha256 of its manifest and its sampler settings (the flags
+/// that reach it; a setting not given is its family's default), and a warning where a sampled engine truncates
+/// its sampling distribution (`top_p` < 1 narrows every path, so the cones and the calibration with them).
+pub fn engines(a: &BacktestArgs, runs: &[EngineRun]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let shape = r.engine.info().request_limits().shape;
+        let model = r.engine.info().model.as_str();
+        let mut sampler = match r.spec.samples {
+            0 => "deterministic (--samples 0)".to_string(),
+            n => format!("{n} paths, seed {}", r.spec.seed),
+        };
+        if shape.sampling_controls {
+            let given = |v: Option<String>| v.unwrap_or_else(|| "default".into());
+            if r.spec.samples == 0 {
+                sampler.push_str(", greedy (top_k 1)");
+            } else {
+                let _ = write!(
+                    sampler,
+                    ", temperature {}, top_k {}, top_p {}",
+                    given(a.temperature.map(|v| v.to_string())),
+                    given(a.top_k.map(|v| v.to_string())),
+                    given(a.top_p.map(|v| v.to_string()))
+                );
+            }
+        }
+        if !shape.params.is_empty() {
+            let params: Vec<String> = a.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = write!(
+                sampler,
+                ", params {}",
+                if params.is_empty() { "default".to_string() } else { params.join(" ") }
+            );
+        }
+        let _ = writeln!(s, "engine {}: {model}, manifest sha256 {}, {sampler}", r.label, r.manifest_sha256);
+        let top_k_on = a.top_k.is_some_and(|k| k > 0);
+        if shape.sampling_controls && r.spec.samples > 0 && !top_k_on && a.top_p.is_none_or(|p| p < 1.0) {
+            let _ = writeln!(
+                s,
+                "  warning: {} samples with top_p {} < 1: every path leaves out the unlikeliest tokens, so the \
+                 paths are narrower than the model's distribution (cones, coverage and CRPS with them); --top-p 1 \
+                 samples the whole distribution",
+                r.label,
+                a.top_p.map_or_else(|| "(the family's default)".to_string(), |p| p.to_string())
+            );
+        }
+    }
+    s
 }
 
 /// The report's text.
@@ -88,8 +141,9 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
     if let Some(r) = reference {
         let _ = writeln!(
             s,
-            "reference ({} eager, one window at a time; {}): {} windows, {:.4} s per window",
+            "reference ({} eager, {} mode, one window at a time; {}): {} windows, {:.4} s per window",
             r.family,
+            r.mode,
             r.versions,
             r.forecasts.len(),
             r.s_per_window()
@@ -124,6 +178,14 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                 let _ = writeln!(s, "  {m}: {e:.6} vs {rv:.6} (Δ {:+.3e}, {:+.3e} relative)", e - rv, rel);
             }
             match (c.mae(), c.mae_equal().filter(|_| c.deterministic)) {
+                (Some(_), _) if !c.verdict => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: none against a training-mode reference (it runs as the upstream loader leaves \
+                         it, not as the engine computes; the differences above are what the engine changes against \
+                         backtests run that way)"
+                    );
+                }
                 (Some(_), None) => {
                     let _ = writeln!(
                         s,
@@ -149,6 +211,46 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                 }
                 _ => {}
             }
+        }
+    }
+    s
+}
+
+/// The calibration section: per sampled engine, the coverage of its paths' central intervals against their nominal
+/// levels and its PIT histogram (the figures of its `path_coverage_L` and `pit_A-B` metric rows, to 4 decimals).
+pub fn calibration(calibrations: &[(String, Calibration)]) -> String {
+    let mut s = String::new();
+    if calibrations.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "calibration, from the sample paths (PIT: the share of paths below the actual, ties counted half; \
+         calibrated: coverage = nominal, every PIT bin {:.4}):",
+        1.0 / PIT_BINS as f64
+    );
+    for (label, c) in calibrations {
+        let _ = writeln!(s, "{label}: {} paths, {} points", c.paths, c.points);
+        let _ = write!(s, "  coverage");
+        for (level, v) in &c.coverage {
+            let _ = write!(s, "  {level}%: {v:.4} (nominal {:.2})", f64::from(*level) / 100.0);
+        }
+        s.push('\n');
+        let _ = write!(s, "  PIT histogram");
+        for k in 0..PIT_BINS {
+            let _ = write!(s, " {:.4}", c.pit_fraction(k));
+        }
+        s.push('\n');
+        let (low, high) = (c.pit_fraction(0), c.pit_fraction(PIT_BINS - 1));
+        let edge = 2.0 / PIT_BINS as f64;
+        if low + high > 2.0 * edge {
+            let _ = writeln!(
+                s,
+                "  the outer PIT bins hold {:.4} of the points ({edge:.4} if calibrated; lowest {low:.4}, highest \
+                 {high:.4}): the actuals fall outside the paths too often: the cones are too narrow, or off-centre \
+                 where one side dominates",
+                low + high
+            );
         }
     }
     s
