@@ -21,12 +21,13 @@
 #     unless --base-checkpoint is given;
 #  4. builds, for each target and precision, an engine with CUDA graphs off and one with them on (TensorRT: one
 #     shared engine per graph kind without CUDA graphs, one engine per bucket with them), verifies the tiny ones
-#     against toto-ts (`totoc verify`) and benchmarks the base ones (`totoc bench`);
+#     against toto-ts (`totoc verify`) and benchmarks the base ones (`totoc bench`); a failed build, bench or
+#     forecast is recorded and the run goes on (the table names the failures; the script then exits non-zero);
 #  5. Toto 2.0: exports the 4m trained here (tests/fixtures/trained/toto2-4m, configs/trained-toto2-4m.yaml's
-#     profile with bench's horizon, with its golden toto-2 cases), builds each target and precision (CUDA graphs off), verifies and benchmarks it; a
-#     target the 2.0 family does not build is recorded as skipped with the reason `build-engine` gives; a 2.0
-#     TensorRT build (from the bundle's shared graphs; never run on a GPU before) that fails is recorded as
-#     "build failed" and the run goes on to the table, then exits non-zero;
+#     profile with bench's horizon, with its golden toto-2 cases), builds each target and precision (CUDA graphs off
+#     and on), verifies and benchmarks it; a target the 2.0 family does not build is recorded as skipped with the
+#     reason `build-engine` gives; a 2.0 TensorRT or CUDA-graph build (never run on a GPU before) that fails is recorded as "build failed" and the
+#     run goes on to the table, then exits non-zero;
 #  6. prints one table: latency per forecast and per decode step, CUDA graph replay on/off, fp16 error vs fp32.
 #
 # --dry-run exercises the argument handling and every CPU step (export, the CPU fp32 and fp16-emulation engines,
@@ -184,7 +185,9 @@ series = [[1000 + 50 * math.sin(2 * math.pi * t / 48) + 7 * math.sin(t * 1.7) fo
 json.dump({"target": series, "horizon": 64}, open(sys.argv[1], "w"))
 PY
 
-# build_one TARGET PRECISION GRAPH(on|off) -> engine label; records verify, bench and forecast results
+# build_one TARGET PRECISION GRAPH(on|off) -> engine label; records verify, bench and forecast results. A failed
+# build, bench or forecast is recorded (and its stderr kept in build-*.txt) and the run goes on to the next engine:
+# on a lent GPU every later row is worth having.
 build_one() {
   local target=$1 precision=$2 graph=$3
   local label="$target-$precision-graph-$graph"
@@ -193,16 +196,25 @@ build_one() {
   # TensorRT captures one CUDA graph per engine: with graphs on, one engine per bucket
   [ "$target" = tensorrt ] && [ "$graph" = on ] && flags+=(--graphs per-bucket)
   say "engine $label"
-  "$totoc" build-engine --artifacts "$tiny_bundle" --out "$work/engines/tiny-$label" "${flags[@]}"
-  local verify_ok=pass
-  "$totoc" verify --engine "$work/engines/tiny-$label" >"$work/verify-$label.txt" || verify_ok=FAIL
-  "$totoc" build-engine --artifacts "$bench_bundle" --out "$work/engines/bench-$label" "${flags[@]}"
-  "$totoc" bench --engine "$label=$work/engines/bench-$label" --runs "$runs" --context "$bench_context" --no-rss \
-    --json "$work/bench-$label.json" >"$work/bench-$label.txt"
-  "$totoc" forecast --engine "$work/engines/bench-$label" --input "$request" --output "$work/forecast-$label.json" \
-   
-  printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "%s", "verify": "%s"}\n' \
-    "$label" "$target" "$precision" "$graph" "$verify_ok" >>"$results"
+  local verify_ok=pass bench_ok=ok
+  if ! "$totoc" build-engine --artifacts "$tiny_bundle" --out "$work/engines/tiny-$label" "${flags[@]}" \
+    2> >(tee "$work/build-$label.txt" >&2); then
+    verify_ok="build failed"
+  elif ! "$totoc" verify --engine "$work/engines/tiny-$label" >"$work/verify-$label.txt"; then
+    verify_ok=FAIL
+  fi
+  say "$label: verify $verify_ok"
+  if ! { "$totoc" build-engine --artifacts "$bench_bundle" --out "$work/engines/bench-$label" "${flags[@]}" \
+    2> >(tee "$work/build-bench-$label.txt" >&2) &&
+    "$totoc" bench --engine "$label=$work/engines/bench-$label" --runs "$runs" --context "$bench_context" --no-rss \
+      --json "$work/bench-$label.json" >"$work/bench-$label.txt" &&
+    "$totoc" forecast --engine "$work/engines/bench-$label" --input "$request" \
+      --output "$work/forecast-$label.json"; }; then
+    bench_ok=failed
+    say "$label: the bench engine's build, bench or forecast failed (build-bench-$label.txt, bench-$label.txt)"
+  fi
+  printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "%s", "verify": "%s", "bench": "%s"}\n' \
+    "$label" "$target" "$precision" "$graph" "$verify_ok" "$bench_ok" >>"$results"
 }
 
 mkdir -p "$work/engines"
@@ -232,37 +244,50 @@ import json, math, sys
 series = [[1000 + 50 * math.sin(2 * math.pi * t / 48) + 7 * math.sin(t * 1.7) for t in range(512)]]
 json.dump({"target": series, "horizon": 128}, open(sys.argv[1], "w"))
 PY
-# build_toto2 TARGET PRECISION: verify against toto-2, bench, forecast; a target the family refuses is "skipped"
+# build_toto2 TARGET PRECISION GRAPH(on|off): verify against toto-2, bench, forecast; a target the family refuses
+# is "skipped"
 build_toto2() {
-  local target=$1 precision=$2
-  local label="toto2-$target-$precision-graph-off" engine="$work/engines/toto2-$target-$precision"
+  local target=$1 precision=$2 graph=$3
+  local label="toto2-$target-$precision-graph-$graph" engine="$work/engines/toto2-$target-$precision-graph-$graph"
+  local flags=(--target "$target" --precision "$precision" --force)
+  [ "$graph" = on ] && flags+=(--cuda-graph)
+  # TensorRT captures one CUDA graph per engine: with graphs on, one engine per bucket
+  [ "$target" = tensorrt ] && [ "$graph" = on ] && flags+=(--graphs per-bucket)
   say "engine $label"
-  if ! "$totoc" build-engine --artifacts "$t2_bundle" --out "$engine" --target "$target" --precision "$precision" \
-    --force 2>"$work/build-$label.txt"; then
+  if ! "$totoc" build-engine --artifacts "$t2_bundle" --out "$engine" "${flags[@]}" 2>"$work/build-$label.txt"; then
     if grep -q "not built for Toto 2.0" "$work/build-$label.txt"; then
       say "$label skipped: $(head -n 1 "$work/build-$label.txt")"
-      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "skipped", "model": "toto-2.0"}\n' \
-        "$label" "$target" "$precision" >>"$results"
+      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "%s", "verify": "skipped", "model": "toto-2.0"}\n' \
+        "$label" "$target" "$precision" "$graph" >>"$results"
       return
     fi
     cat "$work/build-$label.txt" >&2
-    if [[ $target == tensorrt ]]; then
-      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "build failed", "model": "toto-2.0"}\n' \
-        "$label" "$target" "$precision" >>"$results"
+    # never run on a GPU before this: a failed TensorRT or CUDA-graph build is recorded and the run goes on
+    if [[ $target == tensorrt || $graph == on ]]; then
+      printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "%s", "verify": "build failed", "model": "toto-2.0"}\n' \
+        "$label" "$target" "$precision" "$graph" >>"$results"
       return
     fi
     exit 1
   fi
-  local verify_ok=pass
+  local verify_ok=pass bench_ok=ok
   "$totoc" verify --engine "$engine" >"$work/verify-$label.txt" || verify_ok=FAIL
-  "$totoc" bench --engine "$label=$engine" --runs "$runs" --context 512 --no-rss --throughput-series "$t2_series" \
-    --json "$work/bench-$label.json" >"$work/bench-$label.txt"
-  "$totoc" forecast --engine "$engine" --input "$t2_request" --output "$work/forecast-$label.json"
-  printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "off", "verify": "%s", "model": "toto-2.0"}\n' \
-    "$label" "$target" "$precision" "$verify_ok" >>"$results"
+  say "$label: verify $verify_ok"
+  if ! { "$totoc" bench --engine "$label=$engine" --runs "$runs" --context 512 --no-rss \
+    --throughput-series "$t2_series" --json "$work/bench-$label.json" >"$work/bench-$label.txt" &&
+    "$totoc" forecast --engine "$engine" --input "$t2_request" --output "$work/forecast-$label.json"; }; then
+    bench_ok=failed
+    say "$label: bench or forecast failed (bench-$label.txt)"
+  fi
+  printf '{"label": "%s", "target": "%s", "precision": "%s", "graph": "%s", "verify": "%s", "bench": "%s", "model": "toto-2.0"}\n' \
+    "$label" "$target" "$precision" "$graph" "$verify_ok" "$bench_ok" >>"$results"
 }
 for t in "${target_list[@]}"; do
-  for p in "${precision_list[@]}"; do build_toto2 "$t" "$p"; done
+  graphs=(off on)
+  [ "$t" = cpu ] && graphs=(off)
+  for p in "${precision_list[@]}"; do
+    for g in "${graphs[@]}"; do build_toto2 "$t" "$p" "$g"; done
+  done
 done
 
 # ---------------------------------------------------------------------------------------------- 6. table
@@ -280,7 +305,10 @@ def forecast(label):
     return doc["mean"] if "mean" in doc else doc["median"]
 
 def bench(label):
-    doc = json.load(open(os.path.join(work, f"bench-{label}.json")))
+    path = os.path.join(work, f"bench-{label}.json")
+    if not os.path.exists(path):
+        return None, None
+    doc = json.load(open(path))
     eng = doc["engines"][0]
     if "workloads" in doc:
         per_call = {name: w["median_ms"].get(label) for name, w in doc["workloads"].items()}
@@ -306,12 +334,16 @@ for r in rows:
               f"build-{r['label']}.txt | | | | |")
         continue
     eng, calls = bench(r["label"])
+    if eng is None or r.get("bench") == "failed":
+        print(f"| {model} | {r['target']} | {r['precision']} | {r['graph']} | {r['verify']} | bench or forecast "
+              f"failed: build-bench-{r['label']}.txt, bench-{r['label']}.txt | | | |")
+        continue
     shown = ", ".join(f"{k} {v:.1f}" for k, v in calls.items() if v is not None) or "n/a"
     err = ""
     if r["precision"] == "fp16":
         ref = next((x for x in rows if x["target"] == r["target"] and x["precision"] == "fp32"
                     and x["graph"] == r["graph"] and x.get("model", "toto-1.0") == model
-                    and x["verify"] not in ("skipped", "build failed")), None)
+                    and x["verify"] not in ("skipped", "build failed") and x.get("bench") != "failed"), None)
         if ref:
             a, b = forecast(r["label"]), forecast(ref["label"])
             err = "%.1e" % max(abs(x - y) / max(sigma[v], 1e-12)
@@ -321,7 +353,7 @@ for r in rows:
           f" {fmt(eng.get('decode_step_ms'))} | {fmt(eng.get('prefill_ms'))} | {err} |")
 if dry:
     print("\n(dry run: the CPU stands in for the GPU targets, fp16 as its emulation; the GPU paths did not run)")
-if any(r["verify"] not in ("pass", "skipped") for r in rows):
+if any(r["verify"] not in ("pass", "skipped") or r.get("bench") == "failed" for r in rows):
     sys.exit("gpu-smoke: an engine failed to build or failed `totoc verify` (see build-*.txt and verify-*.txt "
              "in " + work + ")")
 PY

@@ -75,6 +75,12 @@ for bad in "--runs 0" "--runs x" "--targets cpu" "--precisions fp8" "--profile f
   # shellcheck disable=SC2086 # each case is several words on purpose
   if scripts/gpu-smoke.sh --dry-run $bad >/dev/null 2>&1; then echo "gpu-smoke accepted '$bad'" >&2; exit 1; fi
 done
+# the GPU run's packing for a lent machine: its argument checks (the pack itself downloads 255 MB), the fatbin pruning
+for bad in "" "--out" "--out . --part-mib 0" "--out . --totoc /nonexistent" "--out . --nope"; do
+  # shellcheck disable=SC2086 # each case is several words on purpose
+  if scripts/gpu-pack.sh $bad >/dev/null 2>&1; then echo "gpu-pack accepted '$bad'" >&2; exit 1; fi
+done
+python3 tests/scripts/test_gpu_prune_fatbin.py
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
@@ -158,9 +164,16 @@ else
   tests/reference/regen_toto2_fixtures.sh --check
   echo "== live reference check (Kronos): regenerate fixtures with kronos-finance (eval mode) and compare"
   tests/reference/regen_kronos_fixtures.sh --check
-  echo "== training corpus: rebuild it from the pip packages' data sets and compare (tests/training/build_corpus.py)"
+  echo "== training corpora: rebuild them from the pip packages' data sets and compare (tests/training/build_corpus.py, build_kronos_corpus.py)"
   train_data_python=$(tests/training/setup_data_venv.sh | tail -n 1)
   "$train_data_python" tests/training/build_corpus.py --check tests/fixtures/trained
+  "$train_data_python" tests/training/build_kronos_corpus.py --check tests/fixtures/trained
+  echo "== trained Kronos: regenerate its golden cases with kronos-finance (eval mode) and compare"
+  kronos_corpus=$(mktemp -d)
+  "$train_data_python" tests/training/build_kronos_corpus.py "$kronos_corpus" >/dev/null
+  "$reference_python" tests/training/make_kronos_golden.py --check --checkpoint tests/fixtures/trained/kronos-1m \
+    --corpus "$kronos_corpus" --out tests/fixtures/trained/kronos-1m-cases || { rm -rf "$kronos_corpus"; exit 1; }
+  rm -rf "$kronos_corpus"
   echo "== trained checkpoints: re-run the first training steps with toto-ts / toto-2 and compare the losses"
   "$reference_python" tests/training/train_toto1.py --verify-training tests/fixtures/trained/toto1-small
   "$reference_python" tests/training/train_toto2.py --verify-training tests/fixtures/trained/toto2-4m

@@ -327,6 +327,18 @@ pub enum FormatArg {
     Parquet,
 }
 
+/// Layouts of forecast tables (`forecast --layout`; docs/formats.md, "Forecast tables").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// Wide for a model whose inputs are named columns (one row per series and step, a point column per input
+    /// column), long otherwise.
+    Auto,
+    /// One row per series, variate and step, one point column (`mean` / `median`).
+    Long,
+    /// One row per series and step, the point forecast under each target column's name.
+    Wide,
+}
+
 /// Units of integer epoch timestamps.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum TimestampUnitArg {
@@ -439,6 +451,10 @@ pub struct ForecastArgs {
     /// Also write every sample path (JSON `samples`; `sample_0`, `sample_1`, ... columns in tables).
     #[arg(long)]
     pub write_samples: bool,
+    /// Layout of CSV / Parquet forecast tables (auto: wide for a model whose inputs are named columns, long
+    /// otherwise).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub layout: LayoutArg,
     /// CPU threads (default: the engine's setting, else physical cores).
     #[arg(long)]
     pub threads: Option<usize>,

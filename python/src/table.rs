@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use tables::calendar::{CalendarMode, CalendarOptions};
 use tables::error::DataError;
 use tables::timestamps::{parse_freq, EpochUnit};
+use tables::write::Layout;
 use tables::ReadOptions;
 
 use crate::arrow::ArrowTable;
@@ -91,6 +92,28 @@ pub struct Asked {
     pub seed: Option<u64>,
     pub strict_context: bool,
     pub write_samples: bool,
+    /// `"long"`, `"wide"`, or `None`: the family's default ([`tables::write::Layout::for_family`]).
+    pub layout: Option<String>,
+    /// The sampling controls and family parameters of a family that takes them (`None` / empty: the requests'
+    /// defaults); a family that does not refuses each by name.
+    pub sampling: crate::fields::Extra,
+}
+
+impl Asked {
+    /// The table layout asked for, checked before any work.
+    fn layout(&self, columns: Option<&[exporter::registry::family::InputColumn]>) -> PyResult<Layout> {
+        match self.layout.as_deref() {
+            None => Ok(Layout::for_family(columns, false)),
+            Some("long") => Ok(Layout::Long),
+            Some("wide") => Ok(Layout::Wide {
+                columns: columns.unwrap_or_default().iter().map(|c| c.name.to_string()).collect(),
+            }),
+            Some(other) => Err(invalid(format!(
+                "layout={other:?} is not a table layout; give \"long\" (a row per series, column and step), \
+                 \"wide\" (a row per series and step) or None (the model's default)"
+            ))),
+        }
+    }
 }
 
 /// The forecast table and the lines `totoc forecast` prints on stderr (calendar, truncation and interpolation
@@ -146,6 +169,7 @@ pub fn predict(
 ) -> PyResult<TableResult> {
     let engine = engine.engine()?;
     let opts = args.read_options()?;
+    let layout = asked.layout(engine.info().model.capabilities().columns)?;
     let (schema, batches) = crate::arrow::import(df, SOURCE)?;
     let overrides = Overrides {
         horizon: Some(asked.horizon),
@@ -153,7 +177,10 @@ pub fn predict(
         quantiles: asked.quantiles.clone(),
         seed: asked.seed,
         strict_context: asked.strict_context.then_some(true),
-        ..Overrides::default()
+        temperature: asked.sampling.temperature,
+        top_k: asked.sampling.top_k,
+        top_p: asked.sampling.top_p,
+        params: asked.sampling.params.clone().unwrap_or_default(),
     };
     let write_samples = asked.write_samples;
     let interrupt = Interrupt::new();
@@ -176,8 +203,9 @@ pub fn predict(
         }
         notes.extend(tables::run::interpolation_note(&engine, &responses).map(str::to_string));
         let point = engine.info().model.point_forecast();
-        let batch = tables::write::record_batch(&dataset, &responses, point).map_err(data_err)?;
-        let batch = with_truncation(batch, &responses).map_err(|e| (Kind::Other, e))?;
+        let batch = tables::write::record_batch(&dataset, &responses, point, &layout).map_err(data_err)?;
+        let wide = matches!(layout, Layout::Wide { .. });
+        let batch = with_truncation(batch, &responses, wide).map_err(|e| (Kind::Other, e))?;
         Ok((batch, calendar, notes))
     });
     // The input's buffers are released here, with the GIL (a producer may hold Python objects).
@@ -190,12 +218,20 @@ pub fn predict(
 }
 
 /// `batch` with a last column `context_truncated`: per row, whether its series had more points than the engine's
-/// context (only the most recent were used). A table has `variates × horizon` rows per series, in order.
-fn with_truncation(batch: RecordBatch, responses: &[ForecastResponse]) -> Result<RecordBatch, String> {
+/// context (only the most recent were used). A table has `variates × horizon` rows per series (`wide`: `horizon`),
+/// in order.
+fn with_truncation(
+    batch: RecordBatch,
+    responses: &[ForecastResponse],
+    wide: bool,
+) -> Result<RecordBatch, String> {
     let flags: BooleanArray = responses
         .iter()
         .flat_map(|r| {
-            let rows = r.point().iter().map(Vec::len).sum::<usize>();
+            let rows = match wide {
+                true => r.point().first().map_or(0, Vec::len),
+                false => r.point().iter().map(Vec::len).sum::<usize>(),
+            };
             std::iter::repeat_n(Some(r.context_truncated.is_some()), rows)
         })
         .collect();
@@ -219,7 +255,8 @@ fn with_truncation(batch: RecordBatch, responses: &[ForecastResponse]) -> Result
 #[pyfunction]
 #[pyo3(signature = (engine, df, horizon, *, quantiles=None, samples=None, seed=None, id_column=None,
     timestamp_column=None, target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(),
-    timezone=None, holidays=None, strict_context=false, write_samples=false))]
+    timezone=None, holidays=None, strict_context=false, write_samples=false, layout=None, temperature=None,
+    top_k=None, top_p=None, params=None))]
 #[allow(clippy::too_many_arguments)]
 fn predict_table(
     py: Python<'_>,
@@ -239,6 +276,11 @@ fn predict_table(
     holidays: Option<PathBuf>,
     strict_context: bool,
     write_samples: bool,
+    layout: Option<String>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    params: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<TableResult> {
     guard(|| {
         let as_usize = |v: u64, name: &str| {
@@ -254,6 +296,14 @@ fn predict_table(
             seed: seed.filter(|s| !s.is_none()).map(|s| input::count(s, "seed")).transpose()?,
             strict_context,
             write_samples,
+            layout,
+            sampling: crate::fields::Extra {
+                temperature: crate::fields::number(temperature, "temperature")?,
+                top_k: crate::fields::integer(top_k, "top_k")?,
+                top_p: crate::fields::number(top_p, "top_p")?,
+                params: crate::fields::params(params)?,
+                ..crate::fields::Extra::default()
+            },
         };
         let args = TableArgs {
             id_column,

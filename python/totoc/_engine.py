@@ -303,9 +303,11 @@ class Engine:
                 ``totoc forecast`` does. ``columns``: the names of each series' rows, in order. ``timestamps``: one
                 stamp per point, oldest first (``future_timestamps``: one per forecast step), as ISO 8601 text,
                 numpy ``datetime64``, ``datetime`` / ``pandas.Timestamp`` values, or a pandas ``DatetimeIndex`` /
-                ``Series``; the wall clock is read as written. One sequence for a ``[V, T]`` series, else one per
-                series. ``temperature``, ``top_k``, ``top_p``: sampling controls (with ``samples`` >= 1).
-                ``params``: family parameters by name.
+                ``Series``; the wall clock is read as written (numpy and tz-naive values as they are; a tz-aware
+                value in its own zone's wall clock: ``2024-03-10 09:30-04:00`` is 09:30). One sequence for a
+                ``[V, T]`` series, else one per series. ``temperature``, ``top_k``, ``top_p``: sampling controls
+                (with ``samples`` >= 1). ``params``: family parameters as one dict, e.g. Kronos's
+                ``{"max_context": 256, "clip": 5}``.
 
         Returns:
             A :class:`Forecast` of numpy arrays (see its shapes).
@@ -379,6 +381,11 @@ class Engine:
         timestamp_unit: str = "s",
         strict_context: bool = False,
         write_samples: bool = False,
+        layout: str | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        params: dict[str, float] | None = None,
     ) -> Any:
         """Forecasts every series of a long table, as ``totoc forecast`` forecasts a CSV or Parquet table.
 
@@ -408,6 +415,11 @@ class Engine:
             strict_context: a series longer than the engine's context is an error instead of keeping its most
                 recent points (a warning says how many were cut).
             write_samples: also return each sample path as a column ``sample_0``, ``sample_1``...
+            layout: ``None`` (the model's default), ``"long"`` or ``"wide"``: see Returns.
+            temperature, top_k, top_p, params: the sampling controls and family parameters (e.g.
+                ``params={"max_context": 256, "clip": 5}``) of a model that takes them (Kronos), applied to every
+                series, as ``totoc forecast --temperature / --top-k / --top-p / --param``; a Toto engine refuses
+                each by name.
 
         Returns:
             The same kind of table as ``df`` (pandas → pandas, polars → polars, other Arrow → ``pyarrow.Table``),
@@ -415,7 +427,12 @@ class Engine:
             name and type), ``timestamp_column`` holding the future timestamps (or ``step`` 1, 2, ... without
             timestamps), ``target_name`` when ``target`` lists several columns, the point forecast (``mean`` on
             Toto 1.0, ``median`` on Toto 2.0), ``q0.1``, ``q0.5``... per quantile level, and ``context_truncated``
-            (bool). Series appear in order of first appearance in ``df``.
+            (bool). Series appear in order of first appearance in ``df``. That is the long layout, the default of
+            models with unnamed variates (Toto). A model whose inputs are named columns (Kronos: ``open``, ``high``,
+            ``low``, ``close``, ``volume``, ``amount``) returns the wide layout by default: one row per series and
+            step, the point forecast under each input column's name (in the model's order), then
+            ``<column>_q<level>`` per column and level (``close_q0.1``), ``<column>_sample_<i>`` with
+            ``write_samples``, and ``context_truncated``. ``layout="long"`` gives it the long layout.
 
         Raises:
             InvalidInput: an unknown column, a column of the wrong type, a series with no value, duplicate or
@@ -453,6 +470,11 @@ class Engine:
             timestamp_unit=timestamp_unit,
             strict_context=strict_context,
             write_samples=write_samples,
+            layout=layout,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            params=params,
         )
 
     def cross_validation(

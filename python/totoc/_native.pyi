@@ -84,6 +84,11 @@ def predict_table(
     holidays: str | None = None,
     strict_context: bool = False,
     write_samples: bool = False,
+    layout: str | None = None,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    params: dict[str, float] | None = None,
 ) -> TableResult: ...
 def cross_validation(
     engine: Engine,

@@ -88,6 +88,11 @@ def predict_df(
     timestamp_unit: str = "s",
     strict_context: bool = False,
     write_samples: bool = False,
+    layout: str | None = None,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    params: dict[str, float] | None = None,
 ) -> Any:
     """See ``Engine.predict_df``."""
     kind = table_kind(df)
@@ -101,6 +106,11 @@ def predict_df(
         **_reading(id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays),
         strict_context=strict_context,
         write_samples=write_samples,
+        layout=layout,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        params=params,
     )
     _show(result)
     return as_kind(result.table, kind)

@@ -12,7 +12,7 @@ use engines::engine::{Engine, LoadOptions};
 use engines::request::Overrides;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{CalendarArg, CalendarArgs, ForecastArgs, FormatArg, TimestampUnitArg};
+use crate::cli::{CalendarArg, CalendarArgs, ForecastArgs, FormatArg, LayoutArg, TimestampUnitArg};
 use crate::plot;
 use tables::calendar::{CalendarMode, CalendarOptions};
 use tables::timestamps::{parse_freq, EpochUnit};
@@ -84,7 +84,8 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
     }
     let write_start = Instant::now();
     let (point, model) = (engine.info().model.point_forecast(), engine.info().model.as_str());
-    let bytes = write::to_bytes(&dataset, &responses, out_format, point, Some(model))?;
+    let layout = layout(a.layout, engine.info().model.capabilities().columns);
+    let bytes = write::to_bytes_laid_out(&dataset, &responses, out_format, point, Some(model), &layout)?;
     write::emit(&output, out_format, &bytes)?;
     let write_time = write_start.elapsed();
 
@@ -107,6 +108,17 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         plot::forecasts(path, chart, &dataset, &responses, &plot::about(&engine, &a.engine))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The table layout `--layout` asks for, given the engine family's input columns.
+fn layout(arg: LayoutArg, columns: Option<&[exporter::registry::family::InputColumn]>) -> write::Layout {
+    match arg {
+        LayoutArg::Auto => write::Layout::for_family(columns, false),
+        LayoutArg::Long => write::Layout::Long,
+        LayoutArg::Wide => write::Layout::Wide {
+            columns: columns.unwrap_or_default().iter().map(|c| c.name.to_string()).collect(),
+        },
+    }
 }
 
 pub(super) fn format(f: FormatArg) -> Format {

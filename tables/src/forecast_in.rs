@@ -5,7 +5,8 @@
 //! timestamp column (or `step`), then `target_name` (several target columns), `model` (the model that made it;
 //! tables written before it was added lack it), the point forecast (`mean` or `median`), the quantile columns
 //! (`q0.1`, ...) and the sample paths (`sample_0`, ..., not read). Any other column
-//! is an error, so a table of another shape is not half-read. Each series becomes one [`Saved`] forecast: a
+//! is an error, so a table of another shape is not half-read; a table in the wide layout (no `mean` / `median`
+//! column: the point forecasts under the input's column names) is refused saying to write the long one. Each series becomes one [`Saved`] forecast: a
 //! [`ForecastResponse`] as the engine gave it (without samples), its variates' names, and the forecast steps'
 //! timestamps (or step numbers), which the caller checks against the input.
 
@@ -251,6 +252,18 @@ impl Roles {
                     None if columns.time.is_none() && TIME_NAMES.iter().any(|c| c.eq_ignore_ascii_case(n)) => {
                         return Err(DataError::input(source, format!("column `{n}` holds timestamps, but the input has none"), fix))
                     }
+                    // A wide table (docs/formats.md): its point forecasts are under the input's column names.
+                    None if wide_layout(names) => {
+                        return Err(DataError::input(
+                            source,
+                            format!(
+                                "it is a forecast table in the wide layout (a point forecast column per input \
+                                 column, such as `{n}`), and totoc plot reads the long layout"
+                            ),
+                            "write the forecasts with `totoc forecast --layout long` to plot them, or draw them \
+                             with `totoc forecast --plot`",
+                        ))
+                    }
                     None => {
                         return Err(DataError::input(
                             source,
@@ -275,6 +288,15 @@ impl Roles {
         };
         Ok(roles)
     }
+}
+
+/// Whether a header is a wide forecast table's: no `mean` / `median` column, and the `model` column `totoc
+/// forecast` writes or a per-column quantile or sample column (`close_q0.1`, `close_sample_0`).
+fn wide_layout(names: &[String]) -> bool {
+    let per_column = |c: &String| {
+        c.rsplit_once("_q").is_some_and(|(_, level)| level.parse::<f64>().is_ok()) || c.contains("_sample_")
+    };
+    !names.iter().any(|c| c == "mean" || c == "median") && names.iter().any(|c| c == "model" || per_column(c))
 }
 
 /// One row of a forecast table.
@@ -583,6 +605,14 @@ mod tests {
         );
         assert!(err("unique_id,ds,AutoARIMA\na,2024-01-01,1\n")
             .contains("column `AutoARIMA` is not a forecast table column"));
+        // the wide layout (a named-columns table): refused saying which layout to write
+        for header in [
+            "unique_id,ds,model,open,close\na,2024-01-01,m,1,2\n",
+            "unique_id,ds,close,close_q0.1\na,2024-01-01,1,0\n",
+        ] {
+            let e = err(header);
+            assert!(e.contains("in the wide layout") && e.contains("--layout long"), "{e}");
+        }
         let no_ids = Columns { id: None, time: columns.time.clone() };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.csv");

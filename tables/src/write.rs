@@ -1,13 +1,15 @@
-//! Forecasts out: JSON / JSON Lines responses, or long CSV / Parquet tables ([`to_bytes`]), written atomically to
-//! a file or to stdout ([`emit`]).
+//! Forecasts out: JSON / JSON Lines responses, or CSV / Parquet tables ([`to_bytes`], [`to_bytes_laid_out`]),
+//! written atomically to a file or to stdout ([`emit`]).
 //!
 //! JSON is the response format of `docs/formats.md` plus `timestamps` (the forecast steps' timestamps) when the
-//! input had them. A table has one row per (series, variate, step): the input's id column (when it had one), its
-//! timestamp column holding the future timestamps (or `step`, 1-based, without timestamps), `target_name` when
-//! series have several target columns, `model` (the family's manifest name, e.g. `toto-1.0`), the point forecast
-//! (`mean`, or `median` on Toto 2.0 engines), one column
-//! per quantile level named `q` + the level's shortest decimal (`q0.1`, `q0.05`), and `sample_0`... when the
-//! responses carry sample paths.
+//! input had them. A table comes in one of two [`Layout`]s. **Long**: one row per (series, variate, step): the
+//! input's id column (when it had one), its timestamp column holding the future timestamps (or `step`, 1-based,
+//! without timestamps), `target_name` when series have several target columns, `model` (the family's manifest
+//! name, e.g. `toto-1.0`), the point forecast (`mean`, or `median` on Toto 2.0 engines), one column per quantile
+//! level named `q` + the level's shortest decimal (`q0.1`, `q0.05`), and `sample_0`... when the responses carry
+//! sample paths. **Wide** (families whose inputs are named columns): one row per (series, step): the id, timestamp
+//! and `model` columns, then the point forecast under each column's name, then `<column>_q<level>` per column and
+//! level, then `<column>_sample_<i>` per column and path.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use engines::request::{ForecastResponse, RequestId};
+use exporter::registry::family::InputColumn;
 use serde::Serialize;
 
 use super::error::{DataError, Result};
@@ -30,10 +33,35 @@ pub fn quantile_column(q: f64) -> String {
     format!("q{q}")
 }
 
-/// Serialises the forecasts of `dataset`'s series (`responses[i]` answers `dataset.series[i]`). `point` names the
-/// point forecast column of tables (`exporter::registry::Family::point_forecast`); `model`, the engine family's
-/// manifest name (`Family::as_str`), is written in every JSON response (`model`) and table row (the `model`
-/// column) — `totoc forecast` and the server always name it.
+/// How a forecast table lays out a series' forecast (`docs/formats.md`, "Forecast tables").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One row per (series, variate, step) with one point column (`mean` / `median`): every family's, the
+    /// default of families with unnamed variates.
+    Long,
+    /// One row per (series, step) with the point forecast under each column's name: the default of families
+    /// whose inputs are named columns. `columns`: the column order (the family's input columns); a series' row
+    /// of another name follows them, in order of first appearance.
+    Wide { columns: Vec<String> },
+}
+
+impl Layout {
+    /// The default layout of a family whose input columns are `columns` (`Capabilities::columns`): wide for
+    /// named columns, long otherwise; `long` asks for the long layout whatever the family.
+    pub fn for_family(columns: Option<&[InputColumn]>, long: bool) -> Layout {
+        match columns {
+            Some(named) if !long => {
+                Layout::Wide { columns: named.iter().map(|c| c.name.to_string()).collect() }
+            }
+            _ => Layout::Long,
+        }
+    }
+}
+
+/// Serialises the forecasts of `dataset`'s series (`responses[i]` answers `dataset.series[i]`), tables in the long
+/// layout. `point` names the point forecast column of tables (`exporter::registry::Family::point_forecast`);
+/// `model`, the engine family's manifest name (`Family::as_str`), is written in every JSON response (`model`) and
+/// table row (the `model` column) — `totoc forecast` and the server always name it.
 pub fn to_bytes(
     dataset: &Dataset,
     responses: &[ForecastResponse],
@@ -41,8 +69,20 @@ pub fn to_bytes(
     point: &str,
     model: Option<&str>,
 ) -> Result<Vec<u8>> {
+    to_bytes_laid_out(dataset, responses, format, point, model, &Layout::Long)
+}
+
+/// [`to_bytes`] with tables in `layout` (JSON is the same in both).
+pub fn to_bytes_laid_out(
+    dataset: &Dataset,
+    responses: &[ForecastResponse],
+    format: Format,
+    point: &str,
+    model: Option<&str>,
+    layout: &Layout,
+) -> Result<Vec<u8>> {
     assert_eq!(dataset.series.len(), responses.len(), "one response per series");
-    let rows = Rows { model, ..Rows::new(dataset, responses)? };
+    let rows = Rows { model, ..Rows::new(dataset, responses, layout)? };
     match format {
         Format::Json if responses.len() != 1 => Err(too_many_for_json("output", responses.len())),
         Format::Json | Format::JsonLines => json(&rows),
@@ -96,10 +136,57 @@ struct Rows<'a> {
     /// The model that made the forecasts: the JSON `model` field and the tables' `model` column (none in the
     /// Python package's frames).
     model: Option<&'a str>,
+    /// Wide layout: the point columns' names, in order, and per series the response row of each (`None`: the
+    /// series has no such column). `None`: the long layout.
+    wide: Option<Wide>,
+}
+
+/// The columns of a wide table.
+struct Wide {
+    names: Vec<String>,
+    /// `[series][name]`: the response row under that name.
+    rows: Vec<Vec<Option<usize>>>,
+}
+
+impl Wide {
+    fn new(dataset: &Dataset, order: &[String]) -> Wide {
+        let series = &dataset.series;
+        let mut names: Vec<String> =
+            order.iter().filter(|c| series.iter().any(|s| s.target_names.contains(c))).cloned().collect();
+        for name in series.iter().flat_map(|s| &s.target_names) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        let rows = series
+            .iter()
+            .map(|s| names.iter().map(|n| s.target_names.iter().position(|t| t == n)).collect())
+            .collect();
+        Wide { names, rows }
+    }
+}
+
+/// One row of a table: (series, response row, step); the response row is `None` in the wide layout (every row
+/// of the series is on the table row).
+type Key = (usize, Option<usize>, usize);
+
+/// What a value column of a table holds.
+#[derive(Clone, Copy)]
+enum Cell {
+    Point,
+    Quantile(f64),
+    Sample(usize),
+}
+
+/// A value column: its name, what it holds, and (wide layout) the index of its point column in `Wide::names`.
+struct ValueColumn {
+    name: String,
+    cell: Cell,
+    wide: Option<usize>,
 }
 
 impl<'a> Rows<'a> {
-    fn new(dataset: &'a Dataset, responses: &'a [ForecastResponse]) -> Result<Self> {
+    fn new(dataset: &'a Dataset, responses: &'a [ForecastResponse], layout: &Layout) -> Result<Self> {
         // The writers index a series' names and stamps by the response's rows and steps: an answer of another
         // shape (a family that answers other rows than it was given) is an error here, not a panic there.
         for (s, r) in dataset.series.iter().zip(responses) {
@@ -138,7 +225,11 @@ impl<'a> Rows<'a> {
                 }
             })
             .collect::<Result<_>>()?;
-        Ok(Rows { dataset, responses, future, model: None })
+        let wide = match layout {
+            Layout::Long => None,
+            Layout::Wide { columns } => Some(Wide::new(dataset, columns)),
+        };
+        Ok(Rows { dataset, responses, future, model: None, wide })
     }
 
     /// Quantile levels over all responses, in order of first appearance.
@@ -156,16 +247,74 @@ impl<'a> Rows<'a> {
         self.responses.iter().map(|r| r.samples.as_ref().map_or(0, Vec::len)).max().unwrap_or(0)
     }
 
+    /// Whether the long table has a `target_name` column.
     fn multivariate(&self) -> bool {
-        self.dataset.series.iter().any(|s| s.target_names.len() > 1)
+        self.wide.is_none() && self.dataset.series.iter().any(|s| s.target_names.len() > 1)
     }
 
-    /// Every table row in order: (series, variate, step).
-    fn each(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.responses.iter().enumerate().flat_map(|(s, r)| {
+    /// Every table row in order: (series, variate, step) in the long layout, (series, step) in the wide one.
+    fn each(&self) -> Box<dyn Iterator<Item = Key> + '_> {
+        let wide = self.wide.is_some();
+        Box::new(self.responses.iter().enumerate().flat_map(move |(s, r)| {
             let point = r.point();
-            (0..point.len()).flat_map(move |v| (0..point[v].len()).map(move |h| (s, v, h)))
-        })
+            let horizon = point.first().map_or(0, Vec::len);
+            let variates = if wide { 1 } else { point.len() };
+            (0..variates).flat_map(move |v| (0..horizon).map(move |h| (s, (!wide).then_some(v), h)))
+        }))
+    }
+
+    /// The value columns, in order: the point forecast, the quantile levels, the sample paths (long: one column
+    /// each; wide: one per point column each, named after it).
+    fn value_columns(&self, point: &str) -> Vec<ValueColumn> {
+        let (levels, samples) = (self.levels(), self.max_samples());
+        let Some(wide) = &self.wide else {
+            let mut out = vec![ValueColumn { name: point.to_string(), cell: Cell::Point, wide: None }];
+            out.extend(levels.iter().map(|&q| ValueColumn {
+                name: quantile_column(q),
+                cell: Cell::Quantile(q),
+                wide: None,
+            }));
+            out.extend((0..samples).map(|p| ValueColumn {
+                name: format!("sample_{p}"),
+                cell: Cell::Sample(p),
+                wide: None,
+            }));
+            return out;
+        };
+        let mut out: Vec<ValueColumn> = wide
+            .names
+            .iter()
+            .enumerate()
+            .map(|(c, n)| ValueColumn { name: n.clone(), cell: Cell::Point, wide: Some(c) })
+            .collect();
+        for (c, n) in wide.names.iter().enumerate() {
+            out.extend(levels.iter().map(|&q| ValueColumn {
+                name: format!("{n}_{}", quantile_column(q)),
+                cell: Cell::Quantile(q),
+                wide: Some(c),
+            }));
+        }
+        for (c, n) in wide.names.iter().enumerate() {
+            out.extend((0..samples).map(|p| ValueColumn {
+                name: format!("{n}_sample_{p}"),
+                cell: Cell::Sample(p),
+                wide: Some(c),
+            }));
+        }
+        out
+    }
+
+    /// The value of `column` on table row `key` (`None`: empty).
+    fn value(&self, column: &ValueColumn, (s, v, h): Key) -> Option<f32> {
+        let v = match (column.wide, &self.wide) {
+            (Some(c), Some(wide)) => wide.rows[s][c]?,
+            _ => v?,
+        };
+        match column.cell {
+            Cell::Point => Some(self.responses[s].point()[v][h]),
+            Cell::Quantile(q) => self.quantile(s, q, v, h),
+            Cell::Sample(p) => self.sample(s, p, v, h),
+        }
     }
 
     fn quantile(&self, s: usize, level: f64, v: usize, h: usize) -> Option<f32> {
@@ -226,8 +375,8 @@ fn json(rows: &Rows<'_>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The header of a forecast table.
-fn header(rows: &Rows<'_>, point: &str, levels: &[f64], samples: usize) -> Vec<String> {
+/// The header of a forecast table: the key columns, then `values`' names.
+fn header(rows: &Rows<'_>, values: &[ValueColumn]) -> Vec<String> {
     let mut h = Vec::new();
     h.extend(rows.dataset.columns.id.clone());
     h.push(rows.time_name().to_string());
@@ -235,22 +384,20 @@ fn header(rows: &Rows<'_>, point: &str, levels: &[f64], samples: usize) -> Vec<S
         h.push("target_name".into());
     }
     h.extend(rows.model.map(|_| "model".to_string()));
-    h.push(point.to_string());
-    h.extend(levels.iter().map(|&q| quantile_column(q)));
-    h.extend((0..samples).map(|i| format!("sample_{i}")));
+    h.extend(values.iter().map(|c| c.name.clone()));
     h
 }
 
 fn csv(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
-    let (levels, samples) = (rows.levels(), rows.max_samples());
+    let values = rows.value_columns(point);
     let mut w = csv::Writer::from_writer(Vec::new());
     let fail = |e: csv::Error| DataError::at("output", e.to_string());
-    w.write_record(header(rows, point, &levels, samples)).map_err(fail)?;
+    w.write_record(header(rows, &values)).map_err(fail)?;
     let has_id = rows.dataset.columns.id.is_some();
     let multivariate = rows.multivariate();
     let num = |x: Option<f32>| x.map(|x| x.to_string()).unwrap_or_default();
     let mut record: Vec<String> = Vec::new();
-    for (s, v, h) in rows.each() {
+    for key @ (s, v, h) in rows.each() {
         record.clear();
         if has_id {
             record.push(rows.responses[s].id.as_ref().map(RequestId::to_string).unwrap_or_default());
@@ -259,23 +406,26 @@ fn csv(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
             Some(f) => f[h].to_text(),
             None => (h + 1).to_string(),
         });
-        if multivariate {
+        if let (true, Some(v)) = (multivariate, v) {
             record.push(rows.dataset.series[s].target_names[v].clone());
         }
         record.extend(rows.model.map(str::to_string));
-        record.push(num(Some(rows.responses[s].point()[v][h])));
-        record.extend(levels.iter().map(|&q| num(rows.quantile(s, q, v, h))));
-        record.extend((0..samples).map(|p| num(rows.sample(s, p, v, h))));
+        record.extend(values.iter().map(|c| num(rows.value(c, key))));
         w.write_record(&record).map_err(fail)?;
     }
     w.into_inner().map_err(|e| DataError::at("output", e.to_string()))
 }
 
-/// The forecasts of `dataset`'s series as one Arrow record batch: the columns and types of a Parquet forecast
-/// table, with the `totoc.calendars` schema metadata (the Python package's data frames).
-pub fn record_batch(dataset: &Dataset, responses: &[ForecastResponse], point: &str) -> Result<RecordBatch> {
+/// The forecasts of `dataset`'s series as one Arrow record batch in `layout`: the columns and types of a Parquet
+/// forecast table, with the `totoc.calendars` schema metadata (the Python package's data frames).
+pub fn record_batch(
+    dataset: &Dataset,
+    responses: &[ForecastResponse],
+    point: &str,
+    layout: &Layout,
+) -> Result<RecordBatch> {
     assert_eq!(dataset.series.len(), responses.len(), "one response per series");
-    batch(&Rows::new(dataset, responses)?, point)
+    batch(&Rows::new(dataset, responses, layout)?, point)
 }
 
 fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
@@ -301,8 +451,8 @@ fn parquet(rows: &Rows<'_>, point: &str) -> Result<Vec<u8>> {
 
 /// The rows of a forecast table as a record batch.
 fn batch(rows: &Rows<'_>, point: &str) -> Result<RecordBatch> {
-    let (levels, samples) = (rows.levels(), rows.max_samples());
-    let names = header(rows, point, &levels, samples);
+    let values = rows.value_columns(point);
+    let names = header(rows, &values);
     let mut columns: Vec<ArrayRef> = Vec::new();
     let n = rows.each().count();
     if rows.dataset.columns.id.is_some() {
@@ -323,7 +473,7 @@ fn batch(rows: &Rows<'_>, point: &str) -> Result<RecordBatch> {
     columns.push(time_column(rows));
     if rows.multivariate() {
         let mut b = StringBuilder::new();
-        rows.each().for_each(|(s, v, _)| b.append_value(&rows.dataset.series[s].target_names[v]));
+        rows.each().for_each(|(s, v, _)| b.append_option(v.map(|v| &rows.dataset.series[s].target_names[v])));
         columns.push(Arc::new(b.finish()));
     }
     if let Some(model) = rows.model {
@@ -331,17 +481,10 @@ fn batch(rows: &Rows<'_>, point: &str) -> Result<RecordBatch> {
         (0..n).for_each(|_| b.append_value(model));
         columns.push(Arc::new(b.finish()));
     }
-    let floats = |f: &dyn Fn(usize, usize, usize) -> Option<f32>| -> ArrayRef {
+    for column in &values {
         let mut b = Float32Builder::with_capacity(n);
-        rows.each().for_each(|(s, v, h)| b.append_option(f(s, v, h)));
-        Arc::new(b.finish())
-    };
-    columns.push(floats(&|s, v, h| Some(rows.responses[s].point()[v][h])));
-    for &q in &levels {
-        columns.push(floats(&|s, v, h| rows.quantile(s, q, v, h)));
-    }
-    for p in 0..samples {
-        columns.push(floats(&|s, v, h| rows.sample(s, p, v, h)));
+        rows.each().for_each(|key| b.append_option(rows.value(column, key)));
+        columns.push(Arc::new(b.finish()));
     }
     let fields: Vec<Field> =
         names.iter().zip(&columns).map(|(name, c)| Field::new(name, c.data_type().clone(), true)).collect();
@@ -503,6 +646,105 @@ mod tests {
         given.series[0].future = d2.series[0].time.as_ref().and_then(|t| t.future(2));
         let e = to_bytes(&given, &[steps], Format::Csv, "mean", None).unwrap_err().to_string();
         assert!(e.contains("1 steps for the 2 future timestamps given"), "{e}");
+    }
+
+    fn wide(columns: &[&str]) -> Layout {
+        Layout::Wide { columns: columns.iter().map(|c| c.to_string()).collect() }
+    }
+
+    const OHLCVA: [&str; 6] = ["open", "high", "low", "close", "volume", "amount"];
+
+    #[test]
+    fn the_wide_layout_has_a_row_per_step_and_the_columns_in_the_familys_order() {
+        // the series' rows are close, open (the order the table gave them); the family's order puts open first
+        let d = dataset("ds,close,open\n2024-01-01,1,2\n2024-01-02,3,4\n", Format::Csv);
+        assert_eq!(d.series[0].target_names, ["close", "open"]);
+        let mut r = response(None, vec![vec![10.0, 11.0], vec![20.0, 21.0]], false);
+        r.samples = Some(vec![vec![vec![9.0, 9.5], vec![19.0, 19.5]]]);
+        let out = text(
+            to_bytes_laid_out(&d, &[r.clone()], Format::Csv, "mean", Some("m"), &wide(&OHLCVA)).unwrap(),
+        );
+        assert_eq!(
+            out,
+            "ds,model,open,close,open_q0.05,open_q0.975,close_q0.05,close_q0.975,open_sample_0,close_sample_0\n\
+             2024-01-03,m,20,10,19,21,9,11,19,9\n\
+             2024-01-04,m,21,11,20,22,10,12,19.5,9.5\n"
+        );
+        // the long layout of the same forecast is as before: a row per column and step
+        let long = text(to_bytes(&d, &[r], Format::Csv, "mean", Some("m")).unwrap());
+        assert!(
+            long.starts_with(
+                "ds,target_name,model,mean,q0.05,q0.975,sample_0\n2024-01-03,close,m,10,9,11,9\n"
+            ),
+            "{long}"
+        );
+        assert_eq!(long.lines().count(), 5);
+    }
+
+    #[test]
+    fn a_column_one_series_lacks_is_empty_on_its_rows_and_unknown_names_follow_the_familys() {
+        let mut d = dataset(
+            "unique_id,ds,open,close,extra\na,2024-01-01,1,2,3\na,2024-01-02,1,2,3\n\
+             b,2024-01-01,4,5,6\nb,2024-01-02,4,5,6\n",
+            Format::Csv,
+        );
+        d.series[1].target_names = vec!["close".into()];
+        let mut a = response(
+            Some(RequestId::Str("a".into())),
+            vec![vec![1.0, 2.0], vec![3.0, 4.0], vec![5.0, 6.0]],
+            false,
+        );
+        let mut b = response(Some(RequestId::Str("b".into())), vec![vec![7.0, 8.0]], false);
+        a.quantiles.clear();
+        b.quantiles.clear();
+        let out = text(to_bytes_laid_out(&d, &[a, b], Format::Csv, "mean", None, &wide(&OHLCVA)).unwrap());
+        assert_eq!(
+            out,
+            "unique_id,ds,open,close,extra\n\
+             a,2024-01-03,1,3,5\na,2024-01-04,2,4,6\n\
+             b,2024-01-03,,7,\nb,2024-01-04,,8,\n"
+        );
+    }
+
+    #[test]
+    fn a_wide_parquet_table_reads_back_as_a_table_of_its_columns() {
+        let d = dataset(
+            "unique_id,ds,open,close\n7,2024-01-01T00:00:00Z,1,2\n7,2024-01-01T01:00:00Z,2,3\n",
+            Format::Csv,
+        );
+        let rs =
+            vec![response(Some(RequestId::Str("7".into())), vec![vec![1.0, 2.0], vec![3.0, 4.0]], false)];
+        let batch = record_batch(&d, &rs, "mean", &wide(&OHLCVA)).unwrap();
+        let schema = batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            ["unique_id", "ds", "open", "close", "open_q0.05", "open_q0.975", "close_q0.05", "close_q0.975"]
+        );
+        assert_eq!(batch.num_rows(), 2);
+        let bytes = to_bytes_laid_out(&d, &rs, Format::Parquet, "mean", Some("m"), &wide(&OHLCVA)).unwrap();
+        let opts = ReadOptions {
+            target_columns: Some(vec!["open".into(), "close_q0.975".into()]),
+            ..ReadOptions::default()
+        };
+        let o = Overrides { horizon: Some(1), ..Overrides::default() };
+        let back = parse(bytes, Format::Parquet, "out.parquet", &opts, &o, &Limits::default()).unwrap();
+        assert_eq!(
+            back.series[0].request.target,
+            vec![vec![Some(1.0), Some(2.0)], vec![Some(4.0), Some(5.0)]]
+        );
+    }
+
+    #[test]
+    fn the_family_default_is_wide_for_named_columns_only() {
+        let named = exporter::registry::Family::ALL
+            .into_iter()
+            .find_map(|f| f.capabilities().columns)
+            .expect("a family with named columns");
+        let want: Vec<String> = named.iter().map(|c| c.name.to_string()).collect();
+        assert_eq!(Layout::for_family(Some(named), false), Layout::Wide { columns: want });
+        assert_eq!(Layout::for_family(Some(named), true), Layout::Long);
+        assert_eq!(Layout::for_family(None, false), Layout::Long);
     }
 
     #[test]

@@ -342,7 +342,23 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
     let args = ["forecast", "--engine", engine.to_str().unwrap(), "--input", table.to_str().unwrap()];
     let more =
         ["--horizon", "16", "--holidays", holidays.to_str().unwrap(), "--output", out.to_str().unwrap()];
+    // the wide layout (the default for named columns): a row per step, a point column per input column
     totoc_ok(&[&args[..], &more[..]].concat());
+    let wide = fs::read_to_string(&out).unwrap();
+    let mut lines = wide.lines();
+    assert_eq!(lines.next(), Some("timestamp,model,open,high,low,close,volume"), "{wide}");
+    for (t, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let want = request["future_timestamps"][t].as_str().unwrap();
+        assert_eq!((f[0], f[1]), (want, "kronos"), "{line}");
+        for c in 0..5 {
+            let v: f32 = f[2 + c].parse().unwrap();
+            assert_eq!(v, got["mean"][c][t].as_f64().unwrap() as f32, "step {t}, column {c}");
+        }
+    }
+    assert_eq!(wide.lines().count(), 17);
+    // the long layout, by flag: a row per column and step
+    totoc_ok(&[&args[..], &more[..], &["--layout", "long"]].concat());
     let text = fs::read_to_string(&out).unwrap();
     let future: Vec<&str> =
         request["future_timestamps"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();

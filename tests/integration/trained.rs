@@ -169,3 +169,56 @@ fn export_trained_toto1_int8(out: &Path, extra: &[&str]) -> std::process::Output
     args.extend_from_slice(extra);
     totoc(&args)
 }
+
+/// The Kronos trained here (issue 35, `tests/training/train_kronos.py`): its committed predictor and tokenizer are
+/// the files its `training.json` recorded (sha256), in the released layout (`config.json` + `model.safetensors`
+/// each, the config's shapes those of the training run), trained on the committed corpus file, and small (each
+/// `model.safetensors` ≤ 8 MiB); every file of the model and of its golden cases is in SHA256SUMS (whose digests
+/// the test above checks).
+#[test]
+fn trained_kronos_files_are_the_ones_its_training_recorded() {
+    let trained = root().join("tests/fixtures/trained");
+    let sums =
+        std::fs::read_to_string(trained.join("SHA256SUMS")).expect("tests/fixtures/trained/SHA256SUMS");
+    let listed: BTreeSet<&str> = sums.lines().filter_map(|l| l.split_once("  ").map(|(_, f)| f)).collect();
+    for sub in ["kronos-1m", "kronos-1m/predictor", "kronos-1m/tokenizer", "kronos-1m-cases"] {
+        for entry in std::fs::read_dir(trained.join(sub)).unwrap_or_else(|e| panic!("{sub}: {e}")) {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                let name = format!("{sub}/{}", path.file_name().unwrap().to_string_lossy());
+                assert!(listed.contains(name.as_str()), "tests/fixtures/trained/{name} is not in SHA256SUMS");
+            }
+        }
+    }
+    let dir = trained.join("kronos-1m");
+    let training: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("training.json")).expect("kronos-1m/training.json"))
+            .expect("training.json is JSON");
+    assert_eq!(
+        training["corpus"]["kronos-corpus.json"].as_str(),
+        Some(sha256_hex(&trained.join("kronos-corpus.json")).as_str()),
+        "tests/fixtures/trained/kronos-corpus.json is not the corpus training.json recorded"
+    );
+    let files = training["files"].as_object().expect("training.json: files");
+    assert_eq!(files.len(), 4, "{files:?}");
+    for part in ["predictor", "tokenizer"] {
+        for file in ["config.json", "model.safetensors"] {
+            let name = format!("{part}/{file}");
+            let want = files[&name].as_str().unwrap_or_else(|| panic!("training.json: files.{name}"));
+            assert_eq!(
+                sha256_hex(&dir.join(&name)),
+                want,
+                "kronos-1m/{name} is not the file training.json recorded"
+            );
+        }
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(part).join("config.json")).unwrap()).unwrap();
+        assert_eq!(
+            config,
+            training[format!("{part}_config")],
+            "kronos-1m/{part}/config.json vs training.json"
+        );
+        let size = std::fs::metadata(dir.join(part).join("model.safetensors")).unwrap().len();
+        assert!(size <= 8 * 1024 * 1024, "kronos-1m/{part}/model.safetensors is {size} bytes, over 8 MiB");
+    }
+}

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Times toto-ts 0.2.0 eager inference on CPU: the baseline `totoc bench` compares against.
 
-    bench_reference.py --checkpoint DIR [--runs 5] [--threads 2] [--cases a,b]
+    bench_reference.py --checkpoint DIR [--runs 5] [--threads 2] [--cases a,b] [--device cpu|cuda]
 
 One series x 512 points (seeded synthetic data; 8 such series in one call for batch8_*), float32,
 model.eval(), torch.no_grad(),
 `TotoForecaster.forecast(..., use_kv_cache=True)`, samples_per_batch = num_samples
-(one sample batch), one untimed warm-up per case, then --runs timed runs.
+(one sample batch), one untimed warm-up per case, then --runs timed runs. With --device cuda (the GPU run,
+scripts/gpu-device.sh) the model and inputs live on the GPU and each run ends with torch.cuda.synchronize().
 
 stdout is exactly one JSON object (everything else goes to stderr):
-    {"checkpoint": DIR, "threads": 2, "runs": 5, "context_len": 512,
+    {"checkpoint": DIR, "threads": 2, "runs": 5, "context_len": 512, "device": "cpu" or "cuda (GPU name)",
      "versions": {"python", "torch", "toto-ts"},
      "cases": {NAME: {"horizon": H, "num_samples": N or null,
                       "median_ms": float, "min_ms": float, "runs_ms": [float, ...]}},
@@ -56,6 +57,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)}")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args(argv)
     names = [c for c in a.cases.split(",") if c]
     for c in names:
@@ -66,7 +68,7 @@ def main(argv=None):
 
     real_stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the JSON only
-        result = bench(a.checkpoint, names, a.runs, a.threads)
+        result = bench(a.checkpoint, names, a.runs, a.threads, a.device)
     real_stdout.write(json.dumps(result, sort_keys=True) + "\n")
     real_stdout.flush()
     return 0
@@ -94,7 +96,7 @@ def reset_peak_rss():
         return False
 
 
-def bench(checkpoint, names, runs, threads):
+def bench(checkpoint, names, runs, threads, device="cpu"):
     from importlib.metadata import version
 
     import numpy as np
@@ -106,13 +108,17 @@ def bench(checkpoint, names, runs, threads):
     from toto.inference.forecaster import TotoForecaster
 
     torch.set_num_threads(threads)
-    model = run_reference.load_model(checkpoint)
+    model = run_reference.load_model(checkpoint).to(device)
     forecaster = TotoForecaster(model.model)
 
     rng = np.random.Generator(np.random.PCG64(512))
     i = np.arange(CONTEXT)
     x = 1000.0 + 0.5 * i + 80.0 * np.sin(2 * np.pi * i / 24.0) + 10.0 * rng.standard_normal(CONTEXT)
     series = torch.tensor(x, dtype=torch.float32)[None, :]
+
+    def synchronize():
+        if device == "cuda":
+            torch.cuda.synchronize()
 
     def masked(batch):
         # `batch` series, each its own batch row (variates [B, 1, T]), the first one the series above
@@ -121,12 +127,13 @@ def bench(checkpoint, names, runs, threads):
         else:
             noise = rng.standard_normal((batch - 1, CONTEXT))
             s = torch.cat([series, torch.tensor(x + 10.0 * noise, dtype=torch.float32)])[:, None, :]
+        s = s.to(device)
         return MaskedTimeseries(
             series=s,
             padding_mask=torch.ones_like(s, dtype=torch.bool),
             id_mask=torch.zeros_like(s, dtype=torch.int32),
             timestamp_seconds=torch.zeros_like(s, dtype=torch.int64),
-            time_interval_seconds=torch.full(s.shape[:-1], 60, dtype=torch.int64),
+            time_interval_seconds=torch.full(s.shape[:-1], 60, dtype=torch.int64, device=device),
         )
 
     gc.collect()
@@ -148,6 +155,7 @@ def bench(checkpoint, names, runs, threads):
                     samples_per_batch=n if n else 1,
                     use_kv_cache=True,
                 )
+            synchronize()
             ms = (time.perf_counter() - t0) * 1e3
             assert torch.isfinite(fc.mean).all()
             return ms
@@ -169,6 +177,7 @@ def bench(checkpoint, names, runs, threads):
         "threads": threads,
         "runs": runs,
         "context_len": CONTEXT,
+        "device": device if device == "cpu" else f"cuda ({torch.cuda.get_device_name(0)})",
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "toto-ts": version("toto-ts")},
         "cases": cases,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),

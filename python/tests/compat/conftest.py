@@ -1,5 +1,6 @@
 """Fixtures of the drop-in tests (totoc.compat), run in the venv layered over the reference venv
-(scripts/setup-python-venv.sh compat: torch, toto-ts 0.2.0, toto-2 2.0.0), against the installed wheel.
+(scripts/setup-python-venv.sh compat: torch, toto-ts 0.2.0, toto-2 2.0.0, kronos-finance 0.1.5), against the
+installed wheel.
 
 Each test calls toto-ts / toto-2 as their users do, and the drop-in the same way, on the repository's fixtures:
 the tiny Toto 1.0 checkpoint (tests/fixtures/tiny) and the 4m Toto 2.0 random-weight checkpoint (regenerated
@@ -44,11 +45,12 @@ def run(*args: str) -> None:
         pytest.fail(f"{' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr}")
 
 
-def build_engine(work: Path, checkpoint: Path, config: Path) -> Path:
+def build_engine(work: Path, checkpoint: Path, config: Path, *export_args: object) -> Path:
+    """`totoc export` (with `export_args`, e.g. a Kronos model's `--tokenizer DIR`) and `totoc build-engine`."""
     bin_ = totoc_bin()
     if not bin_.is_file():
         pytest.fail(f"no totoc binary at {bin_}: build it (`cargo build -p totoc`) or set TOTOC_BIN")
-    run(bin_, "export", "--checkpoint", checkpoint, "--config", config, "--out", work / "bundle")
+    run(bin_, "export", "--checkpoint", checkpoint, "--config", config, "--out", work / "bundle", *export_args)
     run(bin_, "build-engine", "--artifacts", work / "bundle", "--out", work / "engine")
     return work / "engine"
 
