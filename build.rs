@@ -9,6 +9,9 @@ fn main() {
         .build_client(false)
         .build_server(true)
         .codec_path("crate::serve::codec::BoundedCodec")
+        // an answer's parameters (engine, engine_sha256, the sampler's values) in one order: the same answer is
+        // the same bytes (prost's default HashMap encodes them in a random order)
+        .btree_map(".inference.ModelInferResponse.parameters")
         .compile_fds(fds)
         .expect("tonic-prost-build must generate the inference service");
 }

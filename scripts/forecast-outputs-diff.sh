@@ -9,7 +9,8 @@
 # each binary then writes, per input file and flag set, stdout, stderr (without the timing summary line, which
 # varies) and the exit status into WORKDIR/before and WORKDIR/after; the script prints `diff -r` of the two and
 # exits 1 when they differ. Outputs are compared as written (bytes), unless --without-model: then the `model`
-# field / column the forecast outputs gained in response format 5 (and only it) is taken out of both runs' outputs
+# field / column the forecast outputs gained in response format 5, and the provenance fields of JSON responses of
+# format 6 (`engine_sha256`, `sampler`), and only they, are taken out of both runs' outputs
 # before the diff — JSON Lines through jq, CSV through python3's csv module, Parquet decoded (schema, metadata,
 # rows) by PYARROW_PYTHON (default ~/.cache/totoc/data-venv/bin/python) — so everything else must be identical.
 # Needs TOTOC_ORT_LIB (or the --ort-lib default).
@@ -70,7 +71,7 @@ done
 without_model() {
   local out=$1 flags=$2
   case "$flags" in
-    *jsonl*) jq -c 'del(.model)' "$out" >"$out.kept" ;;
+    *jsonl*) jq -c 'del(.model, .engine_sha256, .sampler)' "$out" >"$out.kept" ;;
     *csv*) python3 -c '
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))

@@ -308,6 +308,8 @@ mod tests {
                     buckets: Vec::new(),
                     profile: String::new(),
                     engine: String::new(),
+                    sampler: None,
+                    engine_sha256: None,
                 })
             })
             .collect()

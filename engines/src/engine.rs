@@ -61,6 +61,8 @@ pub struct Engine {
     family: Box<dyn FamilyEngine>,
     /// Its graphs' speed, measured at warm-up (see [`crate::cost`]).
     rates: SharedRates,
+    /// sha256 (hex) of the bundle's `manifest.json`, as loaded: every response's `engine_sha256`.
+    manifest_sha256: String,
 }
 
 impl std::fmt::Debug for Engine {
@@ -75,6 +77,8 @@ impl Engine {
     pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self> {
         crate::runtime::set_intra_threads(opts.threads);
         let bundle = EngineBundle::load(dir, opts.ort_lib.as_deref())?;
+        // the manifest hashes every other file, so its hash names the engine (checked just now by the load)
+        let manifest_sha256 = exporter::fsutil::sha256_file(&dir.join(exporter::manifest::MANIFEST_FILE))?;
         let manifest = bundle.manifest().clone();
         let budget = opts.memory_budget.unwrap_or_else(crate::memory::default_budget);
         let weights_bytes = manifest.resident_weight_bytes();
@@ -102,7 +106,15 @@ impl Engine {
             limits,
             has_golden: dir.join(exporter::export::GOLDEN_DIR).is_dir(),
         };
-        Ok(Engine { dir: dir.to_path_buf(), info, bundle, budget, family, rates: SharedRates::default() })
+        Ok(Engine {
+            dir: dir.to_path_buf(),
+            info,
+            bundle,
+            budget,
+            family,
+            rates: SharedRates::default(),
+            manifest_sha256,
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -115,6 +127,11 @@ impl Engine {
 
     pub fn manifest(&self) -> &EngineManifest {
         self.bundle.manifest()
+    }
+
+    /// The sha256 (hex) of the engine's `manifest.json`: what every response carries as `engine_sha256`.
+    pub fn manifest_sha256(&self) -> &str {
+        &self.manifest_sha256
     }
 
     /// The memory budget this engine keeps to (bytes: weights + loaded buckets).
@@ -199,12 +216,16 @@ impl Engine {
     }
 
     /// [`forecast`](Self::forecast) with [`RunOptions`]. A call that succeeds calibrates the cost model's host
-    /// factor (what it took against its graph estimate, [`SharedRates::observe`]).
+    /// factor (what it took against its graph estimate, [`SharedRates::observe`]). Every response names the
+    /// engine that made it (`engine_sha256`).
     pub fn forecast_with(&self, reqs: Vec<ForecastRequest>, opts: RunOptions) -> Vec<Result<Forecast>> {
         let graph_seconds =
             if opts.pins == crate::plan::Pins::default() { self.graph_seconds(&reqs) } else { None };
         let start = std::time::Instant::now();
-        let out = self.family.forecast(self.call(), reqs, opts);
+        let mut out = self.family.forecast(self.call(), reqs, opts);
+        for f in out.iter_mut().flatten() {
+            f.response.engine_sha256 = Some(self.manifest_sha256.clone());
+        }
         if let Some(g) = graph_seconds.filter(|_| out.iter().all(Result::is_ok)) {
             self.rates.observe(g, start.elapsed().as_secs_f64());
         }

@@ -442,6 +442,28 @@ pub struct ForecastResponse {
     /// The profile and engine that produced it.
     pub profile: String,
     pub engine: String,
+    /// The sampler settings the forecast used, defaults filled in: set by a family with sampling controls
+    /// (provenance: the same request to the same engine gives the same numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<SamplerUsed>,
+    /// The sha256 (hex) of the engine bundle's `manifest.json`, which hashes every file of the engine: set by
+    /// [`crate::engine::Engine`] on every response of every family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_sha256: Option<String>,
+}
+
+/// The sampler settings a forecast of a family with sampling controls used (the response's `sampler`): the
+/// request's values with the family's defaults filled in. The greedy forecast is `samples: 0` with `top_k: 1`
+/// (then, as upstream, `top_p` is not applied: `top_k > 0` ignores it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplerUsed {
+    pub samples: usize,
+    pub seed: u64,
+    pub temperature: f64,
+    pub top_k: u64,
+    pub top_p: f64,
+    /// The family parameters used, by name (each as given, or its default).
+    pub params: BTreeMap<String, f64>,
 }
 
 impl ForecastResponse {
@@ -602,6 +624,8 @@ mod tests {
             buckets: Vec::new(),
             profile: "tiny".into(),
             engine: "cpu".into(),
+            sampler: None,
+            engine_sha256: None,
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(

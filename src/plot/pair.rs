@@ -169,6 +169,8 @@ mod tests {
                 buckets: Vec::new(),
                 profile: String::new(),
                 engine: String::new(),
+                sampler: None,
+                engine_sha256: None,
             },
             variates: variates.map(|v| v.iter().map(|s| s.to_string()).collect()),
             model: None,

@@ -545,6 +545,8 @@ mod tests {
             buckets: Vec::new(),
             profile: "p".into(),
             engine: "e".into(),
+            sampler: None,
+            engine_sha256: None,
         }
     }
 

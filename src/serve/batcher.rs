@@ -741,6 +741,8 @@ mod tests {
                         buckets: Vec::new(),
                         profile: "p".into(),
                         engine: "echo".into(),
+                        sampler: None,
+                        engine_sha256: None,
                     })
                 })
                 .collect()

@@ -25,6 +25,7 @@
 //! header-read and idle timeouts, minimum read rate, HTTP/2 stream limit).
 
 pub mod batcher;
+pub mod clock_inputs;
 pub mod codec;
 pub mod conn;
 pub mod cost;

@@ -11,7 +11,10 @@
 //! `[N?, Q, V, H]` with `quantile_levels` `[Q]` echoed, `samples` `[N?, S, V, H]`.
 //!
 //! Each series becomes one [`ForecastRequest`], validated exactly like a JSON request (the same checks and
-//! messages as `totoc forecast`), so a series gets the same forecast as the CLI gives it.
+//! messages as `totoc forecast`), so a series gets the same forecast as the CLI gives it. A family with named
+//! columns and wall clocks takes its own inputs and parameters too ([`super::clock_inputs`]).
+//! long-file: one request-to-tensors mapping shared by every family (inputs, parameters, outputs, provenance)
+//! and its unit tests, which read best beside it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +24,7 @@ use engines::engine::EngineInfo;
 use engines::request::{ForecastRequest, ForecastResponse, RequestFields};
 use serde::Serialize;
 
+use super::clock_inputs::{self, ClockParams, StampsInput};
 use super::error::ServeError;
 use super::kserve::{InferRequest, InferResponse, OutputTensor, Param, TensorData};
 
@@ -75,13 +79,17 @@ impl ModelSpec {
         self.info.model.capabilities().samples && self.info.limits.max_samples > 0
     }
 
+    /// The inputs the family takes, in [`input_names`] order.
     pub fn inputs(&self) -> Vec<TensorMeta> {
-        vec![
-            TensorMeta { name: "target", datatype: "FP32", shape: vec![-1, -1, -1] },
-            TensorMeta { name: "id_mask", datatype: "INT64", shape: vec![-1, -1] },
-            TensorMeta { name: "lengths", datatype: "INT64", shape: vec![-1] },
-            TensorMeta { name: "quantile_levels", datatype: "FP32", shape: vec![-1] },
-        ]
+        input_names(self)
+            .iter()
+            .map(|&name| match name {
+                "target" => TensorMeta { name, datatype: "FP32", shape: vec![-1, -1, -1] },
+                "quantile_levels" => TensorMeta { name, datatype: "FP32", shape: vec![-1] },
+                "lengths" => TensorMeta { name, datatype: "INT64", shape: vec![-1] },
+                _ => TensorMeta { name, datatype: "INT64", shape: vec![-1, -1] },
+            })
+            .collect()
     }
 
     pub fn outputs(&self) -> Vec<TensorMeta> {
@@ -100,22 +108,35 @@ impl ModelSpec {
     /// `failed: ...`, `pending`).
     pub fn metadata(&self, verification: &str) -> ModelMetadata {
         let l = &self.info.limits;
+        let caps = self.info.model.capabilities();
+        let mut parameters = serde_json::json!({
+            "model_family": self.info.model.as_str(),
+            "engine": self.info.label,
+            "max_variates": l.max_variates,
+            "max_context": l.max_context,
+            "max_horizon": l.max_horizon,
+            "max_samples": l.max_samples,
+            "verification": verification,
+            "rates": self.rates.get(),
+        });
+        if let Some(cols) = caps.columns {
+            // the order of `target`'s rows, and the parameters beyond every family's
+            let names: Vec<&str> = cols.iter().map(|c| c.name).collect();
+            let required = cols.iter().filter(|c| c.derived_when_absent.is_none()).count();
+            parameters["columns"] = serde_json::json!(names);
+            parameters["required_columns"] = serde_json::json!(required);
+        }
+        let extra = clock_inputs::parameter_names(caps);
+        if !extra.is_empty() {
+            parameters["request_parameters"] = serde_json::json!(extra);
+        }
         ModelMetadata {
             name: self.name.clone(),
             versions: vec![VERSION.to_string()],
             platform: PLATFORM,
             inputs: self.inputs(),
             outputs: self.outputs(),
-            parameters: serde_json::json!({
-                "model_family": self.info.model.as_str(),
-                "engine": self.info.label,
-                "max_variates": l.max_variates,
-                "max_context": l.max_context,
-                "max_horizon": l.max_horizon,
-                "max_samples": l.max_samples,
-                "verification": verification,
-                "rates": self.rates.get(),
-            }),
+            parameters,
         }
     }
 }
@@ -177,7 +198,21 @@ fn level_from_f32(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 
-const INPUTS: &str = "target, id_mask, lengths, quantile_levels";
+/// The inputs of `spec`'s family: a family with named columns has no `id_mask` (its columns are one series),
+/// a family that reads wall clocks takes `timestamps` and `future_timestamps`.
+fn input_names(spec: &ModelSpec) -> Vec<&'static str> {
+    let caps = spec.info.model.capabilities();
+    let mut names = vec!["target"];
+    if caps.columns.is_none() {
+        names.push("id_mask");
+    }
+    names.push("lengths");
+    if caps.reads_timestamps {
+        names.extend(["timestamps", "future_timestamps"]);
+    }
+    names.push("quantile_levels");
+    names
+}
 
 fn series_label(batched: bool, i: usize) -> String {
     if batched {
@@ -203,8 +238,11 @@ pub fn plan_checked(
 ) -> Result<Plan, ServeError> {
     let InferRequest { id, parameters, inputs, outputs, binary_data_output } = req;
     // Parameters.
+    let caps = spec.info.model.capabilities();
+    let inputs_list = input_names(spec).join(", ");
     let (mut horizon, mut samples, mut seed, mut strict_context, mut timeout) =
         (None, None, None, None, None);
+    let mut clock = ClockParams::default();
     for (key, p) in &parameters {
         match key.as_str() {
             "horizon" => horizon = Some(uint_param(key, p)? as usize),
@@ -212,11 +250,15 @@ pub fn plan_checked(
             "seed" => seed = Some(uint_param(key, p)?),
             "strict_context" => strict_context = Some(bool_param(key, p)?),
             "timeout" => timeout = Some(Duration::from_micros(uint_param(key, p)?)),
+            other if clock.take(caps, other, p)? => {}
             other => {
+                let extra: String =
+                    clock_inputs::parameter_names(caps).iter().map(|n| format!("{n}, ")).collect();
                 return Err(bad(format!(
-                "unknown parameter `{other}`; this model takes horizon, samples, seed, strict_context and \
-                     timeout (µs)"
-            )))
+                    "unknown parameter `{}`; this model takes horizon, samples, seed, strict_context, {extra}and \
+                     timeout (µs)",
+                    super::error::clip(other)
+                )));
             }
         }
     }
@@ -236,13 +278,22 @@ pub fn plan_checked(
     let mut id_mask = None;
     let mut lengths = None;
     let mut levels = None;
+    let (mut stamps, mut future) = (None, None);
     for t in inputs {
+        let taken = input_names(spec).contains(&t.name.as_str());
         let slot = match t.name.as_str() {
             "target" => &mut target,
-            "id_mask" => &mut id_mask,
+            "id_mask" if taken => &mut id_mask,
             "lengths" => &mut lengths,
+            "timestamps" if taken => &mut stamps,
+            "future_timestamps" if taken => &mut future,
             "quantile_levels" => &mut levels,
-            other => return Err(bad(format!("unknown input `{other}`; this model takes {INPUTS}"))),
+            other => {
+                return Err(bad(format!(
+                    "unknown input `{}`; this model takes {inputs_list}",
+                    super::error::clip(other)
+                )))
+            }
         };
         if slot.is_some() {
             return Err(bad(format!("input `{}` is given twice", t.name)));
@@ -250,7 +301,7 @@ pub fn plan_checked(
         *slot = Some(t);
     }
     let target =
-        target.ok_or_else(|| bad(format!("input `target` is missing; this model takes {INPUTS}")))?;
+        target.ok_or_else(|| bad(format!("input `target` is missing; this model takes {inputs_list}")))?;
     let TensorData::Fp32(values) = target.data else {
         return Err(bad(format!("input `target` is {}; it must be FP32", target.data.datatype())));
     };
@@ -277,6 +328,7 @@ pub fn plan_checked(
             values.len()
         )));
     }
+    clock_inputs::check_columns(caps, v)?;
     // The counts, before anything per series is built.
     let samples_n = samples.unwrap_or(0);
     // No levels asked: a quantile model answers with its knots, a sampling one (with samples) with the defaults.
@@ -354,6 +406,27 @@ pub fn plan_checked(
         }
     };
 
+    let stamps = match stamps {
+        Some(x) => Some(StampsInput::new("timestamps", x, n, batched, t, "point of `target` (axis 2)")?),
+        None if caps.reads_timestamps => {
+            return Err(bad(format!(
+            "input `timestamps` is missing; {} reads every point's wall clock: send INT64 [N, T] seconds, \
+                 one per point of `target` (wall-clock seconds: the stamp as written, read as if UTC; or UTC \
+                 seconds with the `timezone` parameter)",
+            caps.title
+        )))
+        }
+        None => None,
+    };
+    let h = horizon.unwrap_or(0);
+    let future = match future {
+        Some(x) => {
+            Some(StampsInput::new("future_timestamps", x, n, batched, h, "forecast step (`horizon`)")?)
+        }
+        None => None,
+    };
+    let zone = clock.timezone.as_ref();
+
     // One validated request per series.
     let limits = spec.info.request_limits();
     let mut requests = Vec::with_capacity(n);
@@ -368,6 +441,13 @@ pub fn plan_checked(
         let ids =
             id_mask.as_ref().map(|d| if d.len() == v { d.clone() } else { d[s * v..(s + 1) * v].to_vec() });
         let at = series_label(batched, s);
+        let timestamps = stamps.as_ref().map(|x| x.clocks(s, len, zone, &at)).transpose()?;
+        let future_timestamps = match (&future, &stamps) {
+            (Some(x), _) => Some(x.clocks(s, h, zone, &at)?),
+            // absent: the series' calendar continues it, as `POST /v1/forecast` continues it
+            (None, Some(x)) => Some(x.continued(s, len, h, zone, &limits, &at)?),
+            (None, None) => None,
+        };
         let fields = RequestFields {
             id: None,
             target: series.into(),
@@ -377,6 +457,12 @@ pub fn plan_checked(
             quantiles: quantiles.clone(),
             seed,
             strict_context,
+            timestamps,
+            future_timestamps,
+            temperature: clock.temperature,
+            top_k: clock.top_k,
+            top_p: clock.top_p,
+            params: (!clock.params.is_empty()).then(|| clock.params.clone()),
             ..RequestFields::default()
         };
         requests.push(ForecastRequest::from_fields(fields, &at, &limits)?);
@@ -496,6 +582,7 @@ impl Plan {
         }
         if let Some(r) = responses.first() {
             parameters.insert("engine".to_string(), Param::Str(r.engine.clone()));
+            provenance_parameters(r, &mut parameters);
         }
         InferResponse {
             model_name: model_name.to_string(),
@@ -504,6 +591,27 @@ impl Plan {
             parameters,
             outputs,
         }
+    }
+}
+
+/// A response's provenance as response parameters (the protocol's parameters are scalars): `engine_sha256`,
+/// and for a family with sampling controls the sampler settings used, under the request parameters' names
+/// (`samples`, `seed`, `temperature`, `top_k`, `top_p`, and each family parameter: `max_context`, `clip`). One
+/// request's series share their parameters, so the first series' settings are every series'.
+fn provenance_parameters(r: &ForecastResponse, parameters: &mut BTreeMap<String, Param>) {
+    if let Some(sha) = &r.engine_sha256 {
+        parameters.insert("engine_sha256".to_string(), Param::Str(sha.clone()));
+    }
+    let Some(s) = &r.sampler else { return };
+    let int = |x: u64| Param::Int(i64::try_from(x).unwrap_or(i64::MAX));
+    parameters.insert("samples".to_string(), int(s.samples as u64));
+    parameters.insert("seed".to_string(), int(s.seed));
+    parameters.insert("temperature".to_string(), Param::Float(s.temperature));
+    parameters.insert("top_k".to_string(), int(s.top_k));
+    parameters.insert("top_p".to_string(), Param::Float(s.top_p));
+    for (name, &x) in &s.params {
+        let whole = x.fract() == 0.0 && x.abs() < 9.0e15;
+        parameters.insert(name.clone(), if whole { Param::Int(x as i64) } else { Param::Float(x) });
     }
 }
 
@@ -622,6 +730,8 @@ mod tests {
             buckets: Vec::new(),
             profile: "p".into(),
             engine: "cpu".into(),
+            sampler: None,
+            engine_sha256: None,
         };
         let out = p.respond("toto", &[resp]);
         let shapes: Vec<_> =

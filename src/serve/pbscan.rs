@@ -157,7 +157,8 @@ pub fn infer_request(buf: &[u8]) -> Result<Counts, ServeError> {
 }
 
 const PARAMS: &str = "this model takes horizon, samples, seed, strict_context and timeout";
-const INPUTS: &str = "this model takes target, id_mask, lengths and quantile_levels, each once";
+const INPUTS: &str = "a model takes target, lengths, quantile_levels and id_mask (or timestamps and \
+                      future_timestamps, for a model that reads wall clocks), each once";
 const OUTPUTS: &str = "this model has four outputs (the point forecast, quantiles, quantile_levels, samples)";
 const TENSOR_PARAMS: &str = "inputs take none, outputs binary_data";
 
@@ -352,9 +353,9 @@ mod tests {
             empty_inputs.extend_from_slice(&[0x2a, 0x00]);
         }
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (empty_inputs, "ModelInferRequest.inputs: more than 4 entries"),
+            (empty_inputs, "ModelInferRequest.inputs: more than 5 entries"),
             ([0x32, 0x00].repeat(1000), "ModelInferRequest.outputs: more than 8 entries"),
-            ([0x3a, 0x00].repeat(1000), "raw_input_contents: more than 4 entries"),
+            ([0x3a, 0x00].repeat(1000), "raw_input_contents: more than 5 entries"),
             ([0x22, 0x00].repeat(1000), "ModelInferRequest.parameters: more than 16 entries"),
             (
                 pb::ModelInferRequest { inputs: vec![input(vec![1; 17], None)], ..Default::default() }

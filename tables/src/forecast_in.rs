@@ -416,6 +416,8 @@ fn table(t: Rows, source: &str) -> Result<Vec<Saved>> {
                 buckets: Vec::new(),
                 profile: String::new(),
                 engine: String::new(),
+                sampler: None,
+                engine_sha256: None,
             };
             let model = series_model(&g.variates, source)?;
             Ok(Saved { at, response, variates, model, steps })
@@ -472,6 +474,8 @@ mod tests {
             buckets: Vec::new(),
             profile: "p".into(),
             engine: "cpu (onnxruntime 1.31.1)".into(),
+            sampler: None,
+            engine_sha256: None,
         }
     }
 

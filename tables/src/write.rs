@@ -578,6 +578,8 @@ mod tests {
             buckets: Vec::new(),
             profile: "p".into(),
             engine: "cpu".into(),
+            sampler: None,
+            engine_sha256: None,
         }
     }
 

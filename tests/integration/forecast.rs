@@ -80,6 +80,12 @@ fn json_request_gives_the_toto_mean() {
         let resp: Value = serde_json::from_str(&forecast_file(&input, &[])).unwrap();
         assert_mean_matches(&resp, &c);
         assert!(resp["profile"].is_string() && resp["engine"].as_str().unwrap().starts_with("cpu"));
+        // provenance: the engine manifest's sha256; no sampler settings for a family without sampling controls
+        use sha2::Digest;
+        let manifest = fs::read(engine().join("manifest.json")).unwrap();
+        let sha: String = sha2::Sha256::digest(&manifest).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(resp["engine_sha256"], sha.as_str(), "{resp}");
+        assert!(resp.get("sampler").is_none(), "{resp}");
     }
 }
 

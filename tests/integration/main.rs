@@ -20,6 +20,7 @@ mod precision;
 mod serve;
 mod serve_cost;
 mod serve_hostile;
+mod serve_kronos;
 mod serve_ops;
 mod serve_timeseries;
 mod third_family;

@@ -1336,10 +1336,10 @@ fn class_1_what_bytes_become(a: &Server, rt: &tokio::runtime::Runtime) {
     let (http_a, grpc_a) = (a.http, a.grpc);
     let per = 8_000_000; // 16 MB of 2-byte entries
     for (tag, want) in [
-        (5, "inputs: more than 4"),
+        (5, "inputs: more than 5"),
         (6, "outputs: more than 8"),
         (4, "parameters: more than 16"),
-        (7, "raw_input_contents: more than 4"),
+        (7, "raw_input_contents: more than 5"),
     ] {
         let what = format!("gRPC 16 MB of empty field-{tag} entries");
         grpc_trigger(grpc_a, rt, &what, &empty_entries(tag, per), &[INVALID_ARGUMENT], want);
@@ -1396,7 +1396,7 @@ fn class_1_what_bytes_become(a: &Server, rt: &tokio::runtime::Runtime) {
         "/v2/models/toto/infer",
         &[],
         inputs.as_bytes(),
-        "more than 4 inputs",
+        "more than 5 inputs",
     );
     let shape = format!(
         "{{\"inputs\": [{{\"name\":\"target\",\"datatype\":\"FP32\",\"shape\":[{}1]}}]}}",

@@ -129,6 +129,8 @@ impl ToyEngine {
             buckets: vec![self.graph.file.clone()],
             profile: self.graph.profile.name.clone(),
             engine: call.info.label.clone(),
+            sampler: None,
+            engine_sha256: None,
         })
     }
 }

@@ -342,6 +342,8 @@ pub fn response(
         buckets,
         profile: profile.to_string(),
         engine: engine.to_string(),
+        sampler: Some(job.sampler.clone()),
+        engine_sha256: None,
     }
 }
 

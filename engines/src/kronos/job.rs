@@ -12,10 +12,10 @@
 
 use crate::error::{Error, Result};
 use crate::kronos::columns::{prepare_columns, Candles, Column, ColumnValues, COLUMNS};
-use crate::kronos::normalize::clip_param;
-use crate::kronos::sampler::SamplingParams;
+use crate::kronos::normalize::{clip_param, DEFAULT_CLIP};
+use crate::kronos::sampler::{SamplingParams, DEFAULT_TEMPERATURE, DEFAULT_TOP_P};
 use crate::kronos::stamps::{TimeFeatures, WallClock};
-use crate::request::{ContextCut, RequestId, DEFAULT_QUANTILES};
+use crate::request::{ContextCut, RequestId, SamplerUsed, DEFAULT_QUANTILES};
 
 /// `KronosPredictor`'s default `max_context` (k:482), used when a request gives none (or the engine's window,
 /// when that is smaller).
@@ -76,6 +76,8 @@ pub struct KronosJob {
     pub quantiles: Vec<f64>,
     /// Set when the context was longer than the engine encodes and its most recent rows were kept.
     pub context_cut: Option<ContextCut>,
+    /// The sampler settings as the response reports them (the request's values, defaults filled in).
+    pub sampler: SamplerUsed,
 }
 
 impl KronosJob {
@@ -92,6 +94,7 @@ impl KronosJob {
     /// Checks and prepares `input` (see the module docs); `at` names the series in errors.
     pub fn new(at: &str, input: JobInput<'_>, limits: &JobLimits) -> Result<KronosJob> {
         let refuse = |message: String| Error::NotSupported { at: at.to_string(), message };
+        let mut sampler = sampler_used(&input);
         let JobInput { columns, timestamps, future_timestamps, horizon, samples, .. } = input;
         if horizon == 0 {
             return Err(Error::ZeroHorizon { at: at.to_string() });
@@ -122,6 +125,7 @@ impl KronosJob {
             });
         }
         let clip = clip_param(at, input.clip)?;
+        sampler.params.insert("max_context".to_string(), max_context as f64);
         let quantiles = quantiles(at, input.quantiles, samples)?;
         let given = columns.first().map_or(0, |c| c.values.len());
         let Some(stamps) = timestamps else {
@@ -175,7 +179,23 @@ impl KronosJob {
             clip,
             quantiles,
             context_cut,
+            sampler,
         })
+    }
+}
+
+/// The sampler settings of a checked `input` as its response reports them: the values given, else upstream
+/// `predict`'s defaults (T 1, top_k 0, top_p 0.9, clip 5); the greedy path is top_k 1 at T 1. `max_context`
+/// is added once it is resolved against the engine's window.
+fn sampler_used(input: &JobInput<'_>) -> SamplerUsed {
+    let greedy = input.samples == 0;
+    SamplerUsed {
+        samples: input.samples,
+        seed: input.seed,
+        temperature: input.temperature.unwrap_or(DEFAULT_TEMPERATURE),
+        top_k: if greedy { 1 } else { input.top_k.map_or(0, |k| k.max(0) as u64) },
+        top_p: input.top_p.unwrap_or(DEFAULT_TOP_P),
+        params: [("clip".to_string(), input.clip.unwrap_or(DEFAULT_CLIP))].into(),
     }
 }
 

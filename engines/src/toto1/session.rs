@@ -538,6 +538,8 @@ fn finish(s: Series, cfg: &HostConfig, graphs: &dyn Graphs) -> Result<Forecast> 
         buckets: labels.into_iter().map(|(b, _)| b).collect(),
         profile,
         engine: cfg.engine.to_string(),
+        sampler: None,
+        engine_sha256: None,
     };
     if req.samples == 0 {
         response.mean = s.out.into_iter().next();

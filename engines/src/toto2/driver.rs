@@ -469,6 +469,8 @@ fn finish(mut j: Job, cfg: &ChunkConfig) -> Toto2Forecast {
         buckets: Vec::new(),
         profile: cfg.profile.to_string(),
         engine: cfg.engine.to_string(),
+        sampler: None,
+        engine_sha256: None,
     };
     Toto2Forecast { response, knots: j.knots, blocks: j.blocks, interpolated: j.levels.interpolates() }
 }

@@ -174,6 +174,8 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
                 buckets: Vec::new(),
                 profile: String::new(),
                 engine: run.label.clone(),
+                sampler: None,
+                engine_sha256: None,
             });
         }
         offset += plan.len();

@@ -42,13 +42,14 @@ pub const DATATYPES: [&str; 14] = [
 /// The header naming the JSON part's length in a binary-extension body.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Inputs a request may name: this model's four (target, id_mask, lengths, quantile_levels).
-pub const MAX_INPUTS: usize = 4;
-/// Outputs a request may ask for: this model's four, a name given twice included (refused by name later).
+/// Inputs a request may name: the most a family's model takes (five: target, lengths, timestamps,
+/// future_timestamps, quantile_levels for a family that reads wall clocks; four otherwise).
+pub const MAX_INPUTS: usize = 5;
+/// Outputs a request may ask for: a model's four, a name given twice included (refused by name later).
 pub const MAX_OUTPUTS: usize = 8;
 /// Dimensions of a shape (this model's tensors have at most 3).
 pub const MAX_DIMS: usize = 16;
-/// Parameters of a request (this model takes 6), or of one tensor.
+/// Parameters of a request (a model takes at most 12), or of one tensor.
 pub const MAX_PARAMETERS: usize = 16;
 /// Bytes of a parameter's name.
 pub const MAX_NAME: usize = 128;

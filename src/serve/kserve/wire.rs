@@ -56,7 +56,8 @@ pub(super) struct Inputs;
 impl Cap for Inputs {
     const MAX: usize = MAX_INPUTS;
     const WHAT: &'static str =
-        "inputs; this model takes target, id_mask, lengths and quantile_levels, each once";
+        "inputs; a model takes target, lengths, quantile_levels and id_mask (or timestamps and future_timestamps, \
+         for a model that reads wall clocks), each once";
 }
 
 pub(super) struct Outputs;
