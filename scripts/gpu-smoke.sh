@@ -209,7 +209,8 @@ build_one() {
     "$totoc" bench --engine "$label=$work/engines/bench-$label" --runs "$runs" --context "$bench_context" --no-rss \
       --json "$work/bench-$label.json" >"$work/bench-$label.txt" &&
     "$totoc" forecast --engine "$work/engines/bench-$label" --input "$request" \
-      --output "$work/forecast-$label.json"; }; then
+      --output "$work/forecast-$label.json"
+  }; then
     bench_ok=failed
     say "$label: the bench engine's build, bench or forecast failed (build-bench-$label.txt, bench-$label.txt)"
   fi
@@ -275,7 +276,8 @@ build_toto2() {
   say "$label: verify $verify_ok"
   if ! { "$totoc" bench --engine "$label=$engine" --runs "$runs" --context 512 --no-rss \
     --throughput-series "$t2_series" --json "$work/bench-$label.json" >"$work/bench-$label.txt" &&
-    "$totoc" forecast --engine "$engine" --input "$t2_request" --output "$work/forecast-$label.json"; }; then
+    "$totoc" forecast --engine "$engine" --input "$t2_request" --output "$work/forecast-$label.json"
+  }; then
     bench_ok=failed
     say "$label: bench or forecast failed (bench-$label.txt)"
   fi
