@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::family::{
     BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunLedger, RunOptions, RunRecord,
 };
-use crate::graph::GraphRunner;
+use crate::graph::{state_input_name, GraphRunner};
 use crate::kronos::build::keep_within;
 use crate::kronos::columns::{Column, ColumnValues, COLUMNS};
 use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
@@ -140,9 +140,10 @@ impl KronosEngine {
         self.dims
     }
 
-    /// The ladder of this engine's graphs, with `pins`.
+    /// The ladder of this engine's graphs, with `pins`; a run of a once-per-call graph holds at most one window
+    /// of positions (the memory goal: see [`Ladder::with_run_positions`]).
     pub fn ladder(&self, pins: KronosPins) -> Ladder {
-        Ladder::new(self.buckets.clone(), pins)
+        Ladder::new(self.buckets.clone(), pins).with_run_positions(self.window)
     }
 
     /// Whether this engine's graphs hold `job` (`Err`: what it needs).
@@ -401,7 +402,14 @@ impl Graphs for Pool<'_> {
 
 /// Loads one graph; a decode graph's caches start as zeros (the slots a step has not written are masked, and
 /// masked values must be finite: −inf + a NaN would not vanish).
+///
+/// Memory: the graphs that run once per call (encode, prefill, the full-window recompute, detokenize) run without
+/// ONNX Runtime's CPU arena, so their activations go back to the system after each run instead of staying held
+/// by each loaded graph; the per-step graphs (decode, refine) keep it (thousands of runs a call). On a CPU target
+/// a prefill graph's caches are detached: they are written straight into the decode graph's caches
+/// ([`GraphRunner::run_into`]), so no second copy of them is held.
 fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner> {
+    let per_step = matches!(g.bucket.kind, GraphKind::Decode | GraphKind::Refine);
     let mut r = bundle.load_graph(&GraphFile {
         file: &g.file,
         label: &g.file,
@@ -410,10 +418,16 @@ fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner>
         shared: false,
         gpu_graph_id: None,
         memory_pattern: true,
+        cpu_arena: per_step,
     })?;
     let caches: Vec<String> = r.cache_inputs().map(str::to_string).collect();
     for c in caches {
         r.input_mut::<f32>(&c)?.fill(0.0);
+    }
+    if g.bucket.kind == GraphKind::Prefill && !r.target().is_gpu() {
+        let states: Vec<String> =
+            r.outputs().map(|o| o.name.clone()).filter(|n| state_input_name(n).is_some()).collect();
+        r.detach_outputs(&states)?;
     }
     Ok(r)
 }
