@@ -14,6 +14,7 @@ use exporter::bucket::Bucket;
 use exporter::kronos::config::KronosConfig;
 use exporter::kronos::manifest::KronosGraphFile;
 use exporter::kronos::signature::{self as sig, ModelDims};
+use exporter::registry::Family;
 use exporter::signature::{DType, GraphKind};
 
 use crate::budget::RequestSize;
@@ -32,7 +33,10 @@ use crate::kronos::job::{JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
 use crate::kronos::plan::{KronosPins, Ladder, SeriesCounts};
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
-use crate::request::{ContextCut, ForecastRequest, ForecastResponse, QuantileForecast};
+use crate::request::{
+    ContextCut, ForecastRequest, ForecastResponse, Limits, Overrides, QuantileForecast, RequestFields,
+    RequestShape,
+};
 
 /// One graph the engine may run.
 #[derive(Debug, Clone)]
@@ -218,6 +222,18 @@ impl KronosEngine {
         let job = KronosJob::new(at, input, &self.limits)?;
         self.check_fits(&job, at)?;
         Ok(job)
+    }
+
+    /// The job of a request's fields as written (a golden case's): parsed and checked as every request is
+    /// (`RequestFields::validate` with this engine's limits and the Kronos request shape), then [`job_of`](Self::job_of).
+    pub fn job_of_fields(&self, fields: RequestFields, at: &str) -> Result<KronosJob> {
+        let limits = Limits {
+            max_samples: self.limits.samples,
+            quantiles_without_samples: false,
+            shape: RequestShape::of(Family::Kronos.capabilities()),
+            max_horizon: self.limits.horizon,
+        };
+        self.job_of(&fields.validate(at, &Overrides::default(), &limits)?, at)
     }
 
     /// The graph runs of a call of `series`, by graph name and rows (see [`Ladder::call_runs`]).

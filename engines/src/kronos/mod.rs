@@ -34,7 +34,6 @@ mod fixture_check;
 pub mod golden;
 pub mod hooks;
 pub mod job;
-pub mod json;
 pub mod manifest;
 pub mod noise;
 pub mod normalize;
