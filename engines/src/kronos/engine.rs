@@ -537,15 +537,15 @@ impl FamilyEngine for KronosEngine {
     }
 
     /// The runs [`Ladder::call_runs`] plans for the series: each `samples` paths (one greedy path for 0), its
-    /// context as admitted (at most the rows the engine encodes), `max_context` the default (upstream's 512, or
-    /// the window when smaller): the counts carry no family parameters, so a request that asks for a smaller
-    /// `max_context` (an earlier slide, more full-window recomputes) is estimated at the default's.
+    /// context as admitted (at most the rows the engine encodes), its `params.max_context` (default upstream's
+    /// 512, or the window when smaller; a smaller one slides earlier: more full-window recomputes).
     fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
-        let max_context = DEFAULT_MAX_CONTEXT.min(self.window);
         let series: Vec<SeriesCounts> = sizes
             .iter()
             .flat_map(|s| {
-                // a longer context keeps its most recent rows (the job's context policy)
+                // a longer context keeps its most recent rows (the job's context policy); admission refuses a
+                // `max_context` of 0 or past the window
+                let max_context = s.max_context.unwrap_or(DEFAULT_MAX_CONTEXT).clamp(1, self.window);
                 let counts = SeriesCounts {
                     rows: s.context.min(self.limits.context),
                     horizon: s.horizon,

@@ -426,9 +426,17 @@ fn estimates_are_the_runs_the_call_made(e: &Engine, jobs: &[crate::kronos::job::
             horizon: j.horizon,
             samples: j.samples,
             quantiles: 0,
+            max_context: None,
         })
         .collect();
     let ours = k.estimate_counts(&at_default.iter().map(counts).collect::<Vec<_>>());
     assert_eq!(e.estimate(&sizes), ours);
+    // a request's own `params.max_context` is estimated at that window
+    let own: Vec<crate::budget::RequestSize> = jobs
+        .iter()
+        .zip(&sizes)
+        .map(|(j, s)| crate::budget::RequestSize { max_context: Some(j.max_context), ..*s })
+        .collect();
+    assert_eq!(e.estimate(&own), k.estimate_counts(&jobs.iter().map(counts).collect::<Vec<_>>()));
     assert!(e.estimate_seconds(&sizes).is_some_and(|t| t > 0.0));
 }
