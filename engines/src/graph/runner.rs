@@ -657,6 +657,9 @@ impl GraphRunner {
         let o = Self::slot_index(&self.outputs, name).ok_or_else(|| {
             self.tensor_error(name, format!("no such output (outputs: {})", self.output_names()))
         })?;
+        if self.outputs[o].detached {
+            return Err(self.tensor_error(name, "is detached: it has no buffer here (see `detach_outputs`)"));
+        }
         let t = match self.caches.iter().find(|(_, oi)| *oi == o) {
             // after a ping-pong run the inputs were swapped: the fresh state is the bound input
             Some((i, _)) => &self.inputs[*i].bound,
@@ -758,6 +761,13 @@ impl GraphRunner {
             return Err(
                 self.tensor_error("k_cache.0", format!("no cache input matches an output of {}", src.name))
             );
+        }
+        if let Some(&(_, o)) = pairs.iter().find(|&&(_, o)| src.outputs[o].detached) {
+            let message = format!(
+                "graph {}'s `{}` is detached: it has no buffer to copy",
+                src.name, src.outputs[o].sig.name
+            );
+            return Err(self.tensor_error("k_cache.0", message));
         }
         for (i, o) in pairs {
             let (dst_sig, src_sig) = (&self.inputs[i].sig, &src.outputs[o].sig);

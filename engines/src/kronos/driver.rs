@@ -751,10 +751,15 @@ mod tests {
         }
     }
 
+    /// The rows of a run of one series.
+    fn alone(rows: Range<usize>) -> [Range<usize>; 1] {
+        [rows]
+    }
+
     #[test]
     fn prefill_stages_in_the_decode_rows_and_spreads_to_every_path() {
         // one series of 8 paths from a 1-row prefill; 8 one-path series from an 8-row prefill
-        assert_eq!(staging_row(1, &[0..8], &[false; 8]), Some(0));
+        assert_eq!(staging_row(1, &alone(0..8), &[false; 8]), Some(0));
         let one_each: Vec<Range<usize>> = (0..8).map(|k| k..k + 1).collect();
         assert_eq!(staging_row(8, &one_each, &[false; 8]), Some(0));
         // two series of 4 paths in a 2-row run: staged at rows 0 and 1, row 1 read before series 0 covers it
@@ -765,8 +770,8 @@ mod tests {
         assert_eq!(lane, [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
         // a later run skips the rows already done; a bucket larger than the lane, or no free block: copied
         let mut done = [true, true, true, true, false, false, false, false];
-        assert_eq!(staging_row(4, &[4..8], &done), Some(4));
-        assert_eq!(staging_row(4, &[0..2], &[false; 2]), None);
+        assert_eq!(staging_row(4, &alone(4..8), &done), Some(4));
+        assert_eq!(staging_row(4, &alone(0..2), &[false; 2]), None);
         done = [false, true, true, false, false, false, false, false];
         assert_eq!(staging_row(2, &[0..1, 3..4], &done[..4]), None);
         assert_eq!(staging_row(2, &[0..1, 3..4], &done), Some(4));
