@@ -45,6 +45,7 @@ pub mod sampler;
 #[cfg(test)]
 mod sampler_statistics;
 pub mod softmax;
+mod staging;
 pub mod stamps;
 
 #[cfg(test)]
