@@ -102,6 +102,7 @@ mod tests {
             horizon,
             samples,
             quantiles: 3,
+            max_context: None,
         };
         let b = Budget::DEFAULT;
         assert!(

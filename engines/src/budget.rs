@@ -11,6 +11,9 @@
 use crate::error::{Error, Result};
 use crate::request::ForecastRequest;
 
+/// The family parameter [`RequestSize::max_context`] reads.
+pub const MAX_CONTEXT: &str = "max_context";
+
 /// The counts of a request, known before its series are built: `series` series of (at most) `variates`
 /// variates, `context` points, `horizon` steps, `samples` paths and `quantiles` levels each.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,6 +24,9 @@ pub struct RequestSize {
     pub horizon: usize,
     pub samples: usize,
     pub quantiles: usize,
+    /// The request's `params.max_context` (a family that reads at most that many recent points per step), when
+    /// it gives one: a family's cost estimate uses it (a smaller window can mean more work).
+    pub max_context: Option<usize>,
 }
 
 impl RequestSize {
@@ -34,6 +40,7 @@ impl RequestSize {
             horizon: req.horizon,
             samples: req.samples,
             quantiles: req.quantiles.len(),
+            max_context: req.params.get(MAX_CONTEXT).map(|&m| m as usize),
         }
     }
 
@@ -153,7 +160,7 @@ mod tests {
     use super::*;
 
     fn size(series: usize, variates: usize, horizon: usize, samples: usize, quantiles: usize) -> RequestSize {
-        RequestSize { series, variates, context: 64, horizon, samples, quantiles }
+        RequestSize { series, variates, context: 64, horizon, samples, quantiles, max_context: None }
     }
 
     #[test]
@@ -190,6 +197,7 @@ mod tests {
             horizon: 5,
             samples: 3,
             quantiles: 1,
+            max_context: None,
         };
         assert_eq!(s.response_values(), u64::MAX);
         assert_eq!(s.cost(), u64::MAX);

@@ -467,7 +467,7 @@ mod tests {
     }
 
     fn size(series: usize, variates: usize, horizon: usize, samples: usize) -> RequestSize {
-        RequestSize { series, variates, context: 256, horizon, samples, quantiles: 0 }
+        RequestSize { series, variates, context: 256, horizon, samples, quantiles: 0, max_context: None }
     }
 
     /// A cost of series × variates × horizon × max(1, samples) against a limit.

@@ -49,8 +49,9 @@ pub enum Error {
     // --- request values
     #[error("{at}: `target` has no variates; give at least one series, e.g. \"target\": [[1.0, 2.0, 3.0]]")]
     NoVariates { at: String },
-    #[error("{at}: variate {variate} is empty; every series needs at least one point")]
-    EmptySeries { at: String, variate: usize },
+    /// `what`: `variate 2`, or the column's name for a family of named columns (`column `open``).
+    #[error("{at}: {what} is empty; every series needs at least one point")]
+    EmptySeries { at: String, what: String },
     #[error("{at}: variate {variate} has {len} points but variate 0 has {expected}; all variates must share one time axis (use null for missing points)")]
     RaggedTarget { at: String, variate: usize, len: usize, expected: usize },
     #[error("{at}: variate {variate}, t={t}: {value} is not a finite f32; use null to mark a missing point")]

@@ -17,6 +17,20 @@ use crate::error::{Error, Result};
 /// Share of the memory limit the default budget takes.
 const DEFAULT_SHARE: f64 = 0.8;
 
+/// Gives the heap's free pages back to the system (glibc's `malloc_trim`; nothing elsewhere). A graph run without
+/// ONNX Runtime's arena frees its activations after the run, but glibc's heap keeps freed blocks below its mmap
+/// threshold (which rises to 32 MB after the first large free) in the process's RSS for reuse: called after the
+/// graphs that run once per call, so their activations do not sit under the next ones' (8 series of 392 + 120 on a
+/// 25M-parameter model: peak RSS 450 → 445 MB; the steady state after each such graph drops by tens of MB). Costs
+/// the page faults of reusing that memory.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only returns free heap memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The default budget in bytes (see the module docs).
 pub fn default_budget() -> u64 {
     (memory_limit() as f64 * DEFAULT_SHARE) as u64

@@ -342,7 +342,7 @@ fn validate(raw: RequestFields, at: &str, o: &Overrides, limits: &Limits) -> Res
     let len = target[0].len();
     for (v, series) in target.iter().enumerate() {
         if series.is_empty() {
-            return Err(Error::EmptySeries { at: at_s(), variate: v });
+            return Err(Error::EmptySeries { at: at_s(), what: shape::variate_name(&columns, v) });
         }
         if series.len() != len {
             return Err(Error::RaggedTarget { at: at_s(), variate: v, len: series.len(), expected: len });

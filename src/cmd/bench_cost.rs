@@ -146,7 +146,7 @@ fn ladder(engine: &Engine, context: usize) -> Vec<RequestSize> {
 
 fn size(series: usize, variates: usize, context: usize, horizon: usize, samples: usize) -> RequestSize {
     let quantiles = if samples > 0 { 3 } else { 0 };
-    RequestSize { series, variates, context, horizon, samples, quantiles }
+    RequestSize { series, variates, context, horizon, samples, quantiles, max_context: None }
 }
 
 /// `SERIESxVARIATESxHORIZONxSAMPLES`, e.g. `1x4x336x256`.

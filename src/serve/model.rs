@@ -345,6 +345,7 @@ pub fn plan_checked(
         horizon: horizon.unwrap_or(0),
         samples: samples_n,
         quantiles: quantile_count,
+        max_context: None,
     })?;
     if let Some((i, x)) = values.iter().enumerate().find(|(_, x)| x.is_infinite()) {
         return Err(bad(format!(

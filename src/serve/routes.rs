@@ -422,18 +422,7 @@ pub(super) fn decode_requests(
         .map_err(|e| {
             ticket.take_refusal().unwrap_or_else(|| v1_hint(ServeError::bad_request(e.to_string()), format))
         })?;
-    let sizes: Vec<RequestSize> = dataset
-        .series
-        .iter()
-        .map(|s| RequestSize {
-            series: 1,
-            variates: s.request.variates(),
-            context: s.request.context_len(),
-            horizon: s.request.horizon,
-            samples: s.request.samples,
-            quantiles: s.request.quantiles.len(),
-        })
-        .collect();
+    let sizes: Vec<RequestSize> = dataset.series.iter().map(|s| RequestSize::of(&s.request)).collect();
     svc.check_size(&sizes, source)?;
     for s in &mut dataset.series {
         ticket.check_here()?;

@@ -201,6 +201,7 @@ impl Service {
                 horizon: r.horizon,
                 samples: r.samples,
                 quantiles: r.quantiles.len().max(knots),
+                max_context: None,
             };
             (v.saturating_add(size.response_values()), s.saturating_add(r.horizon as u64))
         });

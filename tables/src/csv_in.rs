@@ -3,7 +3,7 @@
 //! trimmed; an empty or NaN target cell is a missing point. Values are read as f64 and rounded to f32 when the request
 //! is made, as JSON numbers are, so the same value gives the same request in every format.
 
-use exporter::registry::family::InputColumn;
+use engines::request::RequestShape;
 
 use super::error::{DataError, Loc, Result};
 use super::layout::Layout;
@@ -16,7 +16,7 @@ pub fn read(
     bytes: &[u8],
     source: &str,
     opts: &ReadOptions,
-    family: Option<&'static [InputColumn]>,
+    shape: &RequestShape,
 ) -> Result<(Layout, TimeKind, Collector)> {
     let mut reader = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(bytes);
     let header = reader.headers().map_err(|e| csv_error(e, source))?;
@@ -28,7 +28,8 @@ pub fn read(
             "start the file with a header row naming the columns, e.g. `unique_id,ds,y`",
         ));
     }
-    let layout = Layout::resolve(&names, opts, source, family)?;
+    let layout = Layout::resolve(&names, opts, source, shape.columns)?;
+    let fix = number_fix(shape);
     let mut rows = Collector::new(layout.targets.len());
     let mut values = vec![None; layout.targets.len()];
     let mut record = csv::StringRecord::new();
@@ -59,7 +60,7 @@ pub fn read(
             None => None,
         };
         for (slot, &c) in values.iter_mut().zip(&layout.targets) {
-            *slot = number_f64(cell(c), &layout.names[c], loc, source)?;
+            *slot = number_f64(cell(c), &layout.names[c], loc, source, &fix)?;
         }
         rows.push(id, loc, stamp, &values);
     }
@@ -86,18 +87,32 @@ fn timestamp(cell: &str, column: &str, loc: Loc, source: &str, opts: &ReadOption
         .map_err(|message| DataError::at(loc.at(source), format!("column `{column}`: {message}")))
 }
 
+/// How to fix a target cell that is not a number, for a family of `shape`: leave it empty for a missing point,
+/// or, for a family that takes none, give the row a value (or drop it).
+pub fn number_fix(shape: &RequestShape) -> String {
+    match shape.missing_points {
+        true => MISSING_FIX.to_string(),
+        false => format!(
+            "write a number: {} takes no missing points (give the row a value in every column, or drop the row)",
+            shape.title
+        ),
+    }
+}
+
+/// The fix of a bad number where a missing point is allowed.
+const MISSING_FIX: &str = "write a number, or leave the cell empty for a missing point";
+
 /// A target cell: empty or NaN (`NaN`, `nan`: what pandas and numpy write for a missing float) = missing, as a
 /// Parquet NaN is; anything else must be a finite number that fits in f32.
 pub fn number(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option<f32>> {
-    Ok(number_f64(cell, column, loc, source)?.map(|x| x as f32))
+    Ok(number_f64(cell, column, loc, source, MISSING_FIX)?.map(|x| x as f32))
 }
 
-/// [`number`] as parsed, in f64 (its f32 rounding is finite).
-pub fn number_f64(cell: &str, column: &str, loc: Loc, source: &str) -> Result<Option<f64>> {
+/// [`number`] as parsed, in f64 (its f32 rounding is finite); `fix` says how to fix a bad cell ([`number_fix`]).
+pub fn number_f64(cell: &str, column: &str, loc: Loc, source: &str, fix: &str) -> Result<Option<f64>> {
     if cell.is_empty() {
         return Ok(None);
     }
-    let fix = "write a number, or leave the cell empty for a missing point";
     let x: f64 = cell.parse().map_err(|_| {
         let problem = format!("column `{column}`: `{cell}` is not a number");
         if parse_text(cell, Default::default()).is_ok() {
@@ -151,7 +166,7 @@ mod tests {
     }
 
     fn read_str(text: &str) -> Result<(Layout, TimeKind, Collector)> {
-        read(text.as_bytes(), "t.csv", &ReadOptions::default(), None)
+        read(text.as_bytes(), "t.csv", &ReadOptions::default(), &RequestShape::default())
     }
 
     fn err(text: &str) -> String {
@@ -180,8 +195,24 @@ mod tests {
             "t.csv:2: column `ts`: `2024-01-01` is not a number; if it holds the timestamps, pass --timestamp-column ts"
         );
         let opts = ReadOptions { timestamp_column: Some("ts".into()), ..ReadOptions::default() };
-        let (l, _, _) = read("ts,cpu\n2024-01-01,1\n".as_bytes(), "t.csv", &opts, None).unwrap();
+        let (l, _, _) =
+            read("ts,cpu\n2024-01-01,1\n".as_bytes(), "t.csv", &opts, &RequestShape::default()).unwrap();
         assert_eq!((l.time, l.targets), (Some(0), vec![1]));
+    }
+
+    #[test]
+    fn a_bad_cell_of_a_family_without_missing_points_says_that_familys_fix() {
+        let shape = RequestShape { title: "Candles", missing_points: false, ..RequestShape::default() };
+        let e = |text: &str| {
+            read(text.as_bytes(), "t.csv", &ReadOptions::default(), &shape).unwrap_err().to_string()
+        };
+        let fix =
+            "write a number: Candles takes no missing points (give the row a value in every column, or drop \
+                   the row)";
+        assert_eq!(e("ds,y\n2024-01-01,abc\n"), format!("t.csv:2: column `y`: `abc` is not a number; {fix}"));
+        assert!(e("ds,y\n2024-01-01,inf\n")
+            .ends_with(&format!("is not a finite f32 number (|x| < 3.4e38); {fix}")));
+        assert!(!e("ds,y\n2024-01-01,1e39\n").contains("missing point;"));
     }
 
     #[test]

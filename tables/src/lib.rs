@@ -242,7 +242,7 @@ pub fn parse(
         Format::Json | Format::JsonLines => {
             return parse_json(&bytes, format, source, opts, overrides, limits, &json::Bounds::NONE)
         }
-        Format::Csv => csv_in::read(&bytes, source, opts, limits.shape.columns)?,
+        Format::Csv => csv_in::read(&bytes, source, opts, &limits.shape)?,
         Format::Parquet => parquet_in::read(bytes::Bytes::from(bytes), source, opts, limits.shape.columns)?,
     };
     dataset(layout, kind, rows, source, opts, overrides, limits)

@@ -98,6 +98,7 @@ impl ToyEngine {
                 shared: false,
                 gpu_graph_id: None,
                 memory_pattern: true,
+                cpu_arena: true,
             })?);
         }
         let runner = slot.as_mut().expect("loaded above");

@@ -20,4 +20,7 @@ pub struct GraphFile<'a> {
     pub gpu_graph_id: Option<i64>,
     /// ONNX Runtime's memory pattern (off where a graph's second run would hold two arenas' worth).
     pub memory_pattern: bool,
+    /// ONNX Runtime's CPU arena: off for a graph that runs once per call (its arena would hold its largest
+    /// activations between calls; without it they go back to the system after each run).
+    pub cpu_arena: bool,
 }

@@ -137,6 +137,9 @@ impl EngineBundle {
         if !g.memory_pattern {
             cfg.memory_pattern = false;
         }
+        if !g.cpu_arena {
+            cfg.cpu_arena = false;
+        }
         let path = self.dir.join(g.file);
         let name = g.file.strip_suffix(".onnx").unwrap_or(g.file);
         if g.shared {

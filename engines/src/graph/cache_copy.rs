@@ -90,6 +90,18 @@ pub(super) fn copy_slots(
     }
 }
 
+/// Applies `moves` within one cache buffer of `layout`, in order (a move may read a row an earlier one wrote).
+pub(super) fn copy_rows_within(buf: &mut [u8], layout: CacheLayout, elem: usize, moves: &[CacheMove]) {
+    let len = |slots: usize| slots * layout.width * elem;
+    for m in moves.iter().filter(|m| m.src != m.dst) {
+        for h in 0..layout.heads {
+            let at = |row: usize| ((row * layout.heads + h) * layout.slots) * layout.width * elem;
+            let from = at(m.src);
+            buf.copy_within(from..from + len(m.slots), at(m.dst));
+        }
+    }
+}
+
 /// Gives the session a logger that counts ORT's "copying past_cache to present_cache" warnings and prints the
 /// rest of its warnings and errors.
 pub(super) fn with_copy_counter(
@@ -127,5 +139,20 @@ mod tests {
         assert_eq!(&dst[0..8], &[6, 7, 8, 99, 9, 10, 11, 99]);
         assert_eq!(&dst[8..16], &[99; 8]);
         assert_eq!(&dst[16..24], &[6, 7, 99, 99, 9, 10, 99, 99]);
+    }
+
+    #[test]
+    fn cache_rows_copy_within_one_buffer_in_order() {
+        // 3 rows × 2 heads × 2 slots × 1 wide: row 0 = [0, 1 | 2, 3], row 1 = [4, 5 | 6, 7], row 2 = [8, 9 | 10, 11]
+        let l = CacheLayout { rows: 3, heads: 2, slots: 2, width: 1 };
+        let mut buf: Vec<u8> = (0..12).collect();
+        // row 2 ← row 1's first slot, then row 1 ← row 0 (whole), then a no-op self move
+        let moves = [
+            CacheMove { dst: 2, src: 1, slots: 1 },
+            CacheMove { dst: 1, src: 0, slots: 2 },
+            CacheMove { dst: 0, src: 0, slots: 2 },
+        ];
+        copy_rows_within(&mut buf, l, 1, &moves);
+        assert_eq!(buf, [0, 1, 2, 3, 0, 1, 2, 3, 4, 9, 6, 11]);
     }
 }

@@ -24,6 +24,8 @@ use super::shared_session::SharedSession;
 use super::transfer;
 use super::weights::{Held, SharedWeights};
 
+mod detached;
+
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphCheck {
@@ -45,6 +47,8 @@ struct Slot {
     dirty: bool,
     /// Bound to another runner's input of this name ([`GraphRunner::share_input`]): `bound` is a placeholder.
     shared_from: Option<String>,
+    /// An output with no buffer of its own ([`GraphRunner::detach_outputs`]): `bound` is a placeholder.
+    detached: bool,
 }
 
 /// A loaded graph with all I/O preallocated and bound once (see the module docs).
@@ -169,7 +173,15 @@ impl GraphRunner {
                 (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                 _ => None,
             };
-            inputs.push(Slot { sig, bound, spare: None, host, dirty: false, shared_from: None });
+            inputs.push(Slot {
+                sig,
+                bound,
+                spare: None,
+                host,
+                dirty: false,
+                shared_from: None,
+                detached: false,
+            });
         }
         let mut outputs = Vec::new();
         let mut caches = Vec::new();
@@ -189,6 +201,7 @@ impl GraphRunner {
                         host: None,
                         dirty: false,
                         shared_from: None,
+                        detached: false,
                     });
                 }
                 None => {
@@ -197,7 +210,15 @@ impl GraphRunner {
                         (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                         _ => None,
                     };
-                    outputs.push(Slot { sig, bound, spare: None, host, dirty: false, shared_from: None });
+                    outputs.push(Slot {
+                        sig,
+                        bound,
+                        spare: None,
+                        host,
+                        dirty: false,
+                        shared_from: None,
+                        detached: false,
+                    });
                 }
             }
         }
@@ -476,6 +497,9 @@ impl GraphRunner {
         let o = Self::slot_index(&self.outputs, name).ok_or_else(|| {
             self.tensor_error(name, format!("no such output (outputs: {})", self.output_names()))
         })?;
+        if self.outputs[o].detached {
+            return Err(self.tensor_error(name, "is detached: it has no buffer here (see `detach_outputs`)"));
+        }
         let t = match self.caches.iter().find(|(_, oi)| *oi == o) {
             // after a ping-pong run the inputs were swapped: the fresh state is the bound input
             Some((i, _)) => &self.inputs[*i].bound,
@@ -577,6 +601,13 @@ impl GraphRunner {
             return Err(
                 self.tensor_error("k_cache.0", format!("no cache input matches an output of {}", src.name))
             );
+        }
+        if let Some(&(_, o)) = pairs.iter().find(|&&(_, o)| src.outputs[o].detached) {
+            let message = format!(
+                "graph {}'s `{}` is detached: it has no buffer to copy",
+                src.name, src.outputs[o].sig.name
+            );
+            return Err(self.tensor_error("k_cache.0", message));
         }
         for (i, o) in pairs {
             let (dst_sig, src_sig) = (&self.inputs[i].sig, &src.outputs[o].sig);

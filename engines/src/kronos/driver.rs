@@ -21,6 +21,7 @@
 //! A series that cannot be normalised fails alone; a graph that fails fails the call's series.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::time::Instant;
 
 use exporter::bucket::Bucket;
@@ -39,6 +40,8 @@ use crate::kronos::normalize::Normalizer;
 use crate::kronos::paths::{summarize, PathForecast};
 use crate::kronos::plan::{Ladder, Lane};
 use crate::kronos::sampler::Sampler;
+use crate::kronos::staging::{spread_moves, staging_row};
+use crate::memory::release_free_heap;
 
 /// Values per candle row.
 const ROW: usize = COLUMNS.len();
@@ -201,6 +204,7 @@ fn run_series(g: &mut dyn Graphs, cfg: &CallConfig<'_>, series: &mut [Series<'_>
         return Ok(());
     }
     encode(g, cfg, series)?;
+    release_free_heap();
     let paths: Vec<usize> = series.iter().map(|s| s.job.paths()).collect();
     let lanes = cfg.ladder.lanes(&paths);
     if lanes.is_empty() {
@@ -213,7 +217,9 @@ fn run_series(g: &mut dyn Graphs, cfg: &CallConfig<'_>, series: &mut [Series<'_>
     for lane in &lanes {
         run_lane(g, cfg, series, lane, &mut sampler)?;
     }
-    detokenize(g, cfg, series)
+    detokenize(g, cfg, series)?;
+    release_free_heap();
+    Ok(())
 }
 
 /// Runs `runner` once, recording it (and asking the caller whether to go on first).
@@ -224,9 +230,20 @@ fn run_graph(
     bucket: Bucket,
     rows_used: usize,
 ) -> Result<()> {
+    timed_run(g, cfg, bucket, rows_used, || runner.run())
+}
+
+/// Runs `run` (one run of a graph of `bucket`), recording it (and asking the caller whether to go on first).
+fn timed_run(
+    g: &mut dyn Graphs,
+    cfg: &CallConfig<'_>,
+    bucket: Bucket,
+    rows_used: usize,
+    run: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     check_cancel(cfg.cancel, bucket.kind.as_str())?;
     let t = Instant::now();
-    runner.run()?;
+    run()?;
     g.record(RunRecord { bucket, rows_used, seconds: t.elapsed().as_secs_f64() });
     Ok(())
 }
@@ -340,6 +357,7 @@ fn run_lane(
             for i in 0..steps {
                 if i == 0 {
                     prefill(g, cfg, series, &mut st, decode)?;
+                    release_free_heap();
                 } else {
                     decode_step(g, cfg, series, &mut st, decode, decode_b, i)?;
                     recompute(g, cfg, series, &mut st, decode, i)?;
@@ -405,7 +423,11 @@ fn take_head(runner: &GraphRunner, st: &mut LaneState, dims: &ModelDims, k: usiz
     Ok(())
 }
 
-/// Step 0: one prefill per series of the lane over its window; caches and heads copied to its paths' rows.
+/// Step 0: one prefill per series of the lane over its window; caches and heads given to its paths' rows.
+///
+/// The prefill writes its caches straight into the decode graph's (see [`staging_row`]); each series' cache is
+/// then copied within the decode graph's buffers to its other paths' rows. A prefill graph with caches of its own
+/// (a GPU target), or a run no block of decode rows can take, has its caches copied over instead.
 fn prefill(
     g: &mut dyn Graphs,
     cfg: &CallConfig<'_>,
@@ -420,28 +442,53 @@ fn prefill(
     if let Some(&b) = unfit.first() {
         return Err(unservable("prefill", series[b].window(0).1));
     }
+    // lane rows holding a series' final caches (a later run must not write over them)
+    let mut done = vec![false; st.rows.len()];
     for run in runs {
         with_graph(g, run.bucket, |g, runner| {
             clear_window_inputs(runner)?;
             for (k, &b) in run.items.iter().enumerate() {
                 write_window(runner, &series[b], 0, series[b].window(0), k, run.bucket.slots)?;
             }
-            run_graph(g, cfg, runner, run.bucket, run.items.len())?;
-            let mut moves = Vec::new();
-            for (k, &b) in run.items.iter().enumerate() {
-                series[b].buckets.insert(run.bucket);
-                let slots = series[b].window(0).1;
-                for (row, x) in st.rows.clone().iter().enumerate() {
-                    if x.is_some_and(|(sb, _)| sb == b) {
-                        take_head(runner, st, &cfg.dims, k, row)?;
-                        moves.push(CacheMove { dst: row, src: k, slots });
-                    }
+            let dests: Vec<Range<usize>> = run.items.iter().map(|&b| lane_rows_of(st, b)).collect();
+            let rows_used = run.items.len();
+            let staged = match runner.has_detached_outputs() {
+                true => staging_row(run.bucket.rows, &dests, &done),
+                false => None,
+            };
+            let slots = |b: usize| series[b].window(0).1;
+            match staged {
+                Some(r0) => {
+                    timed_run(g, cfg, run.bucket, rows_used, || runner.run_into(decode, r0))?;
+                    decode.copy_cache_rows(&spread_moves(&run.items, &dests, |k| r0 + k, slots))?;
+                }
+                None => {
+                    let attached = runner.attach_outputs()?;
+                    let ran = run_graph(g, cfg, runner, run.bucket, rows_used).and_then(|()| {
+                        decode.copy_cache(runner, &spread_moves(&run.items, &dests, |k| k, slots))
+                    });
+                    runner.detach_outputs(&attached)?;
+                    ran?;
                 }
             }
-            decode.copy_cache(runner, &moves)
+            for (k, &b) in run.items.iter().enumerate() {
+                series[b].buckets.insert(run.bucket);
+                for row in dests[k].clone() {
+                    take_head(runner, st, &cfg.dims, k, row)?;
+                    done[row] = true;
+                }
+            }
+            Ok(())
         })?;
     }
     Ok(())
+}
+
+/// The lane rows of series `b` (a lane holds a series' paths in consecutive rows).
+fn lane_rows_of(st: &LaneState, b: usize) -> Range<usize> {
+    let first = st.rows.iter().position(|x| x.is_some_and(|(sb, _)| sb == b)).unwrap_or(0);
+    let len = st.rows[first..].iter().take_while(|x| x.is_some_and(|(sb, _)| sb == b)).count();
+    first..first + len
 }
 
 /// Step `i ≥ 1`: one decode run over the lane's rows whose window has not slid.

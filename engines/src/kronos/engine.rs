@@ -14,6 +14,7 @@ use exporter::bucket::Bucket;
 use exporter::kronos::config::KronosConfig;
 use exporter::kronos::manifest::KronosGraphFile;
 use exporter::kronos::signature::{self as sig, ModelDims};
+use exporter::registry::Family;
 use exporter::signature::{DType, GraphKind};
 
 use crate::budget::RequestSize;
@@ -23,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::family::{
     BucketStats, Call, EngineLimits, FamilyEngine, Forecast, RunLedger, RunOptions, RunRecord,
 };
-use crate::graph::GraphRunner;
+use crate::graph::{state_input_name, GraphRunner};
 use crate::kronos::build::keep_within;
 use crate::kronos::columns::{Column, ColumnValues, COLUMNS};
 use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
@@ -32,7 +33,10 @@ use crate::kronos::job::{JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
 use crate::kronos::plan::{KronosPins, Ladder, SeriesCounts};
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
-use crate::request::{ContextCut, ForecastRequest, ForecastResponse, QuantileForecast};
+use crate::request::{
+    ContextCut, ForecastRequest, ForecastResponse, Limits, Overrides, QuantileForecast, RequestFields,
+    RequestShape,
+};
 
 /// One graph the engine may run.
 #[derive(Debug, Clone)]
@@ -140,9 +144,10 @@ impl KronosEngine {
         self.dims
     }
 
-    /// The ladder of this engine's graphs, with `pins`.
+    /// The ladder of this engine's graphs, with `pins`; a run of a once-per-call graph holds at most one window
+    /// of positions (the memory goal: see [`Ladder::with_run_positions`]).
     pub fn ladder(&self, pins: KronosPins) -> Ladder {
-        Ladder::new(self.buckets.clone(), pins)
+        Ladder::new(self.buckets.clone(), pins).with_run_positions(self.window)
     }
 
     /// Whether this engine's graphs hold `job` (`Err`: what it needs).
@@ -217,6 +222,18 @@ impl KronosEngine {
         let job = KronosJob::new(at, input, &self.limits)?;
         self.check_fits(&job, at)?;
         Ok(job)
+    }
+
+    /// The job of a request's fields as written (a golden case's): parsed and checked as every request is
+    /// (`RequestFields::validate` with this engine's limits and the Kronos request shape), then [`job_of`](Self::job_of).
+    pub fn job_of_fields(&self, fields: RequestFields, at: &str) -> Result<KronosJob> {
+        let limits = Limits {
+            max_samples: self.limits.samples,
+            quantiles_without_samples: false,
+            shape: RequestShape::of(Family::Kronos.capabilities()),
+            max_horizon: self.limits.horizon,
+        };
+        self.job_of(&fields.validate(at, &Overrides::default(), &limits)?, at)
     }
 
     /// The graph runs of a call of `series`, by graph name and rows (see [`Ladder::call_runs`]).
@@ -403,7 +420,14 @@ impl Graphs for Pool<'_> {
 
 /// Loads one graph; a decode graph's caches start as zeros (the slots a step has not written are masked, and
 /// masked values must be finite: −inf + a NaN would not vanish).
+///
+/// Memory: the graphs that run once per call (encode, prefill, the full-window recompute, detokenize) run without
+/// ONNX Runtime's CPU arena, so their activations go back to the system after each run instead of staying held
+/// by each loaded graph; the per-step graphs (decode, refine) keep it (thousands of runs a call). On a CPU target
+/// a prefill graph's caches are detached: they are written straight into the decode graph's caches
+/// ([`GraphRunner::run_into`]), so no second copy of them is held.
 fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner> {
+    let per_step = matches!(g.bucket.kind, GraphKind::Decode | GraphKind::Refine);
     let mut r = bundle.load_graph(&GraphFile {
         file: &g.file,
         label: &g.file,
@@ -412,10 +436,16 @@ fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner>
         shared: false,
         gpu_graph_id: None,
         memory_pattern: true,
+        cpu_arena: per_step,
     })?;
     let caches: Vec<String> = r.cache_inputs().map(str::to_string).collect();
     for c in caches {
         r.input_mut::<f32>(&c)?.fill(0.0);
+    }
+    if g.bucket.kind == GraphKind::Prefill && !r.target().is_gpu() {
+        let states: Vec<String> =
+            r.outputs().map(|o| o.name.clone()).filter(|n| state_input_name(n).is_some()).collect();
+        r.detach_outputs(&states)?;
     }
     Ok(r)
 }
@@ -509,15 +539,15 @@ impl FamilyEngine for KronosEngine {
     }
 
     /// The runs [`Ladder::call_runs`] plans for the series: each `samples` paths (one greedy path for 0), its
-    /// context as admitted (at most the rows the engine encodes), `max_context` the default (upstream's 512, or
-    /// the window when smaller): the counts carry no family parameters, so a request that asks for a smaller
-    /// `max_context` (an earlier slide, more full-window recomputes) is estimated at the default's.
+    /// context as admitted (at most the rows the engine encodes), its `params.max_context` (default upstream's
+    /// 512, or the window when smaller; a smaller one slides earlier: more full-window recomputes).
     fn estimate(&self, sizes: &[RequestSize]) -> Option<Estimate> {
-        let max_context = DEFAULT_MAX_CONTEXT.min(self.window);
         let series: Vec<SeriesCounts> = sizes
             .iter()
             .flat_map(|s| {
-                // a longer context keeps its most recent rows (the job's context policy)
+                // a longer context keeps its most recent rows (the job's context policy); admission refuses a
+                // `max_context` of 0 or past the window
+                let max_context = s.max_context.unwrap_or(DEFAULT_MAX_CONTEXT).clamp(1, self.window);
                 let counts = SeriesCounts {
                     rows: s.context.min(self.limits.context),
                     horizon: s.horizon,

@@ -271,8 +271,8 @@ fn own_paths_follow_upstreams_1000() {
         }
         let e = &engines.iter().find(|(c, _)| *c == config).unwrap().1;
         let c = case(config, name);
-        let request = crate::kronos::json::KronosRequest { samples: Some(PATHS), ..c.requests[0].clone() };
-        let job = request.job(f, &kronos(e).job_limits()).unwrap();
+        let request = crate::request::RequestFields { samples: Some(PATHS), ..c.requests[0].clone() };
+        let job = kronos(e).job_of_fields(request, f).unwrap();
         let t0 = std::time::Instant::now();
         let got = kronos(e).forecast_jobs(e.call(), &[&job], Default::default(), None).remove(0).unwrap();
         let runs = e.last_call();
@@ -348,12 +348,11 @@ fn paths_do_not_depend_on_the_call_or_the_buckets() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine("k4", dir.path());
     let k = kronos(&e);
-    let limits = k.job_limits();
     let mut jobs = Vec::new();
     for name in ["samples4", "greedy_intraday", "topk5", "unfiltered", "ragged", "batch"] {
         let c = case("k4", name);
         for (b, r) in c.requests.iter().enumerate() {
-            jobs.push(r.job(&format!("{name} {b}"), &limits).unwrap());
+            jobs.push(k.job_of_fields(r.clone(), &format!("{name} {b}")).unwrap());
         }
     }
     jobs.truncate(9);
@@ -427,9 +426,17 @@ fn estimates_are_the_runs_the_call_made(e: &Engine, jobs: &[crate::kronos::job::
             horizon: j.horizon,
             samples: j.samples,
             quantiles: 0,
+            max_context: None,
         })
         .collect();
     let ours = k.estimate_counts(&at_default.iter().map(counts).collect::<Vec<_>>());
     assert_eq!(e.estimate(&sizes), ours);
+    // a request's own `params.max_context` is estimated at that window
+    let own: Vec<crate::budget::RequestSize> = jobs
+        .iter()
+        .zip(&sizes)
+        .map(|(j, s)| crate::budget::RequestSize { max_context: Some(j.max_context), ..*s })
+        .collect();
+    assert_eq!(e.estimate(&own), k.estimate_counts(&jobs.iter().map(counts).collect::<Vec<_>>()));
     assert!(e.estimate_seconds(&sizes).is_some_and(|t| t > 0.0));
 }

@@ -22,9 +22,9 @@ use crate::kronos::columns::COLUMNS;
 use crate::kronos::driver::SeriesForecast;
 use crate::kronos::engine::KronosEngine;
 use crate::kronos::hooks::{ForcedTokens, Hooks, Trace};
-use crate::kronos::json::KronosRequest;
 use crate::kronos::noise::{NoiseSource, ReplayNoise};
 use crate::kronos::plan::KronosPins;
+use crate::request::RequestFields;
 
 /// τ of the logits, `|a − b| ≤ τ·(1 + |b|)`: 4× the worst drift measured between the engine (ONNX Runtime 1.31
 /// CPU) and upstream on every fixture, 5.8e-7 (k10/topp_t07's s2 logits), rounded up (docs/guide.md, "Kronos").
@@ -40,7 +40,7 @@ pub const ROWS_REL: f64 = 1e-6;
 #[derive(Debug, Clone, Deserialize)]
 struct CaseFile {
     call: String,
-    requests: Vec<KronosRequest>,
+    requests: Vec<RequestFields>,
     reference: ReferenceFile,
 }
 
@@ -122,7 +122,8 @@ pub struct KronosCase {
     pub name: String,
     /// `predict`, `predict_batch` or `ragged` (how upstream was called; the engine runs every series in one call).
     pub call: String,
-    pub requests: Vec<KronosRequest>,
+    /// The requests as written, parsed as every request is ([`KronosEngine::job_of_fields`]).
+    pub requests: Vec<RequestFields>,
     pub series: Vec<SeriesReference>,
 }
 
@@ -238,12 +239,11 @@ pub fn run_case(
     case: &KronosCase,
     opts: CheckOptions,
 ) -> Result<Vec<SeriesForecast>> {
-    let limits = engine.job_limits();
     let jobs = case
         .requests
         .iter()
         .enumerate()
-        .map(|(b, r)| r.job(&format!("{} series {b}", case.name), &limits))
+        .map(|(b, r)| engine.job_of_fields(r.clone(), &format!("{} series {b}", case.name)))
         .collect::<Result<Vec<_>>>()?;
     let replay: Vec<Option<ReplayNoise>> = case
         .series

@@ -11,7 +11,9 @@
 //! the last forecast rows are decoded within one window).
 
 use crate::error::{Error, Result};
-use crate::kronos::columns::{prepare_columns, Candles, Column, ColumnValues, COLUMNS};
+use crate::kronos::columns::{prepare_columns, Candles, Column};
+#[cfg(test)]
+use crate::kronos::columns::{ColumnValues, COLUMNS};
 use crate::kronos::normalize::{clip_param, DEFAULT_CLIP};
 use crate::kronos::sampler::{SamplingParams, DEFAULT_TEMPERATURE, DEFAULT_TOP_P};
 use crate::kronos::stamps::{TimeFeatures, WallClock};
@@ -36,7 +38,7 @@ pub struct JobLimits {
 #[derive(Debug, Clone, Default)]
 pub struct JobInput<'a> {
     pub id: Option<RequestId>,
-    /// The named input columns, each with one value per candle (names: [`COLUMNS`]).
+    /// The named input columns, each with one value per candle (names: [`COLUMNS`](crate::kronos::columns::COLUMNS)).
     pub columns: Vec<Column<'a>>,
     /// One wall-clock stamp per candle (`None`: the request gave none).
     pub timestamps: Option<&'a [WallClock]>,
@@ -273,7 +275,9 @@ fn show(w: &WallClock) -> String {
 }
 
 /// The columns of a request's `target` rows named by `columns` (absent: the first `target.len()` of
-/// [`COLUMNS`], upstream's order).
+/// [`COLUMNS`], upstream's order): the tests' reader (requests are read by the request seam and
+/// `KronosEngine::job_of`).
+#[cfg(test)]
 pub fn named_columns<'a>(
     at: &str,
     columns: Option<&'a [String]>,

@@ -34,7 +34,6 @@ mod fixture_check;
 pub mod golden;
 pub mod hooks;
 pub mod job;
-pub mod json;
 pub mod manifest;
 pub mod noise;
 pub mod normalize;
@@ -46,6 +45,7 @@ pub mod sampler;
 #[cfg(test)]
 mod sampler_statistics;
 pub mod softmax;
+mod staging;
 pub mod stamps;
 
 #[cfg(test)]

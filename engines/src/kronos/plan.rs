@@ -23,6 +23,9 @@ use exporter::signature::GraphKind;
 pub struct Ladder {
     buckets: Vec<Bucket>,
     pins: KronosPins,
+    /// Positions (rows × slots) a run of a once-per-call graph may hold at most, when set (see
+    /// [`with_run_positions`](Self::with_run_positions)).
+    run_positions: Option<usize>,
 }
 
 /// Pins for tests and diagnostics: the same series on other buckets.
@@ -57,7 +60,16 @@ impl Ladder {
     pub fn new(mut buckets: Vec<Bucket>, pins: KronosPins) -> Self {
         buckets.sort();
         buckets.dedup();
-        Ladder { buckets, pins }
+        Ladder { buckets, pins, run_positions: None }
+    }
+
+    /// This ladder with runs of the graphs that run once per series or path (encode, prefill, recompute,
+    /// detokenize) held to at most `positions` rows × slots each (a run of one item however long it is): their
+    /// activations are the call's peak memory beside the weights and the caches and grow with the rows (an 8-row
+    /// prefill of 392 tokens needs about 220 MB on Kronos-small), while their speed per position barely does.
+    pub fn with_run_positions(mut self, positions: usize) -> Self {
+        self.run_positions = Some(positions);
+        self
     }
 
     pub fn buckets(&self) -> &[Bucket] {
@@ -97,9 +109,21 @@ impl Ladder {
         }
     }
 
-    /// The most items of one `kind` run at `slots` slots hold (1 when pinned alone).
+    /// The most items of one `kind` run at `slots` slots hold (1 when pinned alone; within the run positions of
+    /// [`with_run_positions`](Self::with_run_positions), else the fewest rows there are).
     fn max_rows(&self, kind: GraphKind, slots: usize) -> Option<usize> {
-        let most = self.of(kind).filter(|b| b.slots == slots).map(|b| b.rows).max();
+        let rows: Vec<usize> = self.of(kind).filter(|b| b.slots == slots).map(|b| b.rows).collect();
+        let once = matches!(
+            kind,
+            GraphKind::Encode | GraphKind::Prefill | GraphKind::Recompute | GraphKind::Detokenize
+        );
+        let most = match self.run_positions.filter(|_| once) {
+            Some(cap) => {
+                let within = rows.iter().copied().filter(|&r| r * slots <= cap.max(slots)).max();
+                within.or_else(|| rows.iter().copied().min())
+            }
+            None => rows.iter().copied().max(),
+        };
         if self.pins.alone {
             most.map(|_| 1)
         } else {
@@ -364,6 +388,31 @@ mod tests {
         );
         // a series longer than any encode graph: no plan
         assert_eq!(l.call_runs(&[counts(161, 4, 1, 128)]), None);
+    }
+
+    #[test]
+    fn run_positions_hold_the_once_per_call_runs_and_not_the_lanes() {
+        let l = ladder(KronosPins::default()).with_run_positions(128);
+        // windows of 64: only the 1-row bucket is within 128 positions (4 × 64 = 256), so one a run
+        let (runs, _) = l.pack(Recompute, &(0..5).map(|i| (i, 64)).collect::<Vec<_>>());
+        assert_eq!(runs.iter().map(|r| (r.bucket.rows, r.items.len())).collect::<Vec<_>>(), [(1, 1); 5]);
+        // windows of 30 (32 slots): 4 rows × 32 = 128, four a run on the 4-row bucket
+        let (runs, _) = l.pack(Recompute, &(0..9).map(|i| (i, 30)).collect::<Vec<_>>());
+        let shapes: Vec<(usize, usize)> = runs.iter().map(|r| (r.bucket.rows, r.items.len())).collect();
+        assert_eq!(shapes, [(4, 4), (4, 4), (1, 1)]);
+        // no bucket within the cap: the fewest rows there are, filled (its rows run whether filled or not)
+        let (runs, _) = l.pack(Detokenize, &[(0, 30), (1, 30)]);
+        assert_eq!(runs.iter().map(|r| (r.bucket.rows, r.items.len())).collect::<Vec<_>>(), [(12, 2)]);
+        // lanes are not held: 11 paths still step on 12 rows
+        assert_eq!(l.lanes(&[11])[0].rows, 12);
+        // and the planner counts the runs the cap makes: two series encoded and prefilled one a run
+        let counts = SeriesCounts { rows: 100, horizon: 4, paths: 3, max_context: 128 };
+        let runs = l.call_runs(&[counts, counts]).unwrap();
+        for want in [(Bucket::of(Encode, 1, 160), 2), (Bucket::of(Prefill, 1, 128), 2)] {
+            assert!(runs.contains(&want), "{runs:?}");
+        }
+        let uncapped = ladder(KronosPins::default()).call_runs(&[counts, counts]).unwrap();
+        assert!(uncapped.contains(&(Bucket::of(Encode, 3, 160), 1)), "{uncapped:?}");
     }
 
     #[test]

@@ -204,6 +204,12 @@ pub(super) fn derives_absent(shape: &RequestShape, names: &[&str]) -> bool {
         .is_some_and(|cols| cols.iter().any(|c| c.derived_when_absent.is_some() && !names.contains(&c.name)))
 }
 
+/// Variate `v` as messages name it: `column `open`` where the family names its columns (`names`, as resolved),
+/// else `variate 2`.
+pub(super) fn variate_name(names: &[&str], v: usize) -> String {
+    names.get(v).map_or_else(|| format!("variate {v}"), |n| format!("column `{n}`"))
+}
+
 /// For a family without missing points: the first missing point of variate `v` (`series`) is an error naming
 /// its column (`names`, else the variate) and row.
 pub(super) fn refuse_missing(
@@ -216,7 +222,7 @@ pub(super) fn refuse_missing(
     let Some(t) = series.iter().position(Option::is_none).filter(|_| !shape.missing_points) else {
         return Ok(());
     };
-    let column = names.get(v).map_or_else(|| format!("variate {v}"), |n| format!("column `{n}`"));
+    let column = variate_name(names, v);
     Err(Error::BadField {
         at: at.to_string(),
         field: "target".into(),

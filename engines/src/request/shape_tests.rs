@@ -136,6 +136,19 @@ fn missing_points_are_refused_naming_the_column_and_row() {
 }
 
 #[test]
+fn an_empty_series_is_named_by_its_column() {
+    // the family's default order when `columns` is absent, the request's names when given
+    let e = toy_err(r#"{"target": [[], []], "horizon": 2}"#);
+    assert_eq!(e, "r: column `open` is empty; every series needs at least one point");
+    let e = toy_err(r#"{"target": [[], []], "columns": ["close", "open"], "horizon": 2}"#);
+    assert!(e.starts_with("r: column `close` is empty"), "{e}");
+    // a family of unnamed variates names the variate
+    let e =
+        parse_request(r#"{"target": [[]], "horizon": 2}"#, "r", &Overrides::default(), &Limits::default());
+    assert_eq!(e.unwrap_err().to_string(), "r: variate 0 is empty; every series needs at least one point");
+}
+
+#[test]
 fn wall_clocks_are_required_and_counted() {
     let target = r#""target": [[1, 2, 3], [1, 2, 3]], "horizon": 2"#;
     let e = toy_err(&format!("{{{target}}}"));

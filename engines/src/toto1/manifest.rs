@@ -65,6 +65,7 @@ impl EngineGraph {
             shared: self.shared,
             gpu_graph_id: self.gpu_graph_id,
             memory_pattern: true,
+            cpu_arena: true,
         }
     }
 }

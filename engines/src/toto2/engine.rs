@@ -489,6 +489,7 @@ impl Toto2Engine {
                         shared: shared_engine(bundle, &g.file),
                         gpu_graph_id: None,
                         memory_pattern: false,
+                        cpu_arena: true,
                     })
                 })
                 .collect::<Result<Vec<_>>>()
