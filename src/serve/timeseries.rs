@@ -179,6 +179,8 @@ fn encode(
             point_forecast: point,
             columns: (kind == SeriesType::Multivariate).then_some(series.target_names.as_slice()),
             context_truncated: r.context_truncated,
+            sampler: r.sampler.as_ref(),
+            engine_sha256: r.engine_sha256.as_deref(),
         });
     }
     let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

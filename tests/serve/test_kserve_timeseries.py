@@ -128,6 +128,9 @@ def check_case(base, model, frequency, case):
         assert got["frequency"] == frequency and got["name"] == str(req["id"]), what
         if multi:
             assert got["columns"] == req.get("columns", got["columns"]), what
+        # Provenance as /v1/forecast gives it: the engine's manifest hash always, the sampler where the family has one.
+        assert len(want["engine_sha256"]) == 64 and got.get("engine_sha256") == want["engine_sha256"], what
+        assert got.get("sampler") == want.get("sampler"), f"{what}: sampler {got.get('sampler')} vs {want.get('sampler')}"
     print(f"{name}: {len(requests)} series equal /v1/forecast's")
 
 

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use engines::request::{ContextCut, QuantileForecast};
+use engines::request::{ContextCut, QuantileForecast, SamplerUsed};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
@@ -273,6 +273,12 @@ pub struct Forecast<'a> {
     pub columns: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_truncated: Option<ContextCut>,
+    /// Provenance, as `/v1/forecast` writes it: the sampler settings used (families with sampling controls) and
+    /// the engine manifest's sha256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<&'a SamplerUsed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_sha256: Option<&'a str>,
 }
 
 /// `[variate][horizon]` values written KServe's way: `[horizon]` for a univariate series, `[horizon][variate]`
