@@ -94,8 +94,8 @@ with open(out, "w") as f:
             f.write(f"{sid},{d['stamp_text'][r][:10]},{o!r},{h!r},{lo!r},{c!r},{v!r}\n")
 PY
 
-# max_context 96: the trained model's window, given explicitly so the engine (whose default is its profile's window)
-# and upstream's KronosPredictor (whose default is 512) run the same transformer window.
+# max_context 96: the trained model's window, given explicitly (the reference also gets the window the engine
+# resolved when none is given: the engine's admission writes it into each window's request).
 common=(--input "$table" --target-columns close --horizon "$horizon" --windows "$windows" --step "$step"
   --context "$context" --threads "$threads" --param max_context=96)
 reference=(--reference-checkpoint "$kronos/predictor" --reference-tokenizer "$kronos/tokenizer"
@@ -110,9 +110,8 @@ say "2/3 totoc backtest: greedy Kronos + Toto 2.0 4m, upstream in training mode 
 "$totoc" backtest --engine kronos-greedy="$work/engine-kronos" --engine toto2-4m="$work/engine-toto2" "${common[@]}" \
   "${reference[@]}" --samples 0 --reference-mode train --metrics "$work/train-metrics.csv" | tee "$work/report-train.txt"
 
-# Toto 2.0 is left out here: with --samples 32, `totoc backtest` passes `samples` to every engine and a Toto 2.0
-# engine refuses it ("`samples` is not supported by a Toto 2.0 engine"); its quantiles are in report 1.
-say "3/3 totoc backtest: Kronos with 32 paths, calibration"
-"$totoc" backtest --engine kronos-32paths="$work/engine-kronos32" \
+# --samples reaches only the engines that draw paths: the Toto 2.0 engine runs beside with its quantiles.
+say "3/3 totoc backtest: Kronos with 32 paths + Toto 2.0 4m, calibration"
+"$totoc" backtest --engine kronos-32paths="$work/engine-kronos32" --engine toto2-4m="$work/engine-toto2" \
   "${common[@]}" --samples 32 --output "$work/paths.csv" --write-samples \
   --metrics "$work/paths-metrics.csv" --plot "$work/paths.svg" | tee "$work/report-paths.txt"

@@ -642,8 +642,13 @@ fn kronos_and_toto_in_one_report_on_real_daily_candles() {
         assert_eq!(got, want, "window at {cutoff}");
     }
 
-    // sampled: calibration of both engines from their paths; the top_p warning
-    let (stdout, rows, metrics) = run("sampled", &["--samples", "4", "--write-samples"]);
+    // sampled: calibration of both engines from their paths; the top_p warning. A Toto 2.0 engine (quantiles, no
+    // paths) shares the report: `--samples` reaches only the engines that draw paths.
+    let toto2_arg = format!("toto2={}", crate::toto2::engine().to_str().unwrap());
+    let (stdout, rows, metrics) =
+        run("sampled", &["--samples", "4", "--write-samples", "--engine", &toto2_arg]);
+    assert!(rows.iter().all(|r| !r["toto2"].is_empty()), "{:?}", rows[0]);
+    assert!(!stdout.contains("toto2: 4 paths"), "{stdout}");
     let (_, m) = table(&metrics);
     for label in ["toto", "kronos"] {
         let (coverage, bins, points) = calibration_of(&rows, label, 4);
@@ -677,6 +682,10 @@ fn kronos_and_toto_in_one_report_on_real_daily_candles() {
     let flags = ["--engine", toto, "--target-columns", "close", "--samples", "2", "--temperature", "0.5"];
     let e = totoc_err(&[&base[..], &flags].concat());
     assert!(e.contains("no engine of this backtest takes them"), "{e}");
+    let toto2 = crate::toto2::engine().to_str().unwrap();
+    let flags = ["--engine", toto2, "--target-columns", "close", "--samples", "2"];
+    let e = totoc_err(&[&base[..], &flags].concat());
+    assert!(e.contains("no engine of this backtest draws sample paths"), "{e}");
 }
 
 /// Upstream Kronos as the reference of a Kronos engine's backtest (needs the reference venv): in eval mode the

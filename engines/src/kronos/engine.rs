@@ -486,6 +486,10 @@ impl FamilyEngine for KronosEngine {
         at: &str,
     ) -> Result<Option<ContextCut>> {
         let job = self.job_of(req, at)?;
+        // The window the engine resolved (upstream's default 512, or the engine's window when smaller) is written
+        // into the request, so whoever reads the admitted request sees the window that ran: a backtest's
+        // reference runs upstream, whose own default is always 512. The job built from it again is the same.
+        req.params.entry("max_context".to_string()).or_insert(job.max_context as f64);
         Ok(job.context_cut)
     }
 

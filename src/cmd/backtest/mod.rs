@@ -278,6 +278,13 @@ fn check_flags(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyho
              (its models draw paths without them); remove them"
         );
     }
+    if a.samples > 0 && !engines.iter().any(|(_, _, e)| e.info().model.capabilities().samples) {
+        bail!(
+            "--samples {}: no engine of this backtest draws sample paths (their models predict quantiles \
+             directly); remove --samples (and --seed) and use --quantiles",
+            a.samples
+        );
+    }
     if !a.params.is_empty() && !shapes.iter().any(|s| !s.params.is_empty()) {
         bail!("--param: no engine of this backtest takes model parameters; remove it");
     }
@@ -303,17 +310,12 @@ fn context(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyhow::R
     }
 }
 
-/// How `engine` forecasts each window: quantiles where the engine makes them.
+/// How `engine` forecasts each window: quantiles where the engine makes them. `--samples` and `--seed` reach the
+/// engines whose models draw paths; a model that predicts its quantiles directly (and refuses both) is run
+/// without them, so it can share a report with sampled engines.
 fn spec(a: &BacktestArgs, engine: &Engine, context: usize) -> RunSpec {
     let windows = WindowSpec::new(a.windows, a.step, a.horizon);
     let model_samples = engine.info().model.capabilities().samples;
-    backtest::frame::run_spec(
-        windows,
-        context,
-        a.samples,
-        a.quantiles.clone(),
-        a.seed,
-        a.chunk,
-        model_samples,
-    )
+    let (samples, seed) = if model_samples { (a.samples, a.seed) } else { (0, 0) };
+    backtest::frame::run_spec(windows, context, samples, a.quantiles.clone(), seed, a.chunk, model_samples)
 }

@@ -174,7 +174,13 @@ pub fn run(
     for &i in &windows {
         let (s, w) = flat[i];
         let line = match &base.own {
-            Some(own) => own_request_json(&own.request(bt, s, &w, &spec)?, a)?,
+            Some(own) => {
+                // Admitted as the engine admits it, so the family's resolved defaults (Kronos: the window it
+                // runs, when smaller than upstream's default) reach the reference.
+                let mut req = own.request(bt, s, &w, &spec)?;
+                base.engine.admit(&mut req, &format!("window {}", i + 1))?;
+                own_request_json(&req, a)?
+            }
             None => serde_json::to_string(&window_request(&bt.series[s], &w, &spec, &limits)?)?,
         };
         lines.push_str(&line);
