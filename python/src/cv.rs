@@ -31,9 +31,13 @@ pub struct Windows {
     pub seed: u64,
     pub chunk: usize,
     pub model: String,
+    /// `"long"` / `"wide"` / `None`: the table layout of a model whose inputs are named columns ([`cv_rows`]).
+    pub layout: Option<String>,
+    /// Sampling controls and family parameters, for a family that takes them (others refuse each by name).
+    pub sampling: crate::fields::Extra,
 }
 
-fn run_err(e: RunError) -> (Kind, String) {
+pub(crate) fn run_err(e: RunError) -> (Kind, String) {
     let kind = match &e {
         RunError::Request { refused: Some(r), .. } => Kind::of(r),
         RunError::Request { refused: None, .. } => Kind::Other,
@@ -97,14 +101,33 @@ pub fn cross_validation(
         Some(c) => c,
         None => max,
     };
+    let columns = engine.info().model.capabilities().columns;
+    if columns.is_some() {
+        let layout = crate::table::layout(w.layout.as_deref(), columns)?;
+        return crate::cv_rows::cross_validation(py, engine, df, args, w, context, layout, &w.sampling);
+    }
+    if w.layout.is_some() {
+        return Err(invalid(
+            "layout is for models whose inputs are named columns; this model's table has Nixtla's columns: \
+             remove layout",
+        ));
+    }
     let opts = args.read_options()?;
     let (schema, batches) = crate::arrow::import(df, SOURCE)?;
     let interrupt = Interrupt::new();
     let result = py.detach(|| -> Result<_, (Kind, String)> {
         crate::errors::test_panic("cross_validation");
         let limits = engine.info().request_limits();
-        // The horizon is the windows'; the reader only checks it is given.
-        let overrides = Overrides { horizon: Some(w.horizon), ..Overrides::default() };
+        // The horizon is the windows'; the reader only checks it is given. Sampling controls and parameters
+        // are passed so that a family without them refuses each by name.
+        let overrides = Overrides {
+            horizon: Some(w.horizon),
+            temperature: w.sampling.temperature,
+            top_k: w.sampling.top_k,
+            top_p: w.sampling.top_p,
+            params: w.sampling.params.clone().unwrap_or_default(),
+            ..Overrides::default()
+        };
         let dataset =
             tables::from_arrow(&schema, &batches, SOURCE, &opts, &overrides, &limits).map_err(data_err)?;
         let windows = WindowSpec::new(w.n_windows, w.step_size, w.horizon);
@@ -167,7 +190,7 @@ pub fn cross_validation(
 #[pyo3(signature = (engine, df, h, n_windows, *, step_size=None, context=None, samples=0, quantiles=None, seed=0,
     chunk=backtest::run::DEFAULT_CHUNK, model="totoc".to_string(), id_column=None, timestamp_column=None,
     target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(), timezone=None,
-    holidays=None))]
+    holidays=None, layout=None, temperature=None, top_k=None, top_p=None, params=None))]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(name = "cross_validation")]
 pub fn cross_validation_py(
@@ -191,6 +214,11 @@ pub fn cross_validation_py(
     calendar: String,
     timezone: Option<String>,
     holidays: Option<PathBuf>,
+    layout: Option<String>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    params: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<ArrowTable> {
     guard(|| {
         let w = Windows {
@@ -203,6 +231,14 @@ pub fn cross_validation_py(
             seed,
             chunk,
             model,
+            layout,
+            sampling: crate::fields::Extra {
+                temperature: crate::fields::number(temperature, "temperature")?,
+                top_k: crate::fields::integer(top_k, "top_k")?,
+                top_p: crate::fields::number(top_p, "top_p")?,
+                params: crate::fields::params(params)?,
+                ..crate::fields::Extra::default()
+            },
         };
         let args = TableArgs {
             id_column,

@@ -14,6 +14,7 @@
 mod arrow;
 mod build;
 mod cv;
+mod cv_rows;
 mod errors;
 mod fields;
 mod fork;
