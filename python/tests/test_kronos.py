@@ -258,7 +258,7 @@ def test_cross_validation_bad_input_names_the_problem_and_the_fix(kronos, reques
         return str(e.value)
 
     e = err(lambda: kronos.cross_validation(df, h=4, n_windows=30, target=COLUMNS, params=request_["params"]))
-    assert "too few" in e and "n_windows" in e, e
+    assert "64 points are too few for 30 windows" in e and "ask for at most 15 windows" in e, e
     e = err(lambda: kronos.cross_validation(df.drop(columns="timestamp"), h=4, n_windows=2, target=COLUMNS))
     assert "timestamp" in e, e
     e = err(lambda: kronos.cross_validation(df, h=4, n_windows=2, target=COLUMNS, layout="diagonal"))
