@@ -13,52 +13,13 @@ use engines::request::Overrides;
 use pyo3::prelude::*;
 
 use crate::arrow::ArrowTable;
+use crate::cv_windows::{cv_words, run_err, Windows};
 use crate::errors::{guard, invalid, Kind};
 use crate::input;
 use crate::interrupt::Interrupt;
 use crate::table::{data_err, pythonic, TableArgs, SOURCE};
 use crate::NativeEngine;
 use std::path::PathBuf;
-
-/// What a `cross_validation` call asks for.
-pub struct Windows {
-    pub horizon: usize,
-    pub n_windows: usize,
-    pub step_size: Option<usize>,
-    pub context: Option<usize>,
-    pub samples: usize,
-    pub quantiles: Option<Vec<f64>>,
-    pub seed: u64,
-    pub chunk: usize,
-    pub model: String,
-    /// `"long"` / `"wide"` / `None`: the table layout of a model whose inputs are named columns ([`cv_rows`]).
-    pub layout: Option<String>,
-    /// Sampling controls and family parameters, for a family that takes them (others refuse each by name).
-    pub sampling: crate::fields::Extra,
-}
-
-pub(crate) fn run_err(e: RunError) -> (Kind, String) {
-    let kind = match &e {
-        RunError::Request { refused: Some(r), .. } => Kind::of(r),
-        RunError::Request { refused: None, .. } => Kind::Other,
-        RunError::TooLarge { .. } => Kind::Limit,
-        _ => Kind::Invalid,
-    };
-    (kind, cv_words(&e.to_string()))
-}
-
-/// The flags of `totoc backtest` in a message, as `cross_validation`'s arguments.
-fn cv_words(message: &str) -> String {
-    const FLAGS: [(&str, &str); 6] = [
-        ("--horizon", "h"),
-        ("--windows", "n_windows"),
-        ("--step", "step_size"),
-        ("--context", "context"),
-        ("--samples", "samples"),
-        ("--quantiles", "quantile_levels"),
-    ];
-    pythonic(&FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg)))
-}
 
 fn frame_err(e: FrameError) -> (Kind, String) {
     match e {

@@ -20,7 +20,7 @@ use tables::write::Layout;
 use tables::{Dataset, Series};
 
 use crate::arrow::ArrowTable;
-use crate::cv::{run_err, Windows};
+use crate::cv_windows::{run_err, Windows};
 use crate::errors::Kind;
 use crate::fields::Extra;
 use crate::interrupt::Interrupt;
