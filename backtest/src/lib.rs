@@ -7,6 +7,7 @@
 //! * [`metrics`]: forecast-quality metrics in f64 with fev's and utilsforecast's definitions, the naive and
 //!   seasonal-naive baselines, and their aggregation per series, per window and overall.
 //!
+//! * [`rows`]: the windows of a family that reads its rows as given, cut at a cutoff's timestamp.
 //! * [`calibration`]: coverage against nominal levels and the PIT histogram of a sampled run's paths.
 //! * [`frame`]: a table's series ([`tables::Dataset`]) with their windows, and the per-window forecast table
 //!   (Nixtla's columns), for `totoc backtest` and the Python package alike.
@@ -17,6 +18,7 @@
 pub mod calibration;
 pub mod frame;
 pub mod metrics;
+pub mod rows;
 pub mod run;
 pub mod score;
 pub mod windows;

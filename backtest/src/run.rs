@@ -110,16 +110,31 @@ pub fn plan_all(
         .collect::<Result<Vec<_>, _>>()?;
     // each plan holds at most `len` windows, so this sum is bounded by the input's size
     let windows: u64 = plans.iter().map(|p| p.len() as u64).sum();
+    check_kept(windows, spec, 1)?;
+    Ok(plans)
+}
+
+/// Checks the size of what a run of `windows` windows keeps, `variates` rows of each forecast (the scored one: 1;
+/// a caller that keeps every column of a family's answer: its columns), before anything runs.
+pub fn check_kept(windows: u64, spec: &RunSpec, variates: u64) -> Result<(), RunError> {
     let kept_samples = if spec.keep_samples { spec.samples as u64 } else { 0 };
-    let per_step = 1 + spec.quantiles.len() as u64 + kept_samples;
+    let per_step = (1 + spec.quantiles.len() as u64 + kept_samples).saturating_mul(variates.max(1));
     let values = windows.checked_mul(spec.windows.horizon as u64).and_then(|v| v.checked_mul(per_step));
     match values {
-        Some(v) if v <= MAX_FORECAST_VALUES => Ok(plans),
+        Some(v) if v <= MAX_FORECAST_VALUES => Ok(()),
         _ => Err(RunError::TooLarge {
             windows,
             horizon: spec.windows.horizon,
             per_step,
-            what: format!("point, {} quantile levels, {kept_samples} sample paths", spec.quantiles.len()),
+            what: match variates {
+                0 | 1 => {
+                    format!("point, {} quantile levels, {kept_samples} sample paths", spec.quantiles.len())
+                }
+                v => format!(
+                    "{v} columns × (point, {} quantile levels, {kept_samples} sample paths)",
+                    spec.quantiles.len()
+                ),
+            },
             values: values.unwrap_or(u64::MAX),
             max: MAX_FORECAST_VALUES,
         }),

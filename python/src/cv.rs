@@ -13,48 +13,13 @@ use engines::request::Overrides;
 use pyo3::prelude::*;
 
 use crate::arrow::ArrowTable;
+use crate::cv_windows::{cv_words, run_err, Windows};
 use crate::errors::{guard, invalid, Kind};
 use crate::input;
 use crate::interrupt::Interrupt;
 use crate::table::{data_err, pythonic, TableArgs, SOURCE};
 use crate::NativeEngine;
 use std::path::PathBuf;
-
-/// What a `cross_validation` call asks for.
-pub struct Windows {
-    pub horizon: usize,
-    pub n_windows: usize,
-    pub step_size: Option<usize>,
-    pub context: Option<usize>,
-    pub samples: usize,
-    pub quantiles: Option<Vec<f64>>,
-    pub seed: u64,
-    pub chunk: usize,
-    pub model: String,
-}
-
-fn run_err(e: RunError) -> (Kind, String) {
-    let kind = match &e {
-        RunError::Request { refused: Some(r), .. } => Kind::of(r),
-        RunError::Request { refused: None, .. } => Kind::Other,
-        RunError::TooLarge { .. } => Kind::Limit,
-        _ => Kind::Invalid,
-    };
-    (kind, cv_words(&e.to_string()))
-}
-
-/// The flags of `totoc backtest` in a message, as `cross_validation`'s arguments.
-fn cv_words(message: &str) -> String {
-    const FLAGS: [(&str, &str); 6] = [
-        ("--horizon", "h"),
-        ("--windows", "n_windows"),
-        ("--step", "step_size"),
-        ("--context", "context"),
-        ("--samples", "samples"),
-        ("--quantiles", "quantile_levels"),
-    ];
-    pythonic(&FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg)))
-}
 
 fn frame_err(e: FrameError) -> (Kind, String) {
     match e {
@@ -97,14 +62,33 @@ pub fn cross_validation(
         Some(c) => c,
         None => max,
     };
+    let columns = engine.info().model.capabilities().columns;
+    if columns.is_some() {
+        let layout = crate::table::layout(w.layout.as_deref(), columns)?;
+        return crate::cv_rows::cross_validation(py, engine, df, args, w, context, layout, &w.sampling);
+    }
+    if w.layout.is_some() {
+        return Err(invalid(
+            "layout is for models whose inputs are named columns; this model's table has Nixtla's columns: \
+             remove layout",
+        ));
+    }
     let opts = args.read_options()?;
     let (schema, batches) = crate::arrow::import(df, SOURCE)?;
     let interrupt = Interrupt::new();
     let result = py.detach(|| -> Result<_, (Kind, String)> {
         crate::errors::test_panic("cross_validation");
         let limits = engine.info().request_limits();
-        // The horizon is the windows'; the reader only checks it is given.
-        let overrides = Overrides { horizon: Some(w.horizon), ..Overrides::default() };
+        // The horizon is the windows'; the reader only checks it is given. Sampling controls and parameters
+        // are passed so that a family without them refuses each by name.
+        let overrides = Overrides {
+            horizon: Some(w.horizon),
+            temperature: w.sampling.temperature,
+            top_k: w.sampling.top_k,
+            top_p: w.sampling.top_p,
+            params: w.sampling.params.clone().unwrap_or_default(),
+            ..Overrides::default()
+        };
         let dataset =
             tables::from_arrow(&schema, &batches, SOURCE, &opts, &overrides, &limits).map_err(data_err)?;
         let windows = WindowSpec::new(w.n_windows, w.step_size, w.horizon);
@@ -167,7 +151,7 @@ pub fn cross_validation(
 #[pyo3(signature = (engine, df, h, n_windows, *, step_size=None, context=None, samples=0, quantiles=None, seed=0,
     chunk=backtest::run::DEFAULT_CHUNK, model="totoc".to_string(), id_column=None, timestamp_column=None,
     target=None, timestamp_unit="s".to_string(), freq=None, calendar="auto".to_string(), timezone=None,
-    holidays=None))]
+    holidays=None, layout=None, temperature=None, top_k=None, top_p=None, params=None))]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(name = "cross_validation")]
 pub fn cross_validation_py(
@@ -191,6 +175,11 @@ pub fn cross_validation_py(
     calendar: String,
     timezone: Option<String>,
     holidays: Option<PathBuf>,
+    layout: Option<String>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    params: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<ArrowTable> {
     guard(|| {
         let w = Windows {
@@ -203,6 +192,14 @@ pub fn cross_validation_py(
             seed,
             chunk,
             model,
+            layout,
+            sampling: crate::fields::Extra {
+                temperature: crate::fields::number(temperature, "temperature")?,
+                top_k: crate::fields::integer(top_k, "top_k")?,
+                top_p: crate::fields::number(top_p, "top_p")?,
+                params: crate::fields::params(params)?,
+                ..crate::fields::Extra::default()
+            },
         };
         let args = TableArgs {
             id_column,

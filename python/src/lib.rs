@@ -14,6 +14,8 @@
 mod arrow;
 mod build;
 mod cv;
+mod cv_rows;
+mod cv_windows;
 mod errors;
 mod fields;
 mod fork;

@@ -102,17 +102,26 @@ pub struct Asked {
 impl Asked {
     /// The table layout asked for, checked before any work.
     fn layout(&self, columns: Option<&[exporter::registry::family::InputColumn]>) -> PyResult<Layout> {
-        match self.layout.as_deref() {
-            None => Ok(Layout::for_family(columns, false)),
-            Some("long") => Ok(Layout::Long),
-            Some("wide") => Ok(Layout::Wide {
-                columns: columns.unwrap_or_default().iter().map(|c| c.name.to_string()).collect(),
-            }),
-            Some(other) => Err(invalid(format!(
-                "layout={other:?} is not a table layout; give \"long\" (a row per series, column and step), \
-                 \"wide\" (a row per series and step) or None (the model's default)"
-            ))),
-        }
+        layout(self.layout.as_deref(), columns)
+    }
+}
+
+/// The table layout `asked` (`"long"`, `"wide"`, or `None`: the family's default,
+/// [`tables::write::Layout::for_family`]) for a family whose input columns are `columns`.
+pub fn layout(
+    asked: Option<&str>,
+    columns: Option<&[exporter::registry::family::InputColumn]>,
+) -> PyResult<Layout> {
+    match asked {
+        None => Ok(Layout::for_family(columns, false)),
+        Some("long") => Ok(Layout::Long),
+        Some("wide") => Ok(Layout::Wide {
+            columns: columns.unwrap_or_default().iter().map(|c| c.name.to_string()).collect(),
+        }),
+        Some(other) => Err(invalid(format!(
+            "layout={other:?} is not a table layout; give \"long\" (a row per series, column and step), \
+             \"wide\" (a row per series and step) or None (the model's default)"
+        ))),
     }
 }
 

@@ -1,6 +1,7 @@
 """Kronos through the Python API: ``Engine.forecast`` and ``predict_df`` give what ``totoc forecast`` gives for
 the same series and seed, bit for bit (greedy and sampled); ``predict_df`` returns the wide layout (``layout="long"``
-the long one) with the CLI's columns; bad input is an ``InvalidInput`` naming the problem and the fix.
+the long one) with the CLI's columns; ``cross_validation``'s windows equal ``Engine.forecast`` on the frame cut at
+each cutoff, bit for bit; bad input is an ``InvalidInput`` naming the problem and the fix.
 
 The engine: the k10 reference fixture's checkpoints (tests/fixtures/kronos/k10, random weights) exported and built
 with the `totoc` command (under a second), with configs/kronos-tiny.yaml's window and a profile of one series and
@@ -205,3 +206,68 @@ def test_zone_aware_stamps_are_read_in_their_own_zones_wall_clock(kronos, reques
     utc = [t.tz_convert("UTC") for t in ny]
     other = kronos.forecast(target, 16, timestamps=utc[0], future_timestamps=utc[1], **kw).mean
     assert not np.array_equal(other, base)
+
+
+@pytest.mark.parametrize("samples", [0, 4])
+def test_cross_validation_windows_equal_forecast_on_the_frame_cut_at_each_cutoff(kronos, request_, samples):
+    """Each window of ``cross_validation`` is ``Engine.forecast`` of the rows at or before its cutoff, forecast at
+    the next rows' timestamps, bit for bit: two series of different lengths, windows 5 rows apart."""
+    req = request_
+    a = frame(req)
+    b = frame(req).iloc[:40].assign(close=lambda d: d["close"] * 1.5)
+    df = pd.concat([a.assign(unique_id="a"), b.assign(unique_id="b")])[["unique_id", "timestamp", *COLUMNS]]
+    sampling = dict(temperature=0.9, top_p=0.8) if samples else {}
+    levels = [0.1, 0.9] if samples else None
+    kw = dict(samples=samples, seed=7, quantile_levels=levels, params=req["params"], **sampling)
+    cv = kronos.cross_validation(df, h=4, n_windows=3, step_size=5, target=COLUMNS, **kw)
+    q = [f"{c}_q{level}" for c in COLUMNS for level in levels or []]
+    assert list(cv.columns) == ["unique_id", "timestamp", "cutoff", *COLUMNS, *q]
+    # cutoffs: rows 49, 54, 59 of a (64 rows), 25, 30, 35 of b (40 rows); each window's steps the 4 rows after
+    for sid, part, cutoffs in [("a", a, [49, 54, 59]), ("b", b, [25, 30, 35])]:
+        got = cv[cv["unique_id"] == sid]
+        assert list(got["cutoff"].unique()) == list(part["timestamp"].iloc[cutoffs])
+        for c in cutoffs:
+            block = got[got["cutoff"] == part["timestamp"].iloc[c]]
+            cut = part.iloc[: c + 1]
+            future = part["timestamp"].iloc[c + 1 : c + 5]
+            assert list(block["timestamp"]) == list(future)
+            f = kronos.forecast(
+                cut[COLUMNS].to_numpy(np.float64).T, 4, samples=samples, seed=7, quantiles=levels, columns=COLUMNS,
+                timestamps=cut["timestamp"].to_numpy(), future_timestamps=pd.DatetimeIndex(future),
+                params=req["params"], **sampling,
+            )
+            for v, name in enumerate(COLUMNS):
+                np.testing.assert_array_equal(block[name].to_numpy(), f.mean[v], strict=True)
+                for i, level in enumerate(levels or []):
+                    np.testing.assert_array_equal(block[f"{name}_q{level}"].to_numpy(), f.quantiles[i][v], strict=True)
+    # layout="long": the same numbers, a row per column and step
+    long = kronos.cross_validation(df, h=4, n_windows=3, step_size=5, target=COLUMNS, layout="long", **kw)
+    assert list(long.columns[:5]) == ["unique_id", "timestamp", "cutoff", "target_name", "mean"]
+    for name in COLUMNS:
+        np.testing.assert_array_equal(
+            long[long["target_name"] == name]["mean"].to_numpy(), cv[name].to_numpy(), strict=True
+        )
+
+
+def test_cross_validation_bad_input_names_the_problem_and_the_fix(kronos, request_, engine, totoc_module):
+    df = frame(request_)
+
+    def err(call) -> str:
+        with pytest.raises(totoc_module.InvalidInput) as e:
+            call()
+        return str(e.value)
+
+    e = err(lambda: kronos.cross_validation(df, h=4, n_windows=30, target=COLUMNS, params=request_["params"]))
+    assert "64 points are too few for 30 windows" in e and "ask for at most 15 windows" in e, e
+    e = err(lambda: kronos.cross_validation(df.drop(columns="timestamp"), h=4, n_windows=2, target=COLUMNS))
+    assert "timestamp" in e, e
+    e = err(lambda: kronos.cross_validation(df, h=4, n_windows=2, target=COLUMNS, layout="diagonal"))
+    assert 'layout="diagonal" is not a table layout' in e, e
+    e = err(lambda: kronos.cross_validation(df.drop(columns="close"), h=4, n_windows=2))
+    assert "close" in e, e
+    # a Toto engine: no layout, and its model refuses the sampling controls by name
+    toto = pd.DataFrame({"ds": pd.date_range("2024-01-01", periods=40, freq="h"), "y": np.arange(40.0)})
+    e = err(lambda: engine.cross_validation(toto, h=4, n_windows=2, layout="wide"))
+    assert "layout" in e and "remove" in e, e
+    e = err(lambda: engine.cross_validation(toto, h=4, n_windows=2, temperature=0.5))
+    assert "temperature" in e, e

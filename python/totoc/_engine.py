@@ -486,7 +486,7 @@ class Engine:
         *,
         id_column: str | None = None,
         timestamp_column: str | None = None,
-        target: str | None = None,
+        target: str | Sequence[str] | None = None,
         model: str = "totoc",
         context: int | None = None,
         samples: int = 0,
@@ -498,6 +498,11 @@ class Engine:
         timezone: str | None = None,
         holidays: str | os.PathLike[str] | None = None,
         timestamp_unit: str = "s",
+        layout: str | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        params: dict[str, float] | None = None,
     ) -> Any:
         """Rolling-origin forecasts of every series of a long table, as ``totoc backtest`` makes them, in Nixtla's
         ``cross_validation`` layout.
@@ -523,6 +528,17 @@ class Engine:
             ``-lo-80``, ``-hi-80``), ``<model>-median`` for 0.5 and ``<model>-q<level>`` for a level outside any
             whole-percent interval; the columns of ``totoc backtest --output`` for one engine labelled
             ``model`` (without its ``naive`` / ``seasonal_naive`` baselines).
+
+        On a model whose inputs are named columns (Kronos: ``target=["open", "high", "low", "close", "volume"]``,
+        or the columns :meth:`predict_df` recognises), each series is read as :meth:`predict_df` reads it, its rows
+        as given, and its windows are cut over those rows: a window's cutoff is a row, its context the rows at or
+        before that row's timestamp (the most recent ``context`` of them), its steps the ``h`` rows after it (their
+        timestamps are the forecast steps'). ``temperature``, ``top_k``, ``top_p`` and ``params`` are passed to
+        every window's request (a model without them refuses each by name). The table is the model's
+        :meth:`predict_df` table (wide by default: the point forecast under each column's name, then
+        ``<column>_q<level>``; ``layout="long"``: a row per column and step) with ``cutoff`` (the cutoff row's
+        timestamp) after the timestamp column, one block of rows per window; ``model`` names no column there,
+        and the actual values are the input's rows after each cutoff (no ``y`` column).
 
         Example::
 
@@ -551,4 +567,9 @@ class Engine:
             timezone=timezone,
             holidays=holidays,
             timestamp_unit=timestamp_unit,
+            layout=layout,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            params=params,
         )

@@ -195,7 +195,7 @@ def cross_validation(
     *,
     id_column: str | None = None,
     timestamp_column: str | None = None,
-    target: str | None = None,
+    target: str | Sequence[str] | None = None,
     model: str = "totoc",
     context: int | None = None,
     samples: int = 0,
@@ -207,6 +207,11 @@ def cross_validation(
     timezone: str | None = None,
     holidays: str | os.PathLike[str] | None = None,
     timestamp_unit: str = "s",
+    layout: str | None = None,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    params: dict[str, float] | None = None,
 ) -> Any:
     """See ``Engine.cross_validation``."""
     kind = table_kind(df)
@@ -223,11 +228,17 @@ def cross_validation(
         seed=seed,
         chunk=chunk,
         model=model,
+        layout=layout,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        params=params,
         **_reading(id_column, timestamp_column, target, timestamp_unit, freq, calendar, timezone, holidays),
     )
     names = table.column_names
     out = as_kind(table, kind)
-    time_name = names[1]
+    # The timestamp column is the one before `cutoff` (after the id column, when the table has one).
+    time_name = names[names.index("cutoff") - 1]
     # Without timestamp_column, the column recognised by its name (the output keeps the input's name), if any.
     time_column = timestamp_column if timestamp_column is not None else time_name
     if time_column not in _column_names(source):

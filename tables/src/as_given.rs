@@ -167,7 +167,8 @@ pub fn assemble(raw: RawSeries, cx: &Context<'_>, at: String) -> Result<Series> 
     }
     let request = fields.validate(&at, cx.overrides, cx.limits)?;
     check_future(given.axis.as_ref(), request.horizon, &at)?;
-    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time: given.axis, future: None })
+    let target_names = cx.target_names.to_vec();
+    Ok(Series { request, at, target_names, time: given.axis, future: None, rows: given.stamps })
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ fn request(
     if !request.columns.is_empty() {
         target_names = request.columns.iter().map(|c| c.to_string()).collect();
     }
-    Ok(Series { request, at: at.to_string(), target_names, time, future })
+    Ok(Series { request, at: at.to_string(), target_names, time, future, rows: Vec::new() })
 }
 
 /// How a request's rows are named in messages before validation: its `columns`, else the family's columns in

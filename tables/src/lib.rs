@@ -153,6 +153,10 @@ pub struct Series {
     /// The forecast steps' timestamps when the request gave them (`future_timestamps`): written instead of those
     /// that continue `time`.
     pub future: Option<Vec<timestamps::Stamp>>,
+    /// The rows' own timestamps in time order, for a family that reads its rows as given ([`as_given`]; empty
+    /// otherwise, and without timestamps): a backtest cuts such a series at a cutoff's timestamp and labels its
+    /// forecast steps with the rows that follow it.
+    pub rows: Vec<timestamps::Stamp>,
 }
 
 /// The input's id and timestamp columns: the forecast tables use the same names and types.

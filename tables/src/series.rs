@@ -142,7 +142,7 @@ pub fn assemble(raw: RawSeries, cx: &Context<'_>, at: String) -> Result<Series> 
     }
     let request = RequestFields::from_target(raw.id, target).validate(&at, cx.overrides, cx.limits)?;
     check_future(time.as_ref(), request.horizon, &at)?;
-    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time, future: None })
+    Ok(Series { request, at, target_names: cx.target_names.to_vec(), time, future: None, rows: Vec::new() })
 }
 
 /// Checks that every forecast step has a timestamp, before anything runs: a horizon that runs past the year 9999

@@ -519,23 +519,31 @@ fn calendar_metadata(rows: &Rows<'_>) -> std::collections::HashMap<String, Strin
 fn time_column(rows: &Rows<'_>) -> ArrayRef {
     let stamps: Vec<Option<&Stamp>> =
         rows.each().map(|(s, _, h)| rows.future[s].as_ref().map(|f| &f[h])).collect();
-    let nanos = |s: &Stamp| s.at.as_nanosecond();
-    let in_unit = |div: i128| stamps.iter().map(|s| s.map(|s| (nanos(s) / div) as i64)).collect::<Vec<_>>();
     match rows.dataset.columns.time.as_ref().map(|(_, k)| k) {
         None => {
             Arc::new(arrow_array::Int64Array::from_iter_values(rows.each().map(|(_, _, h)| h as i64 + 1)))
         }
-        Some(TimeKind::Text) => {
+        Some(kind) => stamp_column(kind, &stamps),
+    }
+}
+
+/// Timestamps as a column of the input timestamp column's type `kind` (a forecast table's timestamps, or
+/// another column of them, such as a backtest's cutoffs).
+pub fn stamp_column(kind: &TimeKind, stamps: &[Option<&Stamp>]) -> ArrayRef {
+    let nanos = |s: &Stamp| s.at.as_nanosecond();
+    let in_unit = |div: i128| stamps.iter().map(|s| s.map(|s| (nanos(s) / div) as i64)).collect::<Vec<_>>();
+    match kind {
+        TimeKind::Text => {
             Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
         }
-        Some(TimeKind::Epoch(unit)) => {
+        TimeKind::Epoch(unit) => {
             Arc::new(arrow_array::Int64Array::from_iter(stamps.iter().map(|s| s.map(|s| unit.count(s.at)))))
         }
-        Some(TimeKind::Arrow(DataType::Date32)) => Arc::new(Date32Array::from_iter(
+        TimeKind::Arrow(DataType::Date32) => Arc::new(Date32Array::from_iter(
             in_unit(86_400_000_000_000).into_iter().map(|d| d.map(|d| d as i32)),
         )),
-        Some(TimeKind::Arrow(DataType::Date64)) => Arc::new(Date64Array::from(in_unit(1_000_000))),
-        Some(TimeKind::Arrow(DataType::Timestamp(unit, tz))) => match unit {
+        TimeKind::Arrow(DataType::Date64) => Arc::new(Date64Array::from(in_unit(1_000_000))),
+        TimeKind::Arrow(DataType::Timestamp(unit, tz)) => match unit {
             TimeUnit::Second => {
                 Arc::new(TimestampSecondArray::from(in_unit(1_000_000_000)).with_timezone_opt(tz.clone()))
             }
@@ -550,7 +558,7 @@ fn time_column(rows: &Rows<'_>) -> ArrayRef {
             }
         },
         // Readers only produce the kinds above; anything else is written as ISO text.
-        Some(TimeKind::Arrow(_)) => {
+        TimeKind::Arrow(_) => {
             Arc::new(arrow_array::StringArray::from_iter(stamps.iter().map(|s| s.map(|s| s.to_text()))))
         }
     }

@@ -149,6 +149,7 @@ fn forecasts(path: &Path, per_series: usize, bt: &Backtest, run: &EngineRun) -> 
                 target_names: vec!["y".into()],
                 time,
                 future: None,
+                rows: Vec::new(),
             });
             let h = w.horizon;
             let point = vec![f.point.iter().map(|&x| x as f32).collect()];

@@ -156,24 +156,8 @@ impl ColumnInput {
         if end == 0 {
             return Err(bad(format!("no row at or before the cutoff ({})", bt.stamp(s, w.cutoff))));
         }
-        let start = end.saturating_sub(spec.context);
         let future = w.actual_range().map(|k| clock(bt, s, k)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
-        Ok(ForecastRequest {
-            id: Some(engines::request::RequestId::Str(format!("{}@{}", bt.series[s].unique_id, w.cutoff))),
-            target: full.target.iter().map(|v| v[start..end].to_vec()).collect(),
-            id_mask: full.id_mask.clone(),
-            horizon: w.horizon,
-            samples: full.samples,
-            quantiles: full.quantiles.clone(),
-            seed: full.seed,
-            strict_context: false,
-            context_cut: None,
-            columns: full.columns.clone(),
-            target_f64: full.target_f64.as_ref().map(|t| t.iter().map(|v| v[start..end].to_vec()).collect()),
-            timestamps: full.timestamps[start..end].to_vec(),
-            future_timestamps: future,
-            sampling: full.sampling,
-            params: full.params.clone(),
-        })
+        let id = engines::request::RequestId::Str(format!("{}@{}", bt.series[s].unique_id, w.cutoff));
+        Ok(backtest::rows::cut(full, id, end, spec.context, w.horizon, future))
     }
 }

@@ -1,0 +1,49 @@
+//! What an `Engine.cross_validation` call asks for ([`Windows`]) and the backtest's errors in its words
+//! ([`run_err`]), for both of its paths: [`crate::cv`] (one target per series, on a grid) and [`crate::cv_rows`]
+//! (named columns, rows as given).
+
+use backtest::run::RunError;
+
+use crate::errors::Kind;
+use crate::table::pythonic;
+
+/// What a `cross_validation` call asks for.
+pub struct Windows {
+    pub horizon: usize,
+    pub n_windows: usize,
+    pub step_size: Option<usize>,
+    pub context: Option<usize>,
+    pub samples: usize,
+    pub quantiles: Option<Vec<f64>>,
+    pub seed: u64,
+    pub chunk: usize,
+    pub model: String,
+    /// `"long"` / `"wide"` / `None`: the table layout of a model whose inputs are named columns ([`crate::cv_rows`]).
+    pub layout: Option<String>,
+    /// Sampling controls and family parameters, for a family that takes them (others refuse each by name).
+    pub sampling: crate::fields::Extra,
+}
+
+/// A backtest error as the exception kind and message of `cross_validation`.
+pub fn run_err(e: RunError) -> (Kind, String) {
+    let kind = match &e {
+        RunError::Request { refused: Some(r), .. } => Kind::of(r),
+        RunError::Request { refused: None, .. } => Kind::Other,
+        RunError::TooLarge { .. } => Kind::Limit,
+        _ => Kind::Invalid,
+    };
+    (kind, cv_words(&e.to_string()))
+}
+
+/// The flags of `totoc backtest` in a message, as `cross_validation`'s arguments.
+pub fn cv_words(message: &str) -> String {
+    const FLAGS: [(&str, &str); 6] = [
+        ("--horizon", "h"),
+        ("--windows", "n_windows"),
+        ("--step", "step_size"),
+        ("--context", "context"),
+        ("--samples", "samples"),
+        ("--quantiles", "quantile_levels"),
+    ];
+    pythonic(&FLAGS.iter().fold(message.to_string(), |m, (flag, arg)| m.replace(flag, arg)))
+}
