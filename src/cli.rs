@@ -670,6 +670,10 @@ pub struct BenchServeArgs {
     /// Sample paths per request (0: mean forecast).
     #[arg(long, default_value_t = 0)]
     pub samples: usize,
+    /// How far apart the request's timestamps are, for an engine whose family reads each point's wall clock
+    /// (default daily); refused for other engines.
+    #[arg(long, value_enum)]
+    pub frequency: Option<crate::cmd::bench_body::Frequency>,
     /// The server's --queue-delay-ms (0 for the overhead figure: nothing waits on purpose).
     #[arg(long, default_value_t = 0.0)]
     pub queue_delay_ms: f64,

@@ -25,14 +25,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use engines::engine::{Engine, LoadOptions};
-use engines::request::ForecastRequest;
+use engines::request::{ForecastRequest, Overrides};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
 use crate::cli::BenchServeArgs;
-use crate::cmd::bench_support::{bench_series, engine_options};
+use crate::cmd::bench_body::{request_body, BodySpec};
+use crate::cmd::bench_support::engine_options;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
@@ -80,24 +81,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     if a.overload_clients > 1024 {
         bail!("--overload-clients must be at most 1024");
     }
-    let req = ForecastRequest {
-        id: None,
-        target: bench_series(a.context, 1),
-        id_mask: vec![0],
-        horizon: a.horizon,
-        samples: a.samples,
-        quantiles: if a.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() },
-        seed: 1,
-        strict_context: false,
-        context_cut: None,
-        ..ForecastRequest::default()
-    };
-    let body = Bytes::from(serde_json::to_vec(&json!({
-        "target": [req.target[0]], "horizon": req.horizon, "samples": req.samples, "seed": req.seed,
-    }))?);
-
     // 1. The engine alone.
-    let engine_ms = engine_alone(&a, &req)?;
+    let (engine_ms, body) = engine_alone(&a)?;
     println!(
         "engine alone: {:.2} ms median of {} calls {} ms apart ({} points, H={}, {} samples)",
         engine_ms, a.engine_runs, a.engine_gap_ms, a.context, a.horizon, a.samples
@@ -232,15 +217,19 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Median wall time of `Engine::forecast` on the request, in ms (after the warm-up), calls `--engine-gap-ms`
-/// apart.
-fn engine_alone(a: &BenchServeArgs, req: &ForecastRequest) -> anyhow::Result<f64> {
+/// The benchmark request's body for the engine's family ([`request_body`]) and the median wall time of
+/// `Engine::forecast` on it, in ms (after the warm-up), calls `--engine-gap-ms` apart. The engine gets the request
+/// the server decodes from the body (the same reader and limits), so both time the same work.
+fn engine_alone(a: &BenchServeArgs) -> anyhow::Result<(f64, Bytes)> {
     let memory_budget = a.memory_budget.as_deref().map(engines::memory::parse_size).transpose()?;
     let opts = LoadOptions { ort_lib: a.ort.ort_lib.clone(), threads: a.threads, memory_budget };
     let engine =
         Engine::load(&a.engine, &opts).with_context(|| format!("loading engine {}", a.engine.display()))?;
     engine.warm_up()?;
-    let mut admitted = req.clone();
+    let spec =
+        BodySpec { context: a.context, horizon: a.horizon, samples: a.samples, frequency: a.frequency };
+    let body = request_body(engine.info().model.capabilities(), &spec)?;
+    let mut admitted = decode(&engine, &body)?;
     engine.admit(&mut admitted, "benchmark request")?;
     let mut times = Vec::with_capacity(a.engine_runs.max(1));
     let gap = Duration::from_secs_f64(a.engine_gap_ms.clamp(0.0, 1000.0) / 1e3);
@@ -251,7 +240,21 @@ fn engine_alone(a: &BenchServeArgs, req: &ForecastRequest) -> anyhow::Result<f64
         times.push(t.elapsed().as_secs_f64() * 1e3);
         out.into_iter().next().context("one result")??;
     }
-    Ok(percentile(&mut times, 0.5))
+    Ok((percentile(&mut times, 0.5), body))
+}
+
+/// The one request of `body`, read as `POST /v1/forecast` reads it.
+fn decode(engine: &Engine, body: &[u8]) -> anyhow::Result<ForecastRequest> {
+    let limits = engine.info().request_limits();
+    let opts = tables::ReadOptions::default();
+    let at = "benchmark request";
+    let bounds = tables::json::Bounds::NONE;
+    let mut data =
+        tables::parse_json(body, tables::Format::Json, at, &opts, &Overrides::default(), &limits, &bounds)?;
+    match data.series.len() {
+        1 => Ok(data.series.swap_remove(0).request),
+        n => bail!("the benchmark body holds {n} requests, not 1"),
+    }
 }
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {

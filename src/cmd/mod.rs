@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub(crate) mod backtest;
 mod bench;
+pub(crate) mod bench_body;
 mod bench_cost;
 mod bench_serve;
 pub(crate) mod bench_support;
