@@ -673,7 +673,7 @@ pub struct BenchServeArgs {
     /// How far apart the request's timestamps are, for an engine whose family reads each point's wall clock
     /// (default daily); refused for other engines.
     #[arg(long, value_enum)]
-    pub frequency: Option<crate::cmd::bench_body::Frequency>,
+    pub frequency: Option<Frequency>,
     /// The server's --queue-delay-ms (0 for the overhead figure: nothing waits on purpose).
     #[arg(long, default_value_t = 0.0)]
     pub queue_delay_ms: f64,
@@ -892,4 +892,12 @@ pub struct BacktestArgs {
     pub memory_budget: Option<String>,
     #[command(flatten)]
     pub ort: OrtArgs,
+}
+
+/// How far apart `totoc bench serve`'s series timestamps are (families that read them). Defined here, with the
+/// other flag values, so the bench modules that read it import the CLI and not the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Frequency {
+    Daily,
+    Hourly,
 }

@@ -16,21 +16,14 @@ use bytes::Bytes;
 use exporter::registry::family::Capabilities;
 use serde_json::json;
 
+pub use crate::cli::Frequency;
 use crate::cmd::bench_support::bench_series;
 
-/// How far apart the bench series' timestamps are (families that read them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Frequency {
-    Daily,
-    Hourly,
-}
-
-impl Frequency {
-    fn seconds(self) -> i64 {
-        match self {
-            Frequency::Daily => 86_400,
-            Frequency::Hourly => 3_600,
-        }
+/// The seconds between two of the bench series' timestamps.
+fn seconds(f: Frequency) -> i64 {
+    match f {
+        Frequency::Daily => 86_400,
+        Frequency::Hourly => 3_600,
     }
 }
 
@@ -72,7 +65,7 @@ pub fn request_body(caps: &Capabilities, spec: &BodySpec) -> anyhow::Result<Byte
         }
     };
     if caps.reads_timestamps {
-        let step = spec.frequency.unwrap_or(Frequency::Daily).seconds();
+        let step = seconds(spec.frequency.unwrap_or(Frequency::Daily));
         let stamps = wall_clocks(0, spec.context, step)?;
         let future = wall_clocks(spec.context, spec.horizon, step)?;
         body["timestamps"] = json!(stamps);

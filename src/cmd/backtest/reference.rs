@@ -175,7 +175,7 @@ pub fn run(
         let (s, w) = flat[i];
         let line = match &base.own {
             Some(own) => {
-                // Admitted as the engine admits it, so the family's resolved defaults (Kronos: the window it
+                // Admitted as the engine admits it, so the family's resolved defaults (e.g. the transformer window it
                 // runs, when smaller than upstream's default) reach the reference.
                 let mut req = own.request(bt, s, &w, &spec)?;
                 base.engine.admit(&mut req, &format!("window {}", i + 1))?;
