@@ -347,17 +347,7 @@ async fn forecast_v1(
     let (svc2, t2) = (svc.clone(), ticket.clone());
     // Always off the async workers: a line's timestamps and calendar cost more than its bytes.
     let mut dataset = svc.off_runtime(move || decode_v1(&svc2, &t2, &bytes, format)).await?;
-    // The engine's job takes the requests' values; the dataset keeps what the answer is written with.
-    let reqs = dataset
-        .series
-        .iter_mut()
-        .map(|s| {
-            let target = std::mem::take(&mut s.request.target);
-            let mut r = s.request.clone();
-            r.target = target;
-            r
-        })
-        .collect();
+    let reqs = take_requests(&mut dataset);
     let (mut responses, timing) = svc.forecast(reqs, header_timeout(&headers)?, &rid, &ticket).await?;
     if !write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
@@ -635,4 +625,19 @@ impl super::conn::Handler for Rest {
         let mut router = self.0.clone();
         Box::pin(async move { router.call(req.map(Body::new)).await })
     }
+}
+
+/// The engine's requests of a decoded `dataset`: each takes its series' values (moved, not copied); the dataset
+/// keeps the rest, which the answer is written with (`/v1/forecast` and KServe's time-series route).
+pub(super) fn take_requests(dataset: &mut tables::Dataset) -> Vec<engines::request::ForecastRequest> {
+    dataset
+        .series
+        .iter_mut()
+        .map(|s| {
+            let target = std::mem::take(&mut s.request.target);
+            let mut r = s.request.clone();
+            r.target = target;
+            r
+        })
+        .collect()
 }

@@ -78,16 +78,7 @@ async fn serve(
     let (svc2, t2) = (svc.clone(), ticket.clone());
     // On the blocking pool, as `/v1/forecast`'s decode: timestamps and calendars cost more than their bytes.
     let (mut dataset, inputs) = svc.off_runtime(move || decode(&svc2, &t2, bytes)).await?;
-    let reqs = dataset
-        .series
-        .iter_mut()
-        .map(|s| {
-            let target = std::mem::take(&mut s.request.target);
-            let mut r = s.request.clone();
-            r.target = target;
-            r
-        })
-        .collect();
+    let reqs = routes::take_requests(&mut dataset);
     let (mut responses, timing) =
         svc.forecast(reqs, routes::header_timeout(&headers)?, &rid, &ticket).await?;
     // KServe's forecast has no sample paths.
