@@ -7,13 +7,13 @@
 //! runs ([`Interrupt`]).
 
 use backtest::frame::{forecast_table, run_spec, Backtest, FrameError, Model};
-use backtest::run::{plan_all, RunError};
+use backtest::run::plan_all;
 use backtest::windows::WindowSpec;
 use engines::request::Overrides;
 use pyo3::prelude::*;
 
 use crate::arrow::ArrowTable;
-use crate::cv_windows::{cv_words, run_err, Windows};
+use crate::cv_windows::{cv_words, run_err, EngineCalls, Windows};
 use crate::errors::{guard, invalid, Kind};
 use crate::input;
 use crate::interrupt::Interrupt;
@@ -98,30 +98,16 @@ pub fn cross_validation(
         // The size check of what the run keeps (its quantiles and samples), before any runs.
         plan_all(&bt.series, &spec, &|_, _| None).map_err(run_err)?;
         interrupt.between_phases()?;
-        let mut failed: Option<Kind> = None;
+        let mut calls = EngineCalls::new(&engine, &interrupt);
         let out = backtest::run::run(
             &bt.series,
             &bt.plans,
             &spec,
             &limits,
-            &mut |reqs| {
-                let results: Vec<_> = interrupt
-                    .run(|opts| engine.forecast_with(reqs, opts))
-                    .into_iter()
-                    .map(|r| r.map(|f| f.response))
-                    .collect();
-                // the kind of the engine's first error: the run keeps only its text
-                if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
-                    failed.get_or_insert(Kind::of(e));
-                }
-                results
-            },
+            &mut |reqs| calls.forecast(reqs),
             &mut |_| {},
         )
-        .map_err(|e| match (e, failed) {
-            (e @ RunError::Request { refused: None, .. }, Some(kind)) => (kind, run_err(e).1),
-            (e, _) => run_err(e),
-        })?;
+        .map_err(|e| calls.error(e))?;
         interrupt.between_phases()?;
         let model = Model {
             label: &w.model,

@@ -20,7 +20,7 @@ use tables::write::Layout;
 use tables::{Dataset, Series};
 
 use crate::arrow::ArrowTable;
-use crate::cv_windows::{run_err, Windows};
+use crate::cv_windows::{run_err, EngineCalls, Windows};
 use crate::errors::Kind;
 use crate::fields::Extra;
 use crate::interrupt::Interrupt;
@@ -70,7 +70,7 @@ pub fn cross_validation(
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let mut build = |s: usize, win: &Window| window_request(&dataset.series[s], &ids[s], win, context);
         let mut kept: Vec<ForecastResponse> = Vec::new();
-        let mut failed: Option<Kind> = None;
+        let mut calls = EngineCalls::new(&engine, &interrupt);
         backtest::run::run_requests(
             &id_refs,
             &plans,
@@ -78,24 +78,14 @@ pub fn cross_validation(
             &mut build,
             0,
             &mut |reqs| {
-                let results: Vec<_> = interrupt
-                    .run(|opts| engine.forecast_with(reqs, opts))
-                    .into_iter()
-                    .map(|r| r.map(|f| f.response))
-                    .collect();
-                if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
-                    failed.get_or_insert(Kind::of(e));
-                }
+                let results = calls.forecast(reqs);
                 // every column of each answer, for the table (the run keeps the first one's)
                 kept.extend(results.iter().filter_map(|r| r.as_ref().ok().cloned()));
                 results
             },
             &mut |_| {},
         )
-        .map_err(|e| match (e, failed) {
-            (e @ RunError::Request { refused: None, .. }, Some(kind)) => (kind, run_err(e).1),
-            (e, _) => run_err(e),
-        })?;
+        .map_err(|e| calls.error(e))?;
         interrupt.between_phases()?;
         let point = engine.info().model.point_forecast();
         table(&dataset, &plans, kept, point, &layout)
