@@ -1,10 +1,11 @@
-//! `totoc serve` on a Kronos engine (the k10 fixture checkpoints, configs/kronos-tiny.yaml, with the k10
-//! reference cases as golden cases): the readiness gate runs them; the model metadata lists the named-column
-//! inputs and parameters; one series with all six columns, wall-clock stamps, parameters and seed gives bitwise
-//! the same mean, quantiles and paths through `totoc forecast`, `POST /v1/forecast`, KServe v2 REST JSON (and
-//! with UTC seconds plus `timezone`), and tritonclient over REST binary and gRPC; every response carries its
-//! provenance (`sampler`, `engine_sha256`); each bad input is a 400 naming the problem and the fix. One engine
-//! and one server for all of it.
+//! `totoc serve` on a Kronos engine (the k10 fixture checkpoints with configs/kronos-tiny.yaml's window and graphs
+//! for one series of up to 16 paths, [`PROFILE`], and the k10 reference cases as golden cases): the readiness gate
+//! runs them; the model metadata lists the named-column inputs and parameters; one series with all six columns,
+//! wall-clock stamps, parameters and seed gives bitwise the same mean, quantiles and paths through `totoc
+//! forecast`, `POST /v1/forecast`, KServe v2 REST JSON (and with UTC seconds plus `timezone`), and tritonclient
+//! over REST binary and gRPC, greedy and with 16 paths; every response carries its provenance (`sampler`,
+//! `engine_sha256`); each bad input is a 400 naming the problem and the fix. One engine and one server for all of
+//! it.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,14 +16,41 @@ use serde_json::{json, Value};
 use crate::common::*;
 use crate::serve::{post_json, Server};
 
-/// The k10 engine with the k10 reference cases as its golden cases, built once.
+/// Paths per sampled request: the issue's "same numbers everywhere" asks for 16.
+const PATHS: u64 = 16;
+
+/// configs/kronos-tiny.yaml's window and ladders for one series of up to [`PATHS`] paths (that profile holds 3
+/// series of 4): the k10 cases and this test's requests are one series each. 16 bucket graphs to its 18; export
+/// and build 1.2 s to its 1.0 s (2 loaded cores). The 16-path requests cost the test about 3 s more than 4 paths
+/// did (10 s to 7 s, loaded): the debug build's top-p sampler, about 0.5 s per 16-path forecast.
+const PROFILE: &str = "model:
+  generation: kronos
+  checkpoint: tests/fixtures/kronos/k10/predictor
+  tokenizer: tests/fixtures/kronos/k10/tokenizer
+profiles:
+  - name: paths16
+    batch: 1
+    variates: 1
+    context: 160
+    horizon: 24
+    samples: 16
+    family:
+      window: 128
+      encode: [{rows: 1, slots: 160}]
+      prefill: [{rows: 1, slots: 64}, {rows: 1, slots: 128}]
+      detokenize: [{rows: 16, slots: 128}]
+      rows: [1, 16]
+";
+
+/// The k10 engine of [`PROFILE`] with the k10 reference cases as its golden cases, built once.
 fn k10_engine() -> &'static Path {
     static E: OnceLock<PathBuf> = OnceLock::new();
     E.get_or_init(|| {
         let dir = shared_fixture_dir();
         let k10 = root().join("tests/fixtures/kronos/k10");
         let (bundle, engine) = (dir.join("bundle"), dir.join("engine"));
-        let config = root().join("configs/kronos-tiny.yaml");
+        let config = dir.join("paths16.yaml");
+        fs::write(&config, PROFILE).unwrap();
         totoc_ok(&[
             "export",
             "--checkpoint",
@@ -163,7 +191,7 @@ fn kronos_over_kserve_v2_gives_the_clis_numbers_and_refuses_bad_input() {
     );
 
     let mut expected = serde_json::Map::new();
-    for samples in [0, 4] {
+    for samples in [0, PATHS] {
         let request = six_column_request(samples);
         let by_cli = cli(&request);
         let (status, by_v1) = post_json(&s.url("/v1/forecast?write_samples=true"), &request);
@@ -174,7 +202,7 @@ fn kronos_over_kserve_v2_gives_the_clis_numbers_and_refuses_bad_input() {
             let want = match samples {
                 0 => json!({"samples": 0, "seed": 7, "temperature": 1.0, "top_k": 1, "top_p": 0.9,
                             "params": {"clip": 5.0, "max_context": 128.0}}),
-                _ => json!({"samples": 4, "seed": 7, "temperature": 0.9, "top_k": 0, "top_p": 0.8,
+                _ => json!({"samples": PATHS, "seed": 7, "temperature": 0.9, "top_k": 0, "top_p": 0.8,
                             "params": {"clip": 5.0, "max_context": 128.0}}),
             };
             assert_eq!(r["sampler"], want, "{r}");
@@ -207,7 +235,7 @@ fn kronos_over_kserve_v2_gives_the_clis_numbers_and_refuses_bad_input() {
                     by_cli["quantiles"].as_array().unwrap().iter().flat_map(|q| flat(&q["values"])).collect();
                 assert_eq!(q, want, "v2 quantiles");
                 let (ss, paths) = v2_output(&v2, "samples");
-                assert_eq!(ss, [1, 4, 6, 16]);
+                assert_eq!(ss, [1, PATHS, 6, 16]);
                 assert_eq!(paths, flat(&by_cli["samples"]), "v2 paths");
                 assert_eq!((p["temperature"].as_f64(), p["top_p"].as_f64()), (Some(0.9), Some(0.8)), "{p}");
             }

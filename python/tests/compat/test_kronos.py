@@ -2,17 +2,24 @@
 written for upstream (the shape of upstream's prediction example: one ``predict``, one ``predict_batch``) runs
 with only its import lines and the line that builds the predictor changed, and gives upstream's DataFrames within
 1e-4·σ + 1e-6·|ref| on the greedy path (``top_k=1``); ``torch.manual_seed`` makes sampled calls reproducible; bad
-input is an ``InvalidInput`` naming the problem and the fix.
+input is an ``InvalidInput`` naming the problem and the fix. On the Kronos trained here: greedy gives upstream's
+golden DataFrames; sampled (T 1, top_p 0.9, ``sample_count`` 8), the drop-in's paths and DataFrames follow
+upstream's (per-step KS).
 
-Model: the k10 reference fixture (tests/fixtures/kronos/k10, random weights), its engine built with
-configs/kronos-tiny.yaml. Series: GOOG's 64 daily candles from 2012-11-05 (the k10 `greedy_daily` case's window)
-and MSFT's from 2012-10-03, from tests/fixtures/kronos/inputs/stocks_ohlcv.csv.
+Models: the k10 reference fixture (tests/fixtures/kronos/k10, random weights), its engine built with
+configs/kronos-tiny.yaml; the Kronos trained here (tests/fixtures/trained/kronos-1m) with a profile of one series
+and 8 paths, checked against its golden cases by `totoc verify`. Series: GOOG's 64 daily candles from 2012-11-05
+(the k10 `greedy_daily` case's window) and MSFT's from 2012-10-03, from tests/fixtures/kronos/inputs/stocks_ohlcv.csv;
+the trained model's golden cases' requests.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import runpy
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -20,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO, THREADS, build_engine
+from conftest import REPO, THREADS, build_engine, ks_critical, ks_statistic, totoc_bin
 
 K10 = REPO / "tests/fixtures/kronos/k10"
 DATA = REPO / "tests/fixtures/kronos/inputs/stocks_ohlcv.csv"
@@ -204,3 +211,179 @@ def test_bad_input_names_the_problem_and_the_fix(kronos_engine, toto1_engine, go
     assert "1, 2, 1 items" in e, e
     e = err(lambda: KronosPredictor(kronos_engine, max_context=4096).predict(x_df, x_ts, y_ts, 16, top_k=1))
     assert "max_context" in e, e
+
+
+TRAINED = REPO / "tests/fixtures/trained/kronos-1m"
+TRAINED_CASES = REPO / "tests/fixtures/trained/kronos-1m-cases"
+#: upstream's 1,000 eval-mode paths of the `aapl_sampled` golden case's request and what made them
+#: (make_kronos_paths.py)
+UPSTREAM_PATHS = Path(__file__).resolve().parent / "fixtures/kronos-1m-aapl_sampled.paths.safetensors"
+UPSTREAM_MADE = Path(__file__).resolve().parent / "fixtures/kronos-1m-aapl_sampled.paths.json"
+
+
+def kronos_profile(predictor: Path, tokenizer: Path, window: int, horizon: int, paths: int) -> str:
+    """A profile of one series of up to `window` rows, `horizon` steps and `paths` paths: the graphs of these
+    tests' requests and no others, so the build stays short."""
+    return f"""model:
+  generation: kronos
+  checkpoint: {predictor}
+  tokenizer: {tokenizer}
+profiles:
+  - name: one
+    batch: 1
+    variates: 1
+    context: {window}
+    horizon: {horizon}
+    samples: {paths}
+    family:
+      window: {window}
+      encode: [{{rows: 1, slots: {window}}}]
+      prefill: [{{rows: 1, slots: {window}}}]
+      detokenize: [{{rows: {paths}, slots: {window}}}]
+      rows: [1, {paths}]
+"""
+
+
+def case_inputs(request: dict) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """A fixture request (tests/reference/README.md, "Kronos") as upstream's arguments: `df` with the request's
+    columns, `x_timestamp` and `y_timestamp` Series of its wall-clock stamps."""
+    df = pd.DataFrame({c: np.asarray(request["target"][i], np.float64) for i, c in enumerate(request["columns"])})
+    return df, pd.Series(pd.to_datetime(request["timestamps"])), pd.Series(pd.to_datetime(request["future_timestamps"]))
+
+
+@pytest.fixture(scope="module")
+def trained_engine(totoc_module, kronos_engine, tmp_path_factory):
+    """The Kronos trained here, checked against its golden cases by `totoc verify` (every token of the encode and
+    of every path exact, the sampled case with upstream's noise replayed; logits, z and rows within their
+    tolerances: docs/training.md, "Golden cases")."""
+    work = tmp_path_factory.mktemp("trained")
+    config = work / "profile.yaml"
+    predictor, tokenizer = TRAINED / "predictor", TRAINED / "tokenizer"
+    config.write_text(kronos_profile(predictor, tokenizer, 96, 24, 8))
+    path = build_engine(work, predictor, config, "--tokenizer", tokenizer)
+    verify = [str(totoc_bin()), "verify", "--engine", str(path), "--fixtures", str(TRAINED_CASES)]
+    p = subprocess.run(verify, capture_output=True, text=True, timeout=600)
+    cases = len(list(TRAINED_CASES.glob("*.json")))
+    passed = p.returncode == 0 and f"({cases} Kronos cases" in p.stdout and "tokens exact" in p.stdout
+    assert passed, p.stdout + p.stderr
+    print(p.stdout.strip().splitlines()[-1])
+    eng = totoc_module.Engine(path, threads=THREADS)
+    yield eng
+    eng.close()
+
+
+def test_drop_in_greedy_equals_upstream_on_the_trained_models_golden_cases(trained_engine):
+    """Every greedy golden case of the Kronos trained here (upstream's eval-mode ``predict`` on held-out windows,
+    tests/training/make_kronos_golden.py) through the drop-in with ``top_k=1``: the DataFrame within
+    1e-4·(σ + 1e-5) + 1e-6·|ref| of upstream's (σ: upstream's column std). Tokens: `totoc verify` found them
+    exact on the same engine and cases (the fixture). A case with a near-tie (an encode z or a greedy decision
+    within 100× the measured kernel drift, the case's `margins`) is listed and skipped; at most 2% of the cases may
+    be. The golden search already rejects near-tie windows (golden-provenance.json lists them; they are printed)."""
+    from totoc.compat.kronos import KronosPredictor
+
+    provenance = json.loads((TRAINED / "golden-provenance.json").read_text())
+    factor = provenance["margins"]["factor"]
+    greedy, flagged, worst = [], [], 0.0
+    for path in sorted(TRAINED_CASES.glob("*.json")):
+        case = json.loads(path.read_text())
+        (request,) = case["requests"]
+        if request["samples"]:
+            continue  # sampled: `totoc verify` replays upstream's noise; the KS test below
+        greedy.append(path.stem)
+        margins = case["margins"]
+        if min(margins["z_over_drift"], margins["decision_over_drift"]) < factor:
+            z, decisions = margins["z_over_drift"], margins["decision_over_drift"]
+            flagged.append(f"{path.stem} (z {z:.0f}×, decisions {decisions:.0f}× the drift)")
+            continue
+        x_df, x_ts, y_ts = case_inputs(request)
+        params = request["params"]
+        predictor = KronosPredictor(trained_engine, max_context=params["max_context"], clip=params["clip"])
+        ours = predictor.predict(
+            df=x_df, x_timestamp=x_ts, y_timestamp=y_ts, pred_len=request["horizon"], T=1.0, top_k=1, top_p=0.9,
+            sample_count=1, verbose=False,
+        )
+        reference = case["reference"]["series"][0]
+        theirs = pd.DataFrame(np.asarray(reference["output"], np.float32), columns=COLUMNS, index=y_ts)
+        worst = max(worst, within(ours, theirs, np.asarray(reference["stats"]["std"], np.float64), path.stem))
+    rejected = [
+        f"{name} candidate {r['candidate']}" for name, c in provenance["cases"].items() for r in c["rejected_near_ties"]
+    ]
+    print(
+        f"trained Kronos, drop-in greedy on {len(greedy)} golden cases ({', '.join(greedy)}): worst |Δ| / tolerance "
+        f"{worst:.3f}; flagged near-ties: {flagged or 'none'}; windows the golden search rejected as near-ties: "
+        f"{rejected or 'none'}"
+    )
+    assert len(greedy) >= 3, greedy
+    assert len(flagged) <= 0.02 * len(greedy), f"near-ties in {len(flagged)} of {len(greedy)} cases: {flagged}"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ks_within_tolerance(a: np.ndarray, b: np.ndarray, tol: float) -> float:
+    """Two-sample KS D with values less than `tol` apart counted as one value. A step's paths share their context,
+    so their values sit on atoms (one per token pair), and the engine's atom lies within rounding of upstream's,
+    not on it: an exact KS would count an atom's whole mass (14% here) as the distance between the two CDFs."""
+    x = np.sort(np.concatenate([a, b]).astype(np.float64))
+    atom = np.concatenate([[0], np.cumsum(np.diff(x) > tol)])
+    return ks_statistic(atom[np.searchsorted(x, a.astype(np.float64))], atom[np.searchsorted(x, b.astype(np.float64))])
+
+
+def test_sampled_paths_follow_upstreams_on_the_trained_model(trained_engine):
+    """T 1, top_p 0.9, ``sample_count`` 8, seeds from ``torch.manual_seed``: 25 drop-in calls on the `aapl_sampled`
+    golden case's request (200 paths, and 25 DataFrames, each the mean of its 8) against upstream's 1,000 eval-mode
+    paths of the same request (one ``predict(sample_count=1000)``, stored by make_kronos_paths.py; 125 means of 8
+    of them): a two-sample KS test per step and column of each (values within the rows' tolerance
+    1e-4·(σ + 1e-5) + 1e-6·|ref| counted as equal), Bonferroni over 2 × steps × columns, family-wise α = 0.01.
+
+    What it can see (measured with 200 and 400 paths): T 0.7 instead of 1 gives a largest D of 1.3× (1.6×) the
+    critical one; top_p 0.8 or 1.0 and T 1.2 stay under it (0.8–1.0×): a wrong temperature, not a slightly wrong
+    nucleus. The randomly-weighted fixtures' flat logits hide even the temperature (k10, k4: under 0.9×)."""
+    from safetensors.numpy import load_file
+
+    from totoc.compat.kronos import KronosPredictor
+
+    case = json.loads((TRAINED_CASES / "aapl_sampled.json").read_text())
+    (request,) = case["requests"]
+    assert (request.get("temperature"), request.get("top_k", 0), request.get("top_p")) == (1.0, 0, 0.9)
+    made, stored = json.loads(UPSTREAM_MADE.read_text()), UPSTREAM_PATHS
+    # the stored paths are of this request, this checkpoint and this file (else: rerun make_kronos_paths.py)
+    assert made["request_sha256"] == hashlib.sha256(
+        (json.dumps(request, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    ).hexdigest(), "the aapl_sampled request changed: rerun python/tests/compat/make_kronos_paths.py"
+    for name, digest in made["checkpoint"].items():
+        assert sha256(TRAINED / name) == digest, f"{name} changed: rerun python/tests/compat/make_kronos_paths.py"
+    assert sha256(stored) == made["paths_sha256"], f"{stored} is not the file make_kronos_paths.py recorded"
+    theirs = load_file(str(stored))["series.0.paths"]
+    h = request["horizon"]
+    assert theirs.shape == (1000, h, 6), theirs.shape
+    sd = np.asarray(case["reference"]["series"][0]["stats"]["std"], np.float64)
+
+    x_df, x_ts, y_ts = case_inputs(request)
+    params = request["params"]
+    predictor = KronosPredictor(trained_engine, max_context=params["max_context"], clip=params["clip"])
+    torch.manual_seed(2026)
+    calls = [
+        predictor.predict(
+            df=x_df, x_timestamp=x_ts, y_timestamp=y_ts, pred_len=h, T=1.0, top_p=0.9, sample_count=8, verbose=False,
+            return_paths=True,
+        )
+        for _ in range(25)
+    ]
+    ours = np.concatenate([c.paths for c in calls])  # [200, H, 6]
+    frames = np.stack([c.mean.to_numpy() for c in calls])  # [25, H, 6]
+    assert ours.shape == (200, h, 6) and len({c.paths.tobytes() for c in calls}) == 25
+    their_frames = theirs.reshape(125, 8, h, 6).mean(axis=1)
+
+    tests = 2 * h * 6
+    worst = (0.0, "")
+    for what, a, b in (("paths", ours, theirs), ("DataFrames (means of 8)", frames, their_frames)):
+        bound = ks_critical(len(a), len(b), 0.01 / tests)
+        for t in range(h):
+            for c, name in enumerate(COLUMNS):
+                tol = 1e-4 * (sd[c] + 1e-5) + 1e-6 * float(np.abs(b[:, t, c]).max())
+                d = ks_within_tolerance(a[:, t, c], b[:, t, c], tol)
+                assert d <= bound, f"{what}, step {t}, {name}: KS D {d:.3f} > {bound:.3f} (family-wise α 0.01)"
+                worst = max(worst, (d / bound, f"{what}, step {t}, {name}: D {d:.3f} of {bound:.3f}"))
+    print(f"drop-in sampled against upstream's stored paths: largest KS D / critical D {worst[0]:.2f} ({worst[1]})")
