@@ -2,15 +2,16 @@
 written for upstream (the shape of upstream's prediction example: one ``predict``, one ``predict_batch``) runs
 with only its import lines and the line that builds the predictor changed, and gives upstream's DataFrames within
 1e-4·σ + 1e-6·|ref| on the greedy path (``top_k=1``); ``torch.manual_seed`` makes sampled calls reproducible; bad
-input is an ``InvalidInput`` naming the problem and the fix. On the Kronos trained here: greedy gives upstream's
-golden DataFrames; sampled (T 1, top_p 0.9, ``sample_count`` 8), the drop-in's paths and DataFrames follow
-upstream's (per-step KS).
+input is an ``InvalidInput`` naming the problem and the fix. On every greedy case of every reference fixture
+config (k10, k4, k5g5, k6te) and of the Kronos trained here: greedy gives upstream's stored eval-mode DataFrames,
+tokens identical (`totoc verify`); sampled on the trained model (T 1, top_p 0.9, ``sample_count`` 8), the
+drop-in's paths and DataFrames follow upstream's (per-step KS).
 
-Models: the k10 reference fixture (tests/fixtures/kronos/k10, random weights), its engine built with
+Models: the reference fixtures (tests/fixtures/kronos/<config>, random weights), each config's engine built with
 configs/kronos-tiny.yaml; the Kronos trained here (tests/fixtures/trained/kronos-1m) with a profile of one series
 and 8 paths, checked against its golden cases by `totoc verify`. Series: GOOG's 64 daily candles from 2012-11-05
 (the k10 `greedy_daily` case's window) and MSFT's from 2012-10-03, from tests/fixtures/kronos/inputs/stocks_ohlcv.csv;
-the trained model's golden cases' requests.
+the fixtures' and the trained model's golden cases' requests.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import runpy
 import subprocess
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -315,6 +317,125 @@ def test_drop_in_greedy_equals_upstream_on_the_trained_models_golden_cases(train
     )
     assert len(greedy) >= 3, greedy
     assert len(flagged) <= 0.02 * len(greedy), f"near-ties in {len(flagged)} of {len(greedy)} cases: {flagged}"
+
+
+
+FIXTURES = REPO / "tests/fixtures/kronos"
+#: what made the reference fixtures: every config's checkpoints, each case's accepted candidate and margins
+FIXTURE_PROVENANCE = json.loads((FIXTURES / "provenance.json").read_text())
+
+
+def greedy_cases(config: str) -> list[Path]:
+    """The cases of fixture config `config` whose every series is greedy (``samples: 0``), in name order."""
+    paths = sorted((FIXTURES / config / "cases").glob("*.json"))
+    return [p for p in paths if all(r["samples"] == 0 for r in json.loads(p.read_text())["requests"])]
+
+
+#: every fixture config (engines/src/kronos/equivalence.rs runs the same list) with a greedy case
+GREEDY_CONFIGS = [c for c in sorted(FIXTURE_PROVENANCE["checkpoints"]) if greedy_cases(c)]
+
+
+def verify_tokens(engine: Path, cases: list[Path], work: Path) -> str:
+    """`totoc verify` of `cases` on `engine`: every encode and path token identical to upstream's, logits and rows
+    within their tolerances. Returns its summary line."""
+    chosen = work / "greedy-cases"
+    chosen.mkdir()
+    for case in cases:  # the case and its arrays, beside it
+        for part in (case, case.with_suffix(".safetensors")):
+            (chosen / part.name).symlink_to(part)
+    command = [str(totoc_bin()), "verify", "--engine", str(engine), "--fixtures", str(chosen)]
+    p = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    passed = p.returncode == 0 and f"({len(cases)} Kronos cases" in p.stdout and "tokens exact" in p.stdout
+    assert passed, p.stdout + p.stderr
+    return p.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def fixture_engines(kronos_engine_dir, tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    """Each greedy fixture config's engine (its checkpoints with configs/kronos-tiny.yaml's profile; k10's is the
+    one built above) and the summary of `totoc verify` on its greedy cases. Two configs at a time: each is one
+    thread's export, build and verify, so CI's two cores both work."""
+    work = {config: tmp_path_factory.mktemp(config) for config in GREEDY_CONFIGS}
+
+    def made(config: str) -> tuple[Path, str]:
+        root = FIXTURES / config
+        if config == "k10":
+            engine = kronos_engine_dir
+        else:
+            tiny = REPO / "configs/kronos-tiny.yaml"
+            engine = build_engine(work[config], root / "predictor", tiny, "--tokenizer", root / "tokenizer")
+        return engine, verify_tokens(engine, greedy_cases(config), work[config])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(GREEDY_CONFIGS, pool.map(made, GREEDY_CONFIGS)))
+
+
+@pytest.mark.parametrize("config", GREEDY_CONFIGS)
+def test_drop_in_greedy_equals_upstream_on_every_reference_fixture(config, fixture_engines, totoc_module):
+    """Every greedy case of every reference fixture config (tests/fixtures/kronos/<config>/cases: upstream's
+    eval-mode ``predict`` / ``predict_batch`` / one ``predict`` per series of a `ragged` case, on random weights)
+    through the drop-in with ``top_k=1``, called as the case's `call` called upstream: each DataFrame within
+    1e-4·(σ + 1e-5) + 1e-6·|ref| of the case's stored `output` (σ: upstream's column std, `stats.std`). The
+    engine's tokens on the same cases are upstream's (`totoc verify`, `fixture_engines`). Near-ties (a case whose
+    smallest z or greedy-decision margin is under the generator's factor × the measured kernel drift) would be
+    listed and fail: the generator (regen_kronos_fixtures.py) rejects such windows and takes the next candidate
+    (a case's `candidate` counts the windows rejected before it; they are printed)."""
+    from totoc.compat.kronos import KronosPredictor
+
+    assert {"k10", "k4", "k5g5", "k6te"} <= set(GREEDY_CONFIGS), GREEDY_CONFIGS
+    cases = greedy_cases(config)
+    engine_dir, summary = fixture_engines[config]
+
+    factor = FIXTURE_PROVENANCE["margins"]["factor"]
+    flagged, rejected, worst = [], [], 0.0
+    engine = totoc_module.Engine(engine_dir, threads=THREADS)
+    try:
+        for path in cases:
+            case = json.loads(path.read_text())
+            name, margins = f"{config}/{path.stem}", case["margins"]
+            if min(margins["z_over_drift"], margins["decision_over_drift"]) < factor:
+                z, decisions = margins["z_over_drift"], margins["decision_over_drift"]
+                flagged.append(f"{name} (z {z:.0f}×, decisions {decisions:.0f}× the drift)")
+            rejected += [f"{name} candidate {k}" for k in range(case["candidate"])]  # the generator's near-ties
+            worst = max(worst, _greedy_case_within(engine, KronosPredictor, case, name))
+    finally:
+        engine.close()
+    print(
+        f"{config}: drop-in greedy on {len(cases)} fixture cases ({', '.join(p.stem for p in cases)}): worst "
+        f"|Δ| / tolerance {worst:.3f}; near-ties flagged: {flagged or 'none'}; windows the generator rejected as "
+        f"near-ties: {rejected or 'none'}; totoc verify: {summary}"
+    )
+    assert not flagged, f"near-tie cases (the generator should have rejected them): {flagged}"
+
+
+def _greedy_case_within(engine, predictor_class, case: dict, name: str) -> float:
+    """Runs `case` through the drop-in as its `call` ran upstream and returns the worst |Δ| / tolerance of its
+    DataFrames against the stored ones."""
+    requests, series = case["requests"], case["reference"]["series"]
+    params = requests[0]["params"]
+    assert all(r["params"] == params for r in requests), name
+    predictor = predictor_class(engine, max_context=params["max_context"], clip=params["clip"])
+    inputs = [case_inputs(r) for r in requests]
+    greedy = dict(T=1.0, top_k=1, top_p=0.9, sample_count=1, verbose=False)
+    if case["call"] == "predict_batch":
+        (horizon,) = {r["horizon"] for r in requests}
+        ours = predictor.predict_batch(
+            df_list=[x for x, _, _ in inputs], x_timestamp_list=[t for _, t, _ in inputs],
+            y_timestamp_list=[y for _, _, y in inputs], pred_len=horizon, **greedy,
+        )
+    else:
+        assert case["call"] in ("predict", "ragged"), case["call"]  # ragged: one predict per series, as upstream
+        ours = [
+            predictor.predict(df=x, x_timestamp=t, y_timestamp=y, pred_len=r["horizon"], **greedy)
+            for (x, t, y), r in zip(inputs, requests)
+        ]
+    assert len(ours) == len(series) == len(requests), name
+    worst = 0.0
+    for b, (frame, reference, (_, _, y_ts)) in enumerate(zip(ours, series, inputs)):
+        theirs = pd.DataFrame(np.asarray(reference["output"], np.float32), columns=COLUMNS, index=y_ts)
+        sd = np.asarray(reference["stats"]["std"], np.float64)
+        worst = max(worst, within(frame, theirs, sd, f"{name} series {b}"))
+    return worst
 
 
 def sha256(path: Path) -> str:
