@@ -308,10 +308,54 @@ fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: bool) -> St
     g.unsqueeze(&m, &[1, 2])
 }
 
+/// Query rows of one block of a causal attention over more positions (see [`causal_sdpa`]). 64: a block's scores
+/// are 2 MB per row (4 heads) at Kronos-mini's 2,048 positions, and the engine's exactness fixtures (windows of
+/// 128, contexts up to 160) run every kind of long graph in blocks.
+pub const QUERY_BLOCK: usize = 64;
+
+/// The causal mask of the queries at positions `first…first+rows−1` against the keys `0…keys−1` (`[rows, keys]`).
+fn causal_block_mask(g: &mut GraphBuilder, first: usize, rows: usize, keys: usize) -> String {
+    let key = g.const_i64(&[1, keys], &(0..keys as i64).collect::<Vec<_>>());
+    let query = g.const_i64(&[rows, 1], &(first as i64..(first + rows) as i64).collect::<Vec<_>>());
+    let keep = g.binary("LessOrEqual", &key, &query);
+    additive(g, &keep)
+}
+
+/// Causal attention of `s` tokens at positions 0…S−1 (`q`, `k`, `v` `[R, H, S, dh]`). Over more than
+/// [`QUERY_BLOCK`] tokens the queries go in blocks of that many rows, each block's scores `[R, H, B, S]` against
+/// every key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
+/// attend over a whole window or context (prefill, recompute, encode, detokenize; 2,048 positions for Kronos-mini)
+/// then hold one block's scores at a time instead of `[R, H, S, S]` per layer. Each query row's softmax is over the
+/// same keys with the same mask values as unblocked, and every product sums over the same axis in the same order,
+/// so the rows are the same.
+fn causal_sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, s: usize, dh: usize) -> String {
+    if s <= QUERY_BLOCK {
+        let mask = causal_mask(g, s);
+        return sdpa(g, q, k, v, &mask, dh);
+    }
+    let sizes: Vec<usize> = (0..s).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(s - a)).collect();
+    let kt = g.transpose(k, &[0, 1, 3, 2]);
+    let blocks = g.split(q, 2, &sizes);
+    let mut first = 0;
+    let mut outs = Vec::with_capacity(sizes.len());
+    for (qb, &rows) in blocks.iter().zip(&sizes) {
+        let mask = causal_block_mask(g, first, rows, s);
+        outs.push(attend(g, qb, &kt, v, &mask, dh));
+        first += rows;
+    }
+    let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
+    g.op("Concat", &outs, vec![("axis", Attr::Int(2))])
+}
+
 /// `softmax(q·kᵀ·scale + mask)·v` over the last two axes.
 fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str, dh: usize) -> String {
     let kt = g.transpose(k, &[0, 1, 3, 2]);
-    let scores = g.binary("MatMul", q, &kt);
+    attend(g, q, &kt, v, mask, dh)
+}
+
+/// [`sdpa`] with the keys already transposed (`kt` `[R, H, dh, T]`).
+fn attend(g: &mut GraphBuilder, q: &str, kt: &str, v: &str, mask: &str, dh: usize) -> String {
+    let scores = g.binary("MatMul", q, kt);
     let scale = g.scalar((1.0 / (dh as f64).sqrt()) as f32);
     let scores = g.binary("Mul", &scores, &scale);
     let scores = g.binary("Add", &scores, mask);
@@ -380,10 +424,7 @@ fn self_attention(
     let q = g.scoped("rope_q", |g| apply_rope(g, &q, &rope[0], &rope[1], dh));
     let k = g.scoped("rope_k", |g| apply_rope(g, &k, &rope[0], &rope[1], dh));
     let (o, k_out, v_out) = match span {
-        Span::Causal { tokens } => {
-            let mask = causal_mask(g, *tokens);
-            (sdpa(g, &q, &k, &v, &mask, dh), k, v)
-        }
+        Span::Causal { tokens } => (causal_sdpa(g, &q, &k, &v, *tokens, dh), k, v),
         Span::Step { layer } => {
             let (k_all, v_all) = (
                 g.scoped("k_update", |g| {
@@ -681,6 +722,45 @@ fn detokenize(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()>
     debug_assert_eq!(outs[0].shape[2], ROW_COLUMNS);
     g.output(&y, &outs[0]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::WeightStore;
+    use crate::kronos::synth::{tiny_config, write_checkpoint};
+    use crate::variant::OpsetVariant;
+
+    /// The op types of bucket `b`'s graph (window 160) on the tiny checkpoint.
+    fn ops(b: Bucket) -> Vec<String> {
+        let d = tempfile::tempdir().unwrap();
+        let (p, t) = (d.path().join("predictor"), d.path().join("tokenizer"));
+        write_checkpoint(&p, &t, &tiny_config(), 3).unwrap();
+        let ckpt = KronosCheckpoint::load(&p, &t).unwrap();
+        let mut weights = WeightStore::create(&d.path().join("w.bin"), "w.bin").unwrap();
+        let mut g = GraphBuilder::new("g", &mut weights, OpsetVariant::Opset24);
+        let positions = Positions { predictor: 160, tokenizer: 160 };
+        kronos_graph(&mut g, &ckpt, &b, 160, positions, CacheUpdate::TensorScatter).unwrap();
+        let model = g.finish("", &[]).unwrap();
+        model.graph.unwrap().node.into_iter().map(|n| n.op_type).collect()
+    }
+
+    #[test]
+    fn long_causal_attention_runs_in_query_blocks() {
+        let softmaxes =
+            |kind, slots| ops(Bucket { kind, rows: 2, slots }).iter().filter(|o| *o == "Softmax").count();
+        // tiny: 2 predictor layers, 2 encoder blocks, 1 decoder block; 160 tokens are blocks of 64, 64 and 32
+        assert_eq!(QUERY_BLOCK, 64);
+        assert_eq!(softmaxes(GraphKind::Prefill, 160), 2 * 3);
+        assert_eq!(softmaxes(GraphKind::Encode, 160), 2 * 3);
+        assert_eq!(softmaxes(GraphKind::Detokenize, 160), 3);
+        assert_eq!(softmaxes(GraphKind::Recompute, 129), 2 * 3);
+        // up to one block: one softmax per attention, as before
+        assert_eq!(softmaxes(GraphKind::Prefill, 64), 2);
+        assert_eq!(softmaxes(GraphKind::Encode, 64), 2);
+        // a decode step attends over its cache in one piece (one query row)
+        assert_eq!(softmaxes(GraphKind::Decode, 160), 2);
+    }
 }
 
 /// Planted defects of the engine's equivalence tests: switches that break one thing upstream does in a graph, so
