@@ -425,7 +425,7 @@ mod tests {
         assert!(m(GraphKind::Prefill, 1, 64) > m(GraphKind::Prefill, 1, 16));
         assert!(m(GraphKind::Decode, 8, 64) > m(GraphKind::Decode, 1, 64));
         assert!(m(GraphKind::Encode, 1, 64) > 0 && m(GraphKind::Refine, 1, 64) > 0);
-        // past one query block the scores grow with the keys only: linearly in the slots (unblocked, 14× here)
+        // past one query block the scores grow with the keys only: linearly in the slots (unblocked: 15× here)
         let long = |s| memory_bytes(&cfg, &Bucket::of(GraphKind::Encode, 1, s), 64);
         assert!(long(1024) <= 4 * long(256), "{} {}", long(1024), long(256));
     }
