@@ -9,7 +9,7 @@
 //! * **Attention** with biases; RoPE rotate-half over the whole head (`[−x₂, x₁]`, `cat(freqs, freqs)`) at the
 //!   call's positions, from each layer's *loaded* `inv_freq` (its cos/sin tables are computed at export from it:
 //!   `f32(p) · inv_freq` is torch's product exactly, and cos/sin are rounded once from f64); scores `q·kᵀ` times
-//!   1/√Dh, then the causal or slot mask, softmax, `·v`.
+//!   1/√Dh, then the causal or slot mask, softmax, `·v` (long causal passes in blocks of query rows).
 //! * **SwiGLU** without biases: `w2(silu(w1·x) ⊙ w3·x)`.
 //! * **Token embedding**: `fusion_proj([emb_s1[s1]·f32(√D) ‖ emb_s2[s2]·f32(√D)])`; the **time embedding** of each
 //!   row's own stamp summed `hour + weekday + day + month + minute` (m:562) and added after (k:294-297).
@@ -289,15 +289,6 @@ fn additive(g: &mut GraphBuilder, keep: &str) -> String {
     g.op("Where", &[keep, &zero, &ninf], vec![])
 }
 
-/// The causal mask `[S, S]`, built from positions (a key at or before the query), not stored.
-fn causal_mask(g: &mut GraphBuilder, s: usize) -> String {
-    let pos = g.const_i64(&[s], &(0..s as i64).collect::<Vec<_>>());
-    let key = g.unsqueeze(&pos, &[0]);
-    let query = g.unsqueeze(&pos, &[1]);
-    let keep = g.binary("LessOrEqual", &key, &query);
-    additive(g, &keep)
-}
-
 /// The slot mask `[R, 1, 1, T]` of rows whose valid slots are those below `bound[r]` (or at or below it with
 /// `inclusive`).
 fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: bool) -> String {
@@ -308,13 +299,73 @@ fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: bool) -> St
     g.unsqueeze(&m, &[1, 2])
 }
 
+/// Query rows of one block of a causal attention over more positions (see [`causal_sdpa`]). 64: a block's scores
+/// are 2 MB per row (4 heads) at Kronos-mini's 2,048 positions, and the engine's exactness fixtures (windows of
+/// 128, contexts up to 160) run every kind of long graph in blocks.
+pub const QUERY_BLOCK: usize = 64;
+
+/// Which keys the queries at positions `first…first+rows−1` see among the keys `0…keys−1`: `[rows, keys]` booleans
+/// (a key at or before the query), built from positions. ONNX Runtime folds it into a constant at load: one byte
+/// per score, not the four of an additive mask.
+fn causal_keep(g: &mut GraphBuilder, first: usize, rows: usize, keys: usize) -> String {
+    let key = g.const_i64(&[1, keys], &(0..keys as i64).collect::<Vec<_>>());
+    let query = g.const_i64(&[rows, 1], &(first as i64..(first + rows) as i64).collect::<Vec<_>>());
+    g.binary("LessOrEqual", &key, &query)
+}
+
+/// Causal attention of `s` tokens at positions 0…S−1 (`q`, `k`, `v` `[R, H, S, dh]`). Over more than
+/// [`QUERY_BLOCK`] tokens the queries go in blocks of that many rows, each block's scores `[R, H, B, S]` against
+/// every key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
+/// attend over a whole window or context (prefill, recompute, encode, detokenize; 2,048 positions for Kronos-mini)
+/// then hold one block's scores at a time instead of `[R, H, S, S]` per layer. Each query row's softmax is over the
+/// same keys with the same mask values as unblocked, and every product sums over the same axis in the same order,
+/// so the rows are the same.
+fn causal_sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, s: usize, dh: usize) -> String {
+    let kt = g.transpose(k, &[0, 1, 3, 2]);
+    if s <= QUERY_BLOCK {
+        let keep = causal_keep(g, 0, s, s);
+        return attend(g, q, &kt, v, Mask::Keep(&keep), dh);
+    }
+    let sizes: Vec<usize> = (0..s).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(s - a)).collect();
+    let blocks = g.split(q, 2, &sizes);
+    let mut first = 0;
+    let mut outs = Vec::with_capacity(sizes.len());
+    for (qb, &rows) in blocks.iter().zip(&sizes) {
+        let keep = causal_keep(g, first, rows, s);
+        outs.push(attend(g, qb, &kt, v, Mask::Keep(&keep), dh));
+        first += rows;
+    }
+    let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
+    g.op("Concat", &outs, vec![("axis", Attr::Int(2))])
+}
+
+/// How an attention hides the keys a query must not see.
+enum Mask<'a> {
+    /// Added to the scores: 0 where seen, −inf where hidden.
+    Additive(&'a str),
+    /// Booleans, true where seen: the hidden scores become −inf (`Where`). The same softmax inputs as the additive
+    /// mask (a seen score + 0 is itself, a zero's sign aside, which no exponential sees), one byte per score.
+    Keep(&'a str),
+}
+
 /// `softmax(q·kᵀ·scale + mask)·v` over the last two axes.
 fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str, dh: usize) -> String {
     let kt = g.transpose(k, &[0, 1, 3, 2]);
-    let scores = g.binary("MatMul", q, &kt);
+    attend(g, q, &kt, v, Mask::Additive(mask), dh)
+}
+
+/// [`sdpa`] with the keys already transposed (`kt` `[R, H, dh, T]`).
+fn attend(g: &mut GraphBuilder, q: &str, kt: &str, v: &str, mask: Mask, dh: usize) -> String {
+    let scores = g.binary("MatMul", q, kt);
     let scale = g.scalar((1.0 / (dh as f64).sqrt()) as f32);
     let scores = g.binary("Mul", &scores, &scale);
-    let scores = g.binary("Add", &scores, mask);
+    let scores = match mask {
+        Mask::Additive(m) => g.binary("Add", &scores, m),
+        Mask::Keep(keep) => {
+            let ninf = g.scalar(f32::NEG_INFINITY);
+            g.op("Where", &[keep, &scores, &ninf], vec![])
+        }
+    };
     let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
     g.binary("MatMul", &p, v)
 }
@@ -380,10 +431,7 @@ fn self_attention(
     let q = g.scoped("rope_q", |g| apply_rope(g, &q, &rope[0], &rope[1], dh));
     let k = g.scoped("rope_k", |g| apply_rope(g, &k, &rope[0], &rope[1], dh));
     let (o, k_out, v_out) = match span {
-        Span::Causal { tokens } => {
-            let mask = causal_mask(g, *tokens);
-            (sdpa(g, &q, &k, &v, &mask, dh), k, v)
-        }
+        Span::Causal { tokens } => (causal_sdpa(g, &q, &k, &v, *tokens, dh), k, v),
         Span::Step { layer } => {
             let (k_all, v_all) = (
                 g.scoped("k_update", |g| {
@@ -681,6 +729,45 @@ fn detokenize(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()>
     debug_assert_eq!(outs[0].shape[2], ROW_COLUMNS);
     g.output(&y, &outs[0]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::WeightStore;
+    use crate::kronos::synth::{tiny_config, write_checkpoint};
+    use crate::variant::OpsetVariant;
+
+    /// The op types of bucket `b`'s graph (window 160) on the tiny checkpoint.
+    fn ops(b: Bucket) -> Vec<String> {
+        let d = tempfile::tempdir().unwrap();
+        let (p, t) = (d.path().join("predictor"), d.path().join("tokenizer"));
+        write_checkpoint(&p, &t, &tiny_config(), 3).unwrap();
+        let ckpt = KronosCheckpoint::load(&p, &t).unwrap();
+        let mut weights = WeightStore::create(&d.path().join("w.bin"), "w.bin").unwrap();
+        let mut g = GraphBuilder::new("g", &mut weights, OpsetVariant::Opset24);
+        let positions = Positions { predictor: 160, tokenizer: 160 };
+        kronos_graph(&mut g, &ckpt, &b, 160, positions, CacheUpdate::TensorScatter).unwrap();
+        let model = g.finish("", &[]).unwrap();
+        model.graph.unwrap().node.into_iter().map(|n| n.op_type).collect()
+    }
+
+    #[test]
+    fn long_causal_attention_runs_in_query_blocks() {
+        let softmaxes =
+            |kind, slots| ops(Bucket { kind, rows: 2, slots }).iter().filter(|o| *o == "Softmax").count();
+        // tiny: 2 predictor layers, 2 encoder blocks, 1 decoder block; 160 tokens are blocks of 64, 64 and 32
+        assert_eq!(QUERY_BLOCK, 64);
+        assert_eq!(softmaxes(GraphKind::Prefill, 160), 2 * 3);
+        assert_eq!(softmaxes(GraphKind::Encode, 160), 2 * 3);
+        assert_eq!(softmaxes(GraphKind::Detokenize, 160), 3);
+        assert_eq!(softmaxes(GraphKind::Recompute, 129), 2 * 3);
+        // up to one block: one softmax per attention, as before
+        assert_eq!(softmaxes(GraphKind::Prefill, 64), 2);
+        assert_eq!(softmaxes(GraphKind::Encode, 64), 2);
+        // a decode step attends over its cache in one piece (one query row)
+        assert_eq!(softmaxes(GraphKind::Decode, 160), 2);
+    }
 }
 
 /// Planted defects of the engine's equivalence tests: switches that break one thing upstream does in a graph, so

@@ -33,6 +33,7 @@ use serde::Deserialize;
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
 use crate::kronos::config::KronosConfig;
+use crate::kronos::graph::QUERY_BLOCK;
 use crate::kronos::signature::{inputs, outputs, ModelDims};
 use crate::profile::Profile;
 use crate::signature::{DType, GraphKind, TensorSig};
@@ -283,7 +284,7 @@ fn sig_bytes(sigs: &[TensorSig]) -> u64 {
 
 /// Estimated bytes of one bucket's buffers when loaded and run (weights not counted; they are shared): its inputs
 /// and outputs (decode's caches once: they are updated in place), plus a conservative bound on the largest
-/// intermediates of ONNX Runtime's plan (the residual stream, the MLP, the attention scores).
+/// intermediates of ONNX Runtime's plan (the residual stream, the MLP, one query block's attention scores).
 pub fn memory_bytes(cfg: &KronosConfig, b: &Bucket, window: usize) -> u64 {
     let m = ModelDims::of(cfg);
     let (ins, outs) = (inputs(&m, b, window), outputs(&m, b, window));
@@ -303,7 +304,9 @@ pub fn memory_bytes(cfg: &KronosConfig, b: &Bucket, window: usize) -> u64 {
     };
     let residual = 6 * r * tokens * d * f;
     let mlp = 3 * r * tokens * ff * f;
-    let scores = 2 * r * heads * tokens * keys * f;
+    // a long causal pass attends in query blocks (`graph::QUERY_BLOCK`): one block's scores at a time
+    let queries = tokens.min(QUERY_BLOCK as u64);
+    let scores = 2 * r * heads * queries * keys * f;
     let logits = if matches!(b.kind, GraphKind::Encode | GraphKind::Detokenize) {
         0
     } else {
@@ -422,5 +425,8 @@ mod tests {
         assert!(m(GraphKind::Prefill, 1, 64) > m(GraphKind::Prefill, 1, 16));
         assert!(m(GraphKind::Decode, 8, 64) > m(GraphKind::Decode, 1, 64));
         assert!(m(GraphKind::Encode, 1, 64) > 0 && m(GraphKind::Refine, 1, 64) > 0);
+        // past one query block the scores grow with the keys only: linearly in the slots (unblocked: 15× here)
+        let long = |s| memory_bytes(&cfg, &Bucket::of(GraphKind::Encode, 1, s), 64);
+        assert!(long(1024) <= 4 * long(256), "{} {}", long(1024), long(256));
     }
 }
