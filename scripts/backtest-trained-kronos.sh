@@ -8,10 +8,14 @@
 #
 # `totoc backtest`'s --samples and --reference-mode hold for the whole invocation, so the three views are three
 # reports on the same table and windows:
-#   1. greedy Kronos + Toto 2.0, upstream in eval mode on every window (the MAE verdict, near-ties listed);
+#   1. greedy Kronos + Toto 2.0, upstream in eval mode on every window (the MAE verdict over the windows without a
+#      flagged near-tie, the flagged ones listed: upstream's greedy top-2 logit gap or encoded |z| below 100x the
+#      measured kernel drift; more than 2% flagged fails the verdict);
 #   2. greedy Kronos + Toto 2.0, upstream as from_pretrained leaves it (training mode): each metric's difference;
 #   3. Kronos with 32 paths (configs/trained-kronos-1m-paths32.yaml): CRPS, coverage, calibration (no
-#      reference: sampled references are two estimates of one distribution, report 1 holds the verdict).
+#      reference: sampled references are two estimates of one distribution, report 1 holds the verdict); then the
+#      calibration's coverage and PIT figures recomputed from the paths it wrote (--write-samples) and compared
+#      with its metric rows.
 #
 # A stock whose held-out rows are too few for WINDOWS windows after a 256-row context (GOOG: 430 held-out rows,
 # 31 windows) gets the rows just before its held-out part as the lookback of its earliest windows: every forecast
@@ -115,3 +119,38 @@ say "3/3 totoc backtest: Kronos with 32 paths + Toto 2.0 4m, calibration"
 "$totoc" backtest --engine kronos-32paths="$work/engine-kronos32" --engine toto2-4m="$work/engine-toto2" \
   "${common[@]}" --samples 32 --output "$work/paths.csv" --write-samples \
   --metrics "$work/paths-metrics.csv" --plot "$work/paths.svg" | tee "$work/report-paths.txt"
+
+# The calibration figures of report 3 recomputed from its paths (the mid-rank PIT of each actual among the paths,
+# docs/formats.md "Backtest metrics"): each must equal its metric row exactly.
+say "calibration of report 3 recomputed from $work/paths.csv"
+"$data_python" - "$work/paths.csv" "$work/paths-metrics.csv" <<'PY'
+import csv
+import math
+import sys
+
+rows = list(csv.DictReader(open(sys.argv[1])))
+metrics = {(r["model"], r["metric"]): float(r["value"]) for r in csv.DictReader(open(sys.argv[2]))
+           if r["scope"] == "overall"}
+labels = sorted({k.rsplit("-sample-", 1)[0] for k in rows[0] if "-sample-" in k})
+same = True
+for label in labels:
+    m = sum(1 for k in rows[0] if k.startswith(label + "-sample-"))
+    us = []
+    for r in (r for r in rows if r["y"] != ""):
+        y, xs = float(r["y"]), [float(r[f"{label}-sample-{i}"]) for i in range(m)]
+        us.append((sum(x < y for x in xs) + 0.5 * sum(x == y for x in xs)) / m)
+    n = len(us)
+    got = {"pit_points": float(n)}
+    for level in (50, 80, 90, 95):
+        got[f"path_coverage_{level}"] = sum(0.5 - level / 200 <= u <= 0.5 + level / 200 for u in us) / n
+    bins = [0] * 10
+    for u in us:
+        bins[min(math.floor(u * 10), 9)] += 1
+    got.update({f"pit_{k / 10:.1f}-{(k + 1) / 10:.1f}": bins[k] / n for k in range(10)})
+    differ = [f"{k}: {v!r} vs report {metrics.get((label, k))!r}" for k, v in got.items() if metrics.get((label, k)) != v]
+    same &= not differ
+    print(f"{label}: {m} paths, {n} points, coverage "
+          + ", ".join(f"{lv}% {got[f'path_coverage_{lv}']:.4f}" for lv in (50, 80, 90, 95))
+          + ("; equal to the report's rows" if not differ else "; DIFFERENT: " + "; ".join(differ)))
+sys.exit(0 if same else 1)
+PY

@@ -880,6 +880,11 @@ pub struct BacktestArgs {
     /// Windows per series run through the reference (spread evenly, the last included; default: all).
     #[arg(long, requires = "reference_checkpoint")]
     pub reference_windows: Option<usize>,
+    /// A reference with near-tie margins (a tokenizer's model in eval mode, greedy): a window whose greedy top-2
+    /// logit gap or encoded |z| is below this many times the measured kernel drift is a flagged near-tie, listed
+    /// and left out of the comparison (default: the harness's, 100, as the golden generators).
+    #[arg(long, requires = "reference_tokenizer")]
+    pub near_tie_factor: Option<f64>,
     /// Python of a venv with toto-ts 0.2.0 / toto-2 2.0.0 (default: ~/.cache/totoc/reference-venv/bin/python).
     #[arg(long)]
     pub reference_python: Option<PathBuf>,

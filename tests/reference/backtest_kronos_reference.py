@@ -16,10 +16,20 @@ top_p), and the predictor's max_context / clip are the request's params (default
 reproduces. --mode train: the same weights left in training mode, as upstream's `from_pretrained` leaves them with
 huggingface_hub <= 1.8 (dropout live; the s2 query sees only window position 0): what older backtests measured.
 
+Near-ties (eval mode, greedy windows): a window whose greedy top-1 - top-2 logit gap (s1 or s2, any step, the
+decision margin of run_kronos_reference.py) or whose encoded context's smallest BSQ |z| is below MARGIN_FACTOR (100)
+times the measured kernel drift (run_kronos_reference.DRIFT) could flip a token on rounding alone. Each such
+window's smallest margins are returned in units of that drift (`run_kronos_reference.MarginProbe`: it keeps each
+draw's logits and the encoded z during the call, and the margins are computed after the timed call), with the rule,
+so `totoc backtest` can list the flagged windows and compare the others. The golden generators
+(make_kronos_golden.py, regen_kronos_fixtures.py) skip such windows with the same definition.
+
 stdout is exactly one JSON object (everything else goes to stderr):
     {"versions": {...}, "mode": "eval"|"train", "threads": N, "seconds": float,   # the predict calls only
      "window_seconds": [float, ...],
-     "forecasts": [{"point": [H floats]}, ...]}          # the scored column of predict's frame (the paths' mean)
+     "near_tie": {"factor": 100, "drift": {"z": float, "logits": float}},   # eval mode only
+     "forecasts": [{"point": [H floats],                  # the scored column of predict's frame (the paths' mean)
+                    "margins": {"z": float, "decision": float}}, ...]}   # eval mode, greedy windows: in drift units
 """
 
 import argparse
@@ -79,9 +89,10 @@ def run(predictor_dir, tokenizer_dir, requests_path, threads, mode):
         df, x_ts, y_ts = ref.frame(req)
         T, top_k, top_p, count = ref.sampling(req)
         predictor = ref.predictor_for(model, tokenizer, req)
+        probe = ref.MarginProbe(tokenizer) if mode == "eval" and count == 1 and top_k == 1 else None
         torch.manual_seed(int(req.get("seed") or 0))
-        t0 = time.perf_counter()
-        with torch.no_grad():
+        with probe or contextlib.nullcontext(), torch.no_grad():
+            t0 = time.perf_counter()
             pred = predictor.predict(
                 df=df,
                 x_timestamp=x_ts,
@@ -93,12 +104,15 @@ def run(predictor_dir, tokenizer_dir, requests_path, threads, mode):
                 sample_count=count,
                 verbose=False,
             )
-        times.append(time.perf_counter() - t0)
+            times.append(time.perf_counter() - t0)
         column = raw["score_column"]
-        forecasts.append({"point": [float(v) for v in pred[column].to_numpy(dtype="float32")]})
+        forecast = {"point": [float(v) for v in pred[column].to_numpy(dtype="float32")]}
+        if probe is not None:
+            forecast["margins"] = probe.margins(T, top_k, top_p)
+        forecasts.append(forecast)
         if (i + 1) % 50 == 0:
             print(f"reference: {i + 1}/{len(requests)} windows", file=sys.stderr, flush=True)
-    return {
+    out = {
         "versions": {
             "kronos-finance": version("kronos-finance"),
             "torch": torch.__version__,
@@ -110,6 +124,9 @@ def run(predictor_dir, tokenizer_dir, requests_path, threads, mode):
         "window_seconds": times,
         "forecasts": forecasts,
     }
+    if mode == "eval":
+        out["near_tie"] = {"factor": ref.MARGIN_FACTOR, "drift": ref.DRIFT}
+    return out
 
 
 if __name__ == "__main__":

@@ -43,20 +43,14 @@ import kronos_inputs  # noqa: E402
 import live_check  # noqa: E402
 import make_kronos_checkpoints as make_checkpoints  # noqa: E402
 import regen_fixtures as v1  # noqa: E402  (JSON, hashing and perturbation helpers)
+from run_kronos_reference import DRIFT, MARGIN_FACTOR  # noqa: E402  (the near-tie margins: docs there)
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "kronos")
 INPUTS = os.path.join(FIXTURES, "inputs", "stocks_ohlcv.csv")
 PATHS = 1000  # upstream paths per series of a sampled case
-MARGIN_FACTOR = 100
 MAX_CANDIDATES = 60
 QUANTILES = [0.1, 0.5, 0.9]
-
-# The drift the margins are held against (m = |a - b| / (unit + |b|), live_check.py): the worst kernel_drift.py
-# measured over the kernel settings and two qemu-emulated CPUs (tests/reference/kernel_drift_kronos.json: z 1.19e-6
-# under cbwr-only, logits 5.6e-7 under aten-default and native), rounded up to one digit. Every z and decision keeps
-# MARGIN_FACTOR x these.
-DRIFT = {"z": 2e-6, "logits": 6e-7}
 
 
 def log(*a):

@@ -302,6 +302,60 @@ def z_margin(z):
     return float(np.min(np.abs(z) / (unit + np.abs(z)))), unit
 
 
+# The drift the margins are held against (m = |a - b| / (unit + |b|), live_check.py): the worst kernel_drift.py
+# measured over the kernel settings and two qemu-emulated CPUs (tests/reference/kernel_drift_kronos.json: z 1.19e-6
+# under cbwr-only, logits 5.6e-7 under aten-default and native), rounded up to one digit. A golden case keeps every z
+# and decision at MARGIN_FACTOR x these (regen_kronos_fixtures.py, make_kronos_golden.py); a backtest window below
+# it is a flagged near-tie (backtest_kronos_reference.py).
+MARGIN_FACTOR = 100
+DRIFT = {"z": 2e-6, "logits": 6e-7}
+
+
+class MarginProbe:
+    """Keeps, for the duration of a `with`, what the margins of one greedy predict call need and nothing more: each
+    `sample_from_logits` call's logits and choice, and the encoded context's z (`quant_embed`'s output; upstream
+    encodes once per call). Wraps, never replaces: the forecast is upstream's own, bit for bit. Lighter than the
+    Recorder (no multinomial replay), so a timed call keeps its time; `margins` is computed after the call."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.draws, self.z = [], None
+
+    def __enter__(self):
+        kmod = sys.modules[KRONOS + ".kronos"]
+        self._saved = orig = kmod.sample_from_logits
+
+        def sample(logits, temperature=1.0, top_k=None, top_p=None, sample_logits=True):
+            choice = orig(logits, temperature=temperature, top_k=top_k, top_p=top_p, sample_logits=sample_logits)
+            self.draws.append((logits.detach().clone(), choice.detach().clone()))
+            return choice
+
+        def quant_hook(module, inputs, output):
+            if self.z is None:
+                self.z = output.detach().clone()
+
+        kmod.sample_from_logits = sample
+        self._hook = self.tokenizer.quant_embed.register_forward_hook(quant_hook)
+        return self
+
+    def __exit__(self, *exc):
+        sys.modules[KRONOS + ".kronos"].sample_from_logits = self._saved
+        self._hook.remove()
+        return False
+
+    def margins(self, T, top_k, top_p):
+        """The call's smallest margins in units of DRIFT, as margin_report (regen_kronos_fixtures.py) reads them:
+        `z` = min |z| / (unit + |z|) over the encoded context / DRIFT["z"]; `decision` = the smallest decision margin
+        over every s1 and s2 draw and row / DRIFT["logits"] (greedy: the top-1 - top-2 logit gap)."""
+        assert self.z is not None and self.draws, "the probe saw no encode or no draw"
+        decision = min(
+            decision_margin(logits[r], T, top_k, top_p, int(choice[r, 0]), None)
+            for logits, choice in self.draws
+            for r in range(logits.shape[0])
+        )
+        return {"z": z_margin(self.z.numpy())[0] / DRIFT["z"], "decision": decision / DRIFT["logits"]}
+
+
 # ----------------------------------------------------------------------------- running
 
 

@@ -13,6 +13,13 @@
 //! such a model, from that engine's own requests (its columns and timestamps up to each cutoff), scored on the
 //! backtest's column. `--reference-mode train` runs that reference as upstream's loader leaves it (training
 //! mode): each metric's difference is reported, with no verdict.
+//!
+//! Near-ties ([`NearTies`]): a harness that returns each window's smallest decision and quantizer margins (a model
+//! with a tokenizer, in eval mode, greedy: upstream's top-2 logit gap at any step and token level, and its encoded
+//! context's smallest |z|, in units of the measured kernel drift) has the windows below `factor` × that drift
+//! flagged: they are listed, the comparison and the MAE verdict are over the others, and the verdict fails when
+//! more than [`NEAR_TIE_MAX_SHARE`] of the windows are flagged. A token that flips on rounding alone changes the
+//! whole path after it, so such a window compares kernels' rounding, not the engine.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,6 +41,8 @@ pub const MAE_RTOL: f64 = 1e-4;
 /// context standard deviation.
 const SIGMA_REL: f64 = 1e-4;
 const REF_REL: f64 = 1e-6;
+/// At most this share of the reference's windows may be flagged near-ties for the MAE verdict (issue 35).
+pub const NEAR_TIE_MAX_SHARE: f64 = 0.02;
 
 /// What the reference harness prints (one JSON object).
 #[derive(Deserialize)]
@@ -42,6 +51,85 @@ struct Output {
     forecasts: Vec<RefForecast>,
     #[serde(default)]
     versions: serde_json::Value,
+    /// The near-tie rule of a harness that returns margins.
+    #[serde(default)]
+    near_tie: Option<NearTieRule>,
+}
+
+#[derive(Deserialize)]
+struct NearTieRule {
+    factor: f64,
+    drift: Drift,
+}
+
+/// The measured kernel drift the margins are counted in (the harness's: the family's kernel-drift table rounded
+/// up).
+#[derive(Deserialize, Clone, Copy, Debug)]
+pub struct Drift {
+    pub z: f64,
+    pub logits: f64,
+}
+
+/// One window's smallest margins, in units of the drift: `z` the encoded context's smallest |z| / (unit + |z|)
+/// over `drift.z`; `decision` the smallest greedy top-1 − top-2 logit gap (relative) over `drift.logits`.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct Margins {
+    pub z: f64,
+    pub decision: f64,
+}
+
+impl Margins {
+    /// The smaller margin (not a number when either is not: `f64::min` would drop it).
+    pub fn min(&self) -> f64 {
+        match self.z.is_nan() || self.decision.is_nan() {
+            true => f64::NAN,
+            false => self.z.min(self.decision),
+        }
+    }
+}
+
+/// The reference windows' margins and which of them are flagged near-ties.
+#[derive(Debug)]
+pub struct NearTies {
+    pub factor: f64,
+    pub drift: Drift,
+    /// Each reference window's margins, in the order of [`Reference::windows`].
+    pub margins: Vec<Margins>,
+    /// Positions in [`Reference::windows`] of the flagged windows.
+    pub flagged: Vec<usize>,
+    /// Each reference window's series id and cutoff text (filled in by [`run`]).
+    pub at: Vec<(String, String)>,
+}
+
+impl NearTies {
+    /// Flags the windows with a margin below `factor` (a margin that is not a number is flagged too).
+    pub fn new(factor: f64, drift: Drift, margins: Vec<Margins>) -> Self {
+        let flagged = margins
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.min().is_nan() || m.min() < factor)
+            .map(|(i, _)| i)
+            .collect();
+        NearTies { factor, drift, margins, flagged, at: Vec::new() }
+    }
+
+    pub fn share(&self) -> f64 {
+        self.flagged.len() as f64 / self.margins.len().max(1) as f64
+    }
+
+    /// More windows flagged than the verdict allows.
+    pub fn too_many(&self) -> bool {
+        self.share() > NEAR_TIE_MAX_SHARE
+    }
+
+    /// Per reference window: whether it is flagged.
+    fn mask(&self) -> Vec<bool> {
+        let mut out = vec![false; self.margins.len()];
+        for &i in &self.flagged {
+            out[i] = true;
+        }
+        out
+    }
 }
 
 #[derive(Deserialize)]
@@ -49,6 +137,8 @@ struct RefForecast {
     point: Vec<f64>,
     #[serde(default)]
     quantiles: std::collections::BTreeMap<String, Vec<f64>>,
+    #[serde(default)]
+    margins: Option<Margins>,
 }
 
 /// One engine against the reference.
@@ -67,6 +157,11 @@ pub struct Comparison {
     pub engine_s_per_window: f64,
     /// Whether the MAE comparison gives a verdict (not against a training-mode reference).
     pub verdict: bool,
+    /// The reference windows compared (those without a flagged near-tie) and the flagged ones left out.
+    pub windows_compared: usize,
+    pub near_ties_flagged: usize,
+    /// More than [`NEAR_TIE_MAX_SHARE`] of the windows are flagged: the verdict fails.
+    pub near_ties_too_many: bool,
 }
 
 impl Comparison {
@@ -92,12 +187,14 @@ pub struct Reference {
     pub versions: serde_json::Value,
     /// `eval`, or `train` (`--reference-mode train`).
     pub mode: &'static str,
+    /// Where the harness returned margins (a tokenizer's model in eval mode, greedy).
+    pub near_ties: Option<NearTies>,
 }
 
 impl Reference {
     /// The comparisons as overall metric rows of each engine: `max_abs_delta_point`, `tolerance_ratio_point`,
     /// `max_abs_delta_quantiles` (deterministic forecasts only), `{metric}_minus_reference` and
-    /// `seconds_per_window`, `reference_seconds_per_window`.
+    /// `seconds_per_window`, `reference_seconds_per_window`; with near-ties, [`Reference::near_tie_rows`].
     pub fn comparison_rows(&self) -> Vec<MetricRow> {
         let row = |model: &str, metric: String, value: f64| MetricRow {
             model: model.to_string(),
@@ -120,8 +217,33 @@ impl Reference {
                 out.push(row(&c.label, format!("{m}_minus_reference"), e - r));
             }
             out.push(row(&c.label, "seconds_per_window".into(), c.engine_s_per_window));
+            if self.near_ties.is_some() {
+                out.push(row(&c.label, "windows_compared".into(), c.windows_compared as f64));
+                out.push(row(&c.label, "near_tie_windows".into(), c.near_ties_flagged as f64));
+            }
         }
         out.push(row(LABEL, "seconds_per_window".into(), self.s_per_window()));
+        out.extend(self.near_tie_rows());
+        out
+    }
+
+    /// Each reference window's margins as `window` rows of the reference: `near_tie_margin_z` and
+    /// `near_tie_margin_decision`, in units of the measured kernel drift (below the factor: flagged).
+    pub fn near_tie_rows(&self) -> Vec<MetricRow> {
+        let Some(n) = &self.near_ties else { return Vec::new() };
+        let mut out = Vec::new();
+        for ((id, cutoff), m) in n.at.iter().zip(&n.margins) {
+            for (metric, value) in [("near_tie_margin_z", m.z), ("near_tie_margin_decision", m.decision)] {
+                out.push(MetricRow {
+                    model: LABEL.to_string(),
+                    scope: Scope::Window,
+                    unique_id: Some(id.clone()),
+                    cutoff: Some(cutoff.clone()),
+                    metric: metric.to_string(),
+                    value,
+                });
+            }
+        }
         out
     }
 
@@ -213,6 +335,13 @@ pub fn run(
         true => Vec::new(),
         false => levels,
     };
+    let mut near_ties = near_ties(&out, a.near_tie_factor)?;
+    if let Some(n) = &mut near_ties {
+        n.at = windows
+            .iter()
+            .map(|&i| (bt.series[flat[i].0].unique_id.clone(), bt.stamp(flat[i].0, flat[i].1.cutoff)))
+            .collect();
+    }
     let mut forecasts = Vec::with_capacity(windows.len());
     for (&i, f) in windows.iter().zip(out.forecasts) {
         let (s, w) = flat[i];
@@ -232,10 +361,12 @@ pub fn run(
     let subset: Vec<&WindowForecast> = forecasts.iter().collect();
     let rows = super::evaluate(bt, LABEL, &subset, &ref_spec)?;
 
+    let skip = near_ties.as_ref().map_or_else(|| vec![false; windows.len()], NearTies::mask);
     let mut comparisons = Vec::new();
     for r in runs.iter().filter(|r| r.engine.info().model == family) {
-        let mut c = compare(bt, r, &windows, &forecasts, &levels)?;
+        let mut c = compare(bt, r, &windows, &forecasts, &levels, &skip)?;
         c.verdict = !train;
+        c.near_ties_too_many = near_ties.as_ref().is_some_and(NearTies::too_many);
         comparisons.push(c);
     }
     Ok(Reference {
@@ -248,7 +379,32 @@ pub fn run(
         family: family.as_str().to_string(),
         versions: out.versions,
         mode: if train { "train" } else { "eval" },
+        near_ties,
     })
+}
+
+/// The near-ties of a harness that returned margins: every window's, or none (an error names a harness that
+/// returned them for some windows only); `factor` (`--near-tie-factor`) replaces the harness's.
+fn near_ties(out: &Output, factor: Option<f64>) -> anyhow::Result<Option<NearTies>> {
+    if let Some(f) = factor {
+        if !f.is_finite() || f < 0.0 {
+            bail!("--near-tie-factor {f} is not a multiple of the drift; give a finite number ≥ 0 (default 100)");
+        }
+    }
+    let margins: Vec<Margins> = out.forecasts.iter().filter_map(|f| f.margins).collect();
+    match &out.near_tie {
+        Some(rule) if margins.len() == out.forecasts.len() => {
+            Ok(Some(NearTies::new(factor.unwrap_or(rule.factor), rule.drift, margins)))
+        }
+        Some(_) if margins.is_empty() => Ok(None),
+        Some(_) => bail!(
+            "the reference harness returned near-tie margins for {} of {} windows; it returns them for every \
+             greedy window or none",
+            margins.len(),
+            out.forecasts.len()
+        ),
+        None => Ok(None),
+    }
 }
 
 /// The engine whose family the reference runs: with `--reference-tokenizer`, the first engine of a model read
@@ -289,11 +445,17 @@ fn compare(
     windows: &[usize],
     reference: &[WindowForecast],
     levels: &[f64],
+    skip: &[bool],
 ) -> anyhow::Result<Comparison> {
     let deterministic = r.spec.samples == 0 || !r.engine.info().model.capabilities().samples;
     let (mut max_abs, mut ratio, mut max_q) = (0.0f64, 0.0f64, None::<f64>);
-    let mine: Vec<&WindowForecast> = windows.iter().map(|&i| &r.out.forecasts[i]).collect();
-    for (e, f) in mine.iter().zip(reference) {
+    // The windows without a flagged near-tie, both sides.
+    let kept = |k: &usize| !skip[*k];
+    let mine: Vec<&WindowForecast> =
+        (0..windows.len()).filter(kept).map(|k| &r.out.forecasts[windows[k]]).collect();
+    let reference: Vec<&WindowForecast> = (0..windows.len()).filter(kept).map(|k| &reference[k]).collect();
+    let flagged = windows.len() - mine.len();
+    for (e, f) in mine.iter().zip(&reference) {
         // the engine's and the reference's forecasts of one window
         debug_assert_eq!((e.series, e.window), (f.series, f.window));
         let (s, w) = (f.series, f.window);
@@ -338,16 +500,25 @@ fn compare(
         quantiles: common.iter().map(|c| r.spec.quantiles[c.0]).collect(),
         ..r.spec.clone()
     };
-    let rows = super::evaluate(bt, &r.label, &mine_common.iter().collect::<Vec<_>>(), &spec)?;
-    let ref_rows = super::evaluate(bt, LABEL, &ref_common.iter().collect::<Vec<_>>(), &spec)?;
-    let overall = |rows: &[MetricRow]| -> Vec<(String, f64)> {
-        rows.iter().filter(|x| x.scope == Scope::Overall).map(|x| (x.metric.clone(), x.value)).collect()
+    // No window left (every one flagged): no metric to compare.
+    let metrics = match mine.is_empty() {
+        true => Vec::new(),
+        false => {
+            let rows = super::evaluate(bt, &r.label, &mine_common.iter().collect::<Vec<_>>(), &spec)?;
+            let ref_rows = super::evaluate(bt, LABEL, &ref_common.iter().collect::<Vec<_>>(), &spec)?;
+            let overall = |rows: &[MetricRow]| -> Vec<(String, f64)> {
+                rows.iter()
+                    .filter(|x| x.scope == Scope::Overall)
+                    .map(|x| (x.metric.clone(), x.value))
+                    .collect()
+            };
+            let theirs = overall(&ref_rows);
+            overall(&rows)
+                .into_iter()
+                .filter_map(|(m, v)| theirs.iter().find(|(n, _)| *n == m).map(|(_, rv)| (m, v, *rv)))
+                .collect()
+        }
     };
-    let theirs = overall(&ref_rows);
-    let metrics = overall(&rows)
-        .into_iter()
-        .filter_map(|(m, v)| theirs.iter().find(|(n, _)| *n == m).map(|(_, rv)| (m, v, *rv)))
-        .collect();
     Ok(Comparison {
         label: r.label.clone(),
         deterministic,
@@ -357,6 +528,9 @@ fn compare(
         metrics,
         engine_s_per_window: r.seconds / bt.windows().max(1) as f64,
         verdict: true,
+        windows_compared: mine.len(),
+        near_ties_flagged: flagged,
+        near_ties_too_many: false,
     })
 }
 
@@ -426,4 +600,69 @@ pub fn run_harness(
         bail!("the reference harness failed ({}); its messages are above", out.status);
     }
     Ok(out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(json: &str) -> Output {
+        serde_json::from_str(json).unwrap()
+    }
+
+    const RULE: &str = r#""near_tie": {"factor": 100, "drift": {"z": 2e-6, "logits": 6e-7}}"#;
+
+    #[test]
+    fn windows_below_the_factor_are_flagged_and_more_than_two_percent_fail() {
+        let drift = Drift { z: 2e-6, logits: 6e-7 };
+        let m = |z: f64, decision: f64| Margins { z, decision };
+        // 1 of 50 (2%) flagged: allowed; the decision or the z margin alone flags; exactly the factor is kept
+        let mut margins = vec![m(500.0, 300.0); 50];
+        margins[7] = m(500.0, 99.9);
+        margins[9] = m(100.0, 100.0);
+        let n = NearTies::new(100.0, drift, margins.clone());
+        assert_eq!(n.flagged, vec![7]);
+        assert_eq!(n.share(), 0.02);
+        assert!(!n.too_many());
+        assert_eq!(n.mask().iter().filter(|x| **x).count(), 1);
+        margins[11] = m(3.0, 1e9);
+        let n = NearTies::new(100.0, drift, margins.clone());
+        assert_eq!(n.flagged, vec![7, 11]);
+        assert!(n.too_many());
+        // a margin that is not a number is flagged, never silently kept
+        margins[11] = m(f64::NAN, 1e9);
+        assert_eq!(NearTies::new(100.0, drift, margins.clone()).flagged, vec![7, 11]);
+        // factor 0 flags nothing (but NaN)
+        margins[11] = m(500.0, 300.0);
+        assert!(NearTies::new(0.0, drift, margins).flagged.is_empty());
+    }
+
+    #[test]
+    fn the_harness_rule_and_the_factor_flag_give_the_near_ties() {
+        let both = format!(
+            r#"{{"seconds": 1.0, {RULE}, "forecasts": [{{"point": [1.0], "margins": {{"z": 50.0, "decision": 1e4}}}},
+            {{"point": [2.0], "margins": {{"z": 1e3, "decision": 1e4}}}}]}}"#
+        );
+        let n = near_ties(&output(&both), None).unwrap().unwrap();
+        assert_eq!((n.factor, n.flagged.clone()), (100.0, vec![0]));
+        assert_eq!(n.margins[1], Margins { z: 1e3, decision: 1e4 });
+        let n = near_ties(&output(&both), Some(10.0)).unwrap().unwrap();
+        assert!(n.flagged.is_empty());
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = near_ties(&output(&both), Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("--near-tie-factor") && e.contains("finite number"), "{e}");
+        }
+        // no rule (Toto, training mode) or no margins (sampled windows): no near-ties
+        let none = r#"{"seconds": 1.0, "forecasts": [{"point": [1.0]}]}"#;
+        assert!(near_ties(&output(none), None).unwrap().is_none());
+        let sampled = format!(r#"{{"seconds": 1.0, {RULE}, "forecasts": [{{"point": [1.0]}}]}}"#);
+        assert!(near_ties(&output(&sampled), None).unwrap().is_none());
+        // margins for some windows only: an error, never a comparison of a part
+        let some = format!(
+            r#"{{"seconds": 1.0, {RULE}, "forecasts": [{{"point": [1.0], "margins": {{"z": 500.0, "decision": 1e4}}}},
+            {{"point": [2.0]}}]}}"#
+        );
+        let e = near_ties(&output(&some), None).unwrap_err().to_string();
+        assert!(e.contains("margins for 1 of 2 windows"), "{e}");
+    }
 }

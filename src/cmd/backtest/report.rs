@@ -10,7 +10,7 @@ use backtest::metrics::{relative_skill, Metric, MetricRow, Scope};
 use backtest::run::WindowForecast;
 use backtest::score::SEASONAL_NAIVE;
 
-use super::reference::{Reference, MAE_RTOL};
+use super::reference::{Comparison, Reference, MAE_RTOL, NEAR_TIE_MAX_SHARE};
 use super::{Backtest, EngineRun};
 use crate::cli::BacktestArgs;
 
@@ -148,6 +148,7 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
             r.forecasts.len(),
             r.s_per_window()
         );
+        s.push_str(&near_ties(r));
         for c in &r.comparisons {
             let _ = writeln!(
                 s,
@@ -178,6 +179,17 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                 let _ = writeln!(s, "  {m}: {e:.6} vs {rv:.6} (Δ {:+.3e}, {:+.3e} relative)", e - rv, rel);
             }
             match (c.mae(), c.mae_equal().filter(|_| c.deterministic)) {
+                _ if c.verdict && c.deterministic && c.near_ties_too_many => {
+                    let _ = writeln!(
+                        s,
+                        "  verdict: fails: {} of {} windows are flagged near-ties, more than {}: too many windows \
+                         could flip a token on rounding alone for the MAE to say whether {} changes the backtest",
+                        c.near_ties_flagged,
+                        c.near_ties_flagged + c.windows_compared,
+                        percent(NEAR_TIE_MAX_SHARE),
+                        c.label
+                    );
+                }
                 (Some(_), _) if !c.verdict => {
                     let _ = writeln!(
                         s,
@@ -195,17 +207,19 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
                 (Some((e, rv)), Some(true)) => {
                     let _ = writeln!(
                         s,
-                        "  verdict: {}'s backtest MAE equals the reference's within {MAE_RTOL:e} relative ({e:.6} vs \
-                         {rv:.6}): this engine does not change the backtest",
-                        c.label
+                        "  verdict: {}'s backtest MAE equals the reference's within {MAE_RTOL:e} relative{} ({e:.6} \
+                         vs {rv:.6}): this engine does not change the backtest",
+                        c.label,
+                        over(c)
                     );
                 }
                 (Some((e, rv)), Some(false)) => {
                     let _ = writeln!(
                         s,
-                        "  verdict: {}'s backtest MAE differs from the reference's by more than {MAE_RTOL:e} relative \
-                         ({e:.6} vs {rv:.6}, {:+.3e}): this engine changes the backtest",
+                        "  verdict: {}'s backtest MAE differs from the reference's by more than {MAE_RTOL:e} \
+                         relative{} ({e:.6} vs {rv:.6}, {:+.3e}): this engine changes the backtest",
                         c.label,
+                        over(c),
                         (e - rv) / rv.abs()
                     );
                 }
@@ -214,6 +228,53 @@ pub fn text(bt: &Backtest, rows: &[MetricRow], reference: Option<&Reference>) ->
         }
     }
     s
+}
+
+/// The reference's near-ties (a harness that returns margins: a tokenizer's model in eval mode, greedy): the rule,
+/// how many windows it flags, and each flagged window with its smallest margins; or the smallest margin when none
+/// is flagged.
+fn near_ties(r: &Reference) -> String {
+    let mut s = String::new();
+    let Some(n) = &r.near_ties else { return s };
+    let _ = writeln!(
+        s,
+        "near-ties (the reference's greedy top-2 logit gap at any step, or its encoded context's |z|, below {}x the \
+         measured kernel drift: logits {:e}, z {:e}): {} of {} windows ({}; at most {} for a verdict)",
+        n.factor,
+        n.drift.logits,
+        n.drift.z,
+        n.flagged.len(),
+        n.margins.len(),
+        percent(n.share()),
+        percent(NEAR_TIE_MAX_SHARE)
+    );
+    for &k in &n.flagged {
+        let ((id, cutoff), m) = (&n.at[k], n.margins[k]);
+        let _ = writeln!(
+            s,
+            "  flagged: {id} at cutoff {cutoff}: decisions {:.3}x, z {:.3}x the drift (left out of the comparison)",
+            m.decision, m.z
+        );
+    }
+    if n.flagged.is_empty() {
+        if let Some(m) = n.margins.iter().map(|m| m.min()).reduce(f64::min) {
+            let _ = writeln!(s, "  none flagged: the smallest margin is {m:.3}x the drift");
+        }
+    }
+    s
+}
+
+/// `share` (0..1) as a percentage with two decimals.
+fn percent(share: f64) -> String {
+    format!("{:.2}%", share * 100.0)
+}
+
+/// The windows a comparison covers, when near-ties left some out.
+fn over(c: &Comparison) -> String {
+    match c.near_ties_flagged {
+        0 => String::new(),
+        k => format!(" over the {} windows without a flagged near-tie ({k} left out)", c.windows_compared),
+    }
 }
 
 /// The calibration section: per sampled engine, the coverage of its paths' central intervals against their nominal
