@@ -108,7 +108,7 @@ def run(predictor_dir, tokenizer_dir, requests_path, threads, mode):
         column = raw["score_column"]
         forecast = {"point": [float(v) for v in pred[column].to_numpy(dtype="float32")]}
         if probe is not None:
-            forecast["margins"] = probe.margins(T, top_k, top_p)
+            forecast["margins"] = probe.margins(T, top_k, top_p, predictor.max_context)
         forecasts.append(forecast)
         if (i + 1) % 50 == 0:
             print(f"reference: {i + 1}/{len(requests)} windows", file=sys.stderr, flush=True)

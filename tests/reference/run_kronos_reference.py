@@ -343,17 +343,21 @@ class MarginProbe:
         self._hook.remove()
         return False
 
-    def margins(self, T, top_k, top_p):
+    def margins(self, T, top_k, top_p, window):
         """The call's smallest margins in units of DRIFT, as margin_report (regen_kronos_fixtures.py) reads them:
-        `z` = min |z| / (unit + |z|) over the encoded context / DRIFT["z"]; `decision` = the smallest decision margin
-        over every s1 and s2 draw and row / DRIFT["logits"] (greedy: the top-1 - top-2 logit gap)."""
+        `z` = min |z| / (unit + |z|) over the encoded context rows the predictor reads / DRIFT["z"]; `decision` = the
+        smallest decision margin over every s1 and s2 draw and row / DRIFT["logits"] (greedy: the top-1 - top-2 logit
+        gap). The rows read are the last `window` (`max_context`) of the context: step i reads tokens
+        [max(0, L - window), L), L = N + i, so an earlier row's token never reaches the forecast and a bit of it
+        that flips cannot change one (upstream still encodes every row, for the normalisation's sake)."""
         assert self.z is not None and self.draws, "the probe saw no encode or no draw"
         decision = min(
             decision_margin(logits[r], T, top_k, top_p, int(choice[r, 0]), None)
             for logits, choice in self.draws
             for r in range(logits.shape[0])
         )
-        return {"z": z_margin(self.z.numpy())[0] / DRIFT["z"], "decision": decision / DRIFT["logits"]}
+        read = self.z[:, -window:, :] if window > 0 else self.z
+        return {"z": z_margin(read.numpy())[0] / DRIFT["z"], "decision": decision / DRIFT["logits"]}
 
 
 # ----------------------------------------------------------------------------- running
