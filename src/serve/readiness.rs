@@ -323,7 +323,16 @@ fn gate(engine: &Engine, metrics: &Metrics) -> Phase {
     let start = std::time::Instant::now();
     match engine.warm_up() {
         Ok(graphs) => {
-            tracing::info!(graphs, ms = start.elapsed().as_millis() as u64, "warmed up the engine's graphs");
+            let ms = start.elapsed().as_millis() as u64;
+            match engine.buckets().len() {
+                n if graphs >= n => tracing::info!(graphs, ms, "warmed up every bucket"),
+                n => tracing::info!(
+                    graphs,
+                    ms,
+                    "warmed up {graphs} of the {n} buckets (the family's proportionate start-up: the others load \
+                     when a call first needs them)"
+                ),
+            }
             super::cost::log_rates(engine);
         }
         Err(e) => return Phase::Failed(format!("warm-up: {e}")),

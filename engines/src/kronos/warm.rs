@@ -2,7 +2,8 @@
 //! `measure`), proportionate to what serving needs: a Kronos engine has one graph per kind × slots × rows (a
 //! Kronos-small-shaped profile: 110), and the full-pass graphs of many rows are the costliest of all (a 64-row
 //! recompute over 512 slots is 32,768 positions through the backbone, seconds per run on two cores). Timing each
-//! of them made start-up take about ten minutes on two cores (a loaded debug server did not finish in fifteen).
+//! of them would make start-up take about ten minutes on two cores (an estimate from their positions; a loaded debug
+//! server did not finish in fifteen).
 //!
 //! So at start: every per-step graph (decode, refine: milliseconds a run, and their rate per row falls steeply
 //! with the rows, bandwidth-bound) is loaded and timed, and of the full-pass graphs (encode, prefill, recompute,
