@@ -11,6 +11,7 @@ mod profile_lines;
 mod progress;
 mod registry;
 mod serve;
+mod speed_bound;
 mod toto1;
 mod toto2;
 

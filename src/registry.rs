@@ -54,6 +54,19 @@ pub fn backtest_reference_scripts(family: Family) -> &'static [(&'static str, &'
     }
 }
 
+/// The speed bound of a run of `calls` (each one engine call's series, as admitted) on `engine`, measured now
+/// with `threads` reading threads; `None` for a family that gives none.
+pub fn speed_bound(
+    engine: &Engine,
+    calls: &[Vec<engines::budget::RequestSize>],
+    threads: usize,
+) -> Option<anyhow::Result<crate::speed_bound::SpeedBound>> {
+    match engine.info().model {
+        Family::Toto1 | Family::Toto2 => None,
+        Family::Kronos => Some(crate::kronos::bound::run_bound(engine, calls, threads)),
+    }
+}
+
 /// `totoc verify`: the engine family's golden cases, printed as its table.
 pub fn verify(
     engine: &Engine,

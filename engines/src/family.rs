@@ -196,7 +196,8 @@ pub struct Call<'a> {
 /// A model family's engine behind [`Engine`](crate::engine::Engine): object-safe, `Send + Sync` (the handle
 /// is shared between threads; each family serialises its own state).
 pub trait FamilyEngine: Send + Sync + std::fmt::Debug {
-    /// Loads every graph the engine runs once (a server does this before it reports ready); returns how many.
+    /// Loads and runs once the graphs a server warms before it reports ready (every graph, unless the family
+    /// keeps start-up proportionate: the others load when a call first needs them); returns how many.
     fn warm_up(&self, call: Call<'_>) -> Result<usize>;
 
     /// The family's own refusals, then the shared limits and context policy ([`crate::admission::admit`]), then

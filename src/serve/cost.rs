@@ -71,11 +71,13 @@ pub fn log_rates(engine: &Engine) {
     match engine.rates().get() {
         Some(r) => {
             let slowest = r.graphs.iter().map(|g| g.seconds_per_run).fold(0.0, f64::max);
+            // a graph of 0 timed runs has a rate derived from another's (the family's proportionate warm-up)
             tracing::info!(
                 graphs = r.graphs.len(),
+                timed = r.graphs.iter().filter(|g| g.timed_runs > 0).count(),
                 slowest_run_ms = slowest * 1e3,
                 host_factor = r.host_factor,
-                "timed every graph for the cost estimates"
+                "rated every graph for the cost estimates"
             )
         }
         None => tracing::warn!(

@@ -1,6 +1,7 @@
 //! The readiness gate and the server's health. The server is live as soon as it listens, but reports ready only
-//! once the loaded engine has proven itself: every bucket is warmed up ([`Engine::warm_up`], so no live request
-//! pays for a first load), then the bundle's golden toto-ts cases run through it exactly as `totoc verify` runs
+//! once the loaded engine has proven itself: its graphs are warmed up and timed ([`Engine::warm_up`]: every bucket,
+//! so no live request pays for a first load, unless its family keeps start-up proportionate by warming a subset
+//! and deriving the others' rates: those load when a call first needs them), then the bundle's golden toto-ts cases run through it exactly as `totoc verify` runs
 //! them. A failing first check keeps the server unready (a load balancer never sends it traffic), logs the
 //! verify table and shows in `/metrics` (`totoc_golden_checks{result="failed"}`, `totoc_verified 0`); it is run
 //! again after [`FIRST_RETRY`], doubling each time, and once `--ready-attempts` runs have failed the process
@@ -322,7 +323,16 @@ fn gate(engine: &Engine, metrics: &Metrics) -> Phase {
     let start = std::time::Instant::now();
     match engine.warm_up() {
         Ok(graphs) => {
-            tracing::info!(graphs, ms = start.elapsed().as_millis() as u64, "warmed up every bucket");
+            let ms = start.elapsed().as_millis() as u64;
+            match engine.buckets().len() {
+                n if graphs >= n => tracing::info!(graphs, ms, "warmed up every bucket"),
+                n => tracing::info!(
+                    graphs,
+                    ms,
+                    "warmed up {graphs} of the {n} buckets (the family's proportionate start-up: the others load \
+                     when a call first needs them)"
+                ),
+            }
             super::cost::log_rates(engine);
         }
         Err(e) => return Phase::Failed(format!("warm-up: {e}")),

@@ -752,6 +752,12 @@ fn upstream_kronos_in_eval_and_training_mode_is_the_reference_of_a_kronos_backte
         stdout.contains("kronos's backtest MAE equals the reference's within 1e-4 relative ("),
         "{stdout}"
     );
+    // issue 34's speed bound of the engine's run: 2 windows of 48 rows + 5 steps, each encoded and prefilled over
+    // its 48 rows and decoded over its 53 tokens: 298 full-pass tokens
+    let bound =
+        stdout.lines().find(|l| l.starts_with("kronos: bound ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(bound.contains("(298 full-pass tokens at the engine's prefill"), "{bound}");
+    assert!(bound.contains("x the bound; the reference at"), "{bound}");
     let last = near_tie_margins(&rows);
     assert!(last.len() == 1 && last[0].0 == "2013-02-15" && last[0].1 >= 400.0, "{last:?}");
     assert!(

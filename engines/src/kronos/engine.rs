@@ -31,6 +31,7 @@ use crate::kronos::driver::{run_call, CallConfig, Graphs, SeriesForecast};
 use crate::kronos::hooks::Hooks;
 use crate::kronos::job::{JobInput, JobLimits, KronosJob, DEFAULT_MAX_CONTEXT};
 use crate::kronos::plan::{KronosPins, Ladder, SeriesCounts};
+use crate::kronos::warm;
 use crate::memory::human;
 use crate::pool::{LruPool, TakeError};
 use crate::request::{
@@ -466,16 +467,19 @@ fn warm(runner: &mut GraphRunner) -> Result<()> {
 }
 
 impl FamilyEngine for KronosEngine {
+    /// Loads and runs once the graphs timed at start ([`warm::timed_at_start`]: every per-step graph, and the
+    /// fewest-rows graph of each full-pass kind and slots); the others load when a call first needs them.
     fn warm_up(&self, call: Call<'_>) -> Result<usize> {
         let mut exec = self.lock();
-        for &b in &self.buckets {
+        let timed = warm::timed_at_start(&self.buckets);
+        for &b in &timed {
             let mut pool = Pool { engine: self, call, exec: &mut exec };
             let mut runner = pool.take(b)?;
             let result = warm(&mut runner);
             pool.put(b, runner);
             result?;
         }
-        Ok(self.buckets.len())
+        Ok(timed.len())
     }
 
     /// A request becomes a job (every Kronos check, the context policy), which some graphs must hold.
@@ -526,18 +530,27 @@ impl FamilyEngine for KronosEngine {
 
     /// Each graph timed on the placeholder inputs of [`warm`] (a graph's cost does not depend on its values:
     /// static shapes, padded slots computed and masked).
+    /// Times the graphs of [`warm::timed_at_start`]; every other graph's rate is derived from its kind and slots'
+    /// fewest-rows graph ([`warm::derived_rate`]). One rate per graph.
     fn measure(&self, call: Call<'_>) -> Result<Vec<GraphRate>> {
         let mut exec = self.lock();
-        let mut rates = Vec::with_capacity(self.buckets.len());
-        for &b in &self.buckets {
+        let mut timed = Vec::new();
+        for b in warm::timed_at_start(&self.buckets) {
             // loaded: the warm-up just ran it (one it evicted again runs once untimed)
             let loaded = exec.pool.is_loaded(b);
             let mut pool = Pool { engine: self, call, exec: &mut exec };
             let mut runner = pool.take(b)?;
-            let timed = time_runs(loaded, || warm(&mut runner));
+            let result = time_runs(loaded, || warm(&mut runner));
             pool.put(b, runner);
-            let (seconds, runs) = timed?;
-            rates.push(GraphRate::new(self.label(b), b.kind.as_str(), b.rows, seconds, runs));
+            let (seconds, runs) = result?;
+            timed.push((b, GraphRate::new(self.label(b), b.kind.as_str(), b.rows, seconds, runs)));
+        }
+        let mut rates = Vec::with_capacity(self.buckets.len());
+        for b in &self.buckets {
+            match timed.iter().find(|(t, _)| t == b) {
+                Some((_, r)) => rates.push(r.clone()),
+                None => rates.extend(warm::derived_rate(&self.buckets, b, self.label(*b), &timed)),
+            }
         }
         Ok(rates)
     }

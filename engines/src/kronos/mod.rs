@@ -47,6 +47,7 @@ mod sampler_statistics;
 pub mod softmax;
 mod staging;
 pub mod stamps;
+pub mod warm;
 
 #[cfg(test)]
 pub(crate) mod testdata;

@@ -10,6 +10,7 @@ mod outputs;
 mod reference;
 mod report;
 mod season;
+mod speed;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,7 @@ use backtest::metrics::{interval_levels, MetricRow};
 use backtest::run::{plan_all, RunOutput, RunSpec, WindowForecast};
 use backtest::score;
 use backtest::windows::{Window, WindowSpec};
+use engines::budget::RequestSize;
 use engines::engine::{Engine, LoadOptions};
 use engines::request::{Limits, Overrides};
 
@@ -43,6 +45,8 @@ pub(super) struct EngineRun {
     pub manifest_sha256: String,
     /// The table as the engine's family reads it, when it reads its own columns ([`columns`]).
     pub own: Option<columns::ColumnInput>,
+    /// The size of each window's request as built, in plan order (what the speed bound counts, [`speed`]).
+    pub sizes: Vec<RequestSize>,
 }
 
 pub(super) use backtest::frame::Backtest;
@@ -85,6 +89,12 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         runs.push(run_engine(&a, &table, &bt, context, &progress, one)?);
     }
     progress.finish();
+    // The speed bound's rates are measured right after the engines ran, so both see the machine as it was then
+    // (the reference runs for minutes after).
+    let bounds = match &a.reference_checkpoint {
+        Some(_) => speed::bounds(&runs)?,
+        None => Vec::new(),
+    };
 
     let baselines = score::baselines(&bt.values, &bt.plans, bt.season, runs[0].spec.quantiles.len());
     let mut rows: Vec<MetricRow> = Vec::new();
@@ -123,6 +133,9 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{}", report::engines(&a, &runs));
     print!("{}", report::text(&bt, &rows, reference.as_ref()));
+    if let Some(r) = &reference {
+        print!("{}", report::speed_bounds(&bounds, r, bt.windows()));
+    }
     print!("{}", report::calibration(&calibrations));
     if let Some(path) = &a.plot {
         chart::draw(path, a.plot_cutoffs, &bt, &runs, &rows, &calibrations)?;
@@ -162,9 +175,14 @@ fn run_engine(
     let start = Instant::now();
     let mut last = 0;
     let ids: Vec<&str> = bt.series.iter().map(|s| s.unique_id.as_str()).collect();
-    let mut build = |s: usize, w: &Window| match &own {
-        Some(c) => c.request(bt, s, w, &spec),
-        None => backtest::run::window_request(&bt.series[s], w, &spec, &limits),
+    let mut sizes = Vec::with_capacity(total);
+    let mut build = |s: usize, w: &Window| -> Result<_, backtest::run::RunError> {
+        let req = match &own {
+            Some(c) => c.request(bt, s, w, &spec),
+            None => backtest::run::window_request(&bt.series[s], w, &spec, &limits),
+        }?;
+        sizes.push(RequestSize::of(&req));
+        Ok(req)
     };
     let out = backtest::run::run_requests(
         &ids,
@@ -188,7 +206,7 @@ fn run_engine(
         total as f64 / seconds.max(1e-9),
         out.engine_time.as_secs_f64()
     ));
-    Ok(EngineRun { label, dir, engine, spec, out, seconds, manifest_sha256, own })
+    Ok(EngineRun { label, dir, engine, spec, out, seconds, manifest_sha256, own, sizes })
 }
 
 /// The calibration of every engine that kept sample paths, from its paths ([`backtest::calibration`]).

@@ -13,6 +13,7 @@ use backtest::score::SEASONAL_NAIVE;
 use super::reference::{Comparison, Reference, MAE_RTOL, NEAR_TIE_MAX_SHARE};
 use super::{Backtest, EngineRun};
 use crate::cli::BacktestArgs;
+use crate::speed_bound::SpeedBound;
 
 /// The metrics fev's relative skill is reported for.
 const SKILL_METRICS: [&str; 2] = ["mase", "wql"];
@@ -275,6 +276,29 @@ fn over(c: &Comparison) -> String {
         0 => String::new(),
         k => format!(" over the {} windows without a flagged near-tie ({k} left out)", c.windows_compared),
     }
+}
+
+/// The speed bound of each engine compared with the reference (its family's, [`super::speed`]): per window, the
+/// engine's time against it, and the reference's (the most any engine could beat the reference by here).
+pub fn speed_bounds(bounds: &[(String, SpeedBound)], reference: &Reference, windows: usize) -> String {
+    let mut s = String::new();
+    for (label, b) in bounds {
+        let Some(c) = reference.comparisons.iter().find(|c| c.label == *label) else { continue };
+        let per_window = b.seconds / windows.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "{label}: bound {per_window:.4} s per window ({:.0} full-pass tokens at the engine's prefill {:.0} tokens/s + \
+             {:.2} GB of cached-step reads at {:.1} GB/s, over {windows} windows): the engine at {:.2}x the bound; the \
+             reference at {:.1}x the bound (the most an engine could be faster than it here)",
+            b.pass_tokens,
+            b.prefill_tokens_per_s,
+            b.step_bytes / 1e9,
+            b.read_bytes_per_s / 1e9,
+            c.engine_s_per_window / per_window.max(1e-12),
+            reference.s_per_window() / per_window.max(1e-12)
+        );
+    }
+    s
 }
 
 /// The calibration section: per sampled engine, the coverage of its paths' central intervals against their nominal
