@@ -25,6 +25,7 @@
 #   TOTOC_BIN=path   a totoc binary to use (default: build this tree's release binary)
 #   PROFILE=debug    build the debug binary instead of release
 #   THREADS=N        CPU threads for engines and reference (default: all cores); WINDOWS, STEP as above
+#   REPORTS="1 3"    which of the three reports to run (default: all three)
 # The engines and the table are kept in WORK and reused.
 set -euo pipefail
 work=$(realpath -m "${1:-/tmp/totoc-backtest-trained-kronos}")
@@ -35,6 +36,8 @@ context=256
 cd "$(dirname "$0")/.."
 mkdir -p "$work"
 say() { echo "== $*" >&2; }
+reports=" ${REPORTS:-1 2 3} "
+wants() { [[ $reports == *" $1 "* ]]; }
 
 ref_python=${TOTOC_REFERENCE_PYTHON:-$HOME/.cache/totoc/reference-venv/bin/python}
 data_python=${TOTOC_TRAIN_DATA_PYTHON:-$HOME/.cache/totoc/train-data-venv/bin/python}
@@ -105,15 +108,20 @@ common=(--input "$table" --target-columns close --horizon "$horizon" --windows "
 reference=(--reference-checkpoint "$kronos/predictor" --reference-tokenizer "$kronos/tokenizer"
   --reference-python "$ref_python")
 
+if wants 1; then
 say "1/3 totoc backtest: greedy Kronos + Toto 2.0 4m, upstream eval on every window"
 "$totoc" backtest --engine kronos-greedy="$work/engine-kronos" --engine toto2-4m="$work/engine-toto2" "${common[@]}" \
   "${reference[@]}" --samples 0 --reference-mode eval --output "$work/greedy.csv" --metrics "$work/greedy-metrics.csv" \
   | tee "$work/report-greedy.txt"
+fi
 
+if wants 2; then
 say "2/3 totoc backtest: greedy Kronos + Toto 2.0 4m, upstream in training mode (differences, no verdict)"
 "$totoc" backtest --engine kronos-greedy="$work/engine-kronos" --engine toto2-4m="$work/engine-toto2" "${common[@]}" \
   "${reference[@]}" --samples 0 --reference-mode train --metrics "$work/train-metrics.csv" | tee "$work/report-train.txt"
+fi
 
+if wants 3; then
 # --samples reaches only the engines that draw paths: the Toto 2.0 engine runs beside with its quantiles.
 say "3/3 totoc backtest: Kronos with 32 paths + Toto 2.0 4m, calibration"
 "$totoc" backtest --engine kronos-32paths="$work/engine-kronos32" --engine toto2-4m="$work/engine-toto2" \
@@ -154,3 +162,4 @@ for label in labels:
           + ("; equal to the report's rows" if not differ else "; DIFFERENT: " + "; ".join(differ)))
 sys.exit(0 if same else 1)
 PY
+fi
