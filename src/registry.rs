@@ -62,7 +62,8 @@ pub fn speed_bound(
     threads: usize,
 ) -> Option<anyhow::Result<crate::speed_bound::SpeedBound>> {
     match engine.info().model {
-        Family::Toto1 | Family::Toto2 => None,
+        Family::Toto1 => None,
+        Family::Toto2 => None,
         Family::Kronos => Some(crate::kronos::bound::run_bound(engine, calls, threads)),
     }
 }

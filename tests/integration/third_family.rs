@@ -129,6 +129,7 @@ const EDITS: &[Edit] = &[
         "        Family::Toto2 => crate::toto2::backtest::REFERENCE_SCRIPTS,\n",
         "        Family::Toy => crate::toy::BACKTEST_REFERENCE_SCRIPTS,\n",
     ),
+    after(BIN_REGISTRY, "        Family::Toto2 => None,\n", "        Family::Toy => None,\n"),
     after(
         BIN_REGISTRY,
         "        Family::Toto2 => crate::toto2::verify::run(engine, cases),\n",
