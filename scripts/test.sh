@@ -154,7 +154,7 @@ echo "== gpu-smoke dry run started (the CPU steps of scripts/gpu-smoke.sh; the G
 smoke=$(mktemp -d)
 scripts/gpu-smoke.sh --dry-run --profile debug --runs 1 --work "$smoke" >"$smoke/out" 2>"$smoke/log" &
 smoke_pid=$!
-trap 'kill "$smoke_pid" 2>/dev/null; rm -f "$log"; rm -rf "$python_work" "$smoke"' EXIT
+trap 'kill "$smoke_pid" 2>/dev/null || true; rm -f "$log"; rm -rf "$python_work" "$smoke"' EXIT
 
 if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
   echo "== live reference checks skipped (TOTOC_SKIP_LIVE_REFERENCE=1)"
