@@ -2,6 +2,7 @@
 //! process that measures one workload's peak RSS on its own.
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
@@ -98,4 +99,16 @@ pub(crate) fn parse_engines(args: &[String]) -> anyhow::Result<Vec<(String, Path
         out.push((label, dir));
     }
     Ok(out)
+}
+
+/// The median of `v`, in ms.
+pub fn median_ms(v: &[Duration]) -> f64 {
+    let mut ms: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    ms.sort_by(f64::total_cmp);
+    let n = ms.len();
+    if n % 2 == 1 {
+        ms[n / 2]
+    } else {
+        (ms[n / 2 - 1] + ms[n / 2]) / 2.0
+    }
 }

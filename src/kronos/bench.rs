@@ -24,7 +24,8 @@ use engines::kronos::job::KronosJob;
 use exporter::kronos::config::KronosConfig;
 use serde_json::{json, Value};
 
-use super::bound::{self, counts, kronos, median_ms, read_bandwidth, run_jobs, Rates, Shape, Sizes};
+use super::bound::{self, counts, kronos, read_bandwidth, run_jobs, Rates, Shape, Sizes};
+use crate::cmd::bench_support::median_ms;
 
 use crate::cli::BenchArgs;
 use crate::cmd::bench_support::proc_status_mb;

@@ -17,6 +17,7 @@ use engines::kronos::stamps::WallClock;
 use exporter::kronos::config::KronosConfig;
 use exporter::signature::GraphKind;
 
+use crate::cmd::bench_support::median_ms;
 use crate::speed_bound::SpeedBound;
 
 /// One group of identical series in one call: `series` series of `context` + `horizon` bars, `samples` paths
@@ -133,18 +134,6 @@ pub fn run_jobs(engine: &Engine, jobs: &[KronosJob]) -> anyhow::Result<()> {
         std::hint::black_box(r?);
     }
     Ok(())
-}
-
-/// The median of `v`, in ms.
-pub fn median_ms(v: &[Duration]) -> f64 {
-    let mut ms: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    ms.sort_by(f64::total_cmp);
-    let n = ms.len();
-    if n % 2 == 1 {
-        ms[n / 2]
-    } else {
-        (ms[n / 2 - 1] + ms[n / 2]) / 2.0
-    }
 }
 
 /// What the machine and the engine measure: the prefill's throughput and the memory's read bandwidth.

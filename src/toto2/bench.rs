@@ -10,7 +10,7 @@
 //! every figure.
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use engines::engine::{Engine, LoadOptions};
@@ -18,7 +18,7 @@ use engines::request::ForecastRequest;
 use serde_json::{json, Value};
 
 use crate::cli::BenchArgs;
-use crate::cmd::bench_support::{bench_series, child_rss, proc_status_mb};
+use crate::cmd::bench_support::{bench_series, child_rss, median_ms, proc_status_mb};
 
 const BENCH_TOTO2_REFERENCE_PY: &str = include_str!("../../tests/reference/bench_toto2_reference.py");
 const RUN_TOTO2_REFERENCE_PY: &str = include_str!("../../tests/reference/run_toto2_reference.py");
@@ -135,17 +135,6 @@ pub fn run(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn median_ms(v: &[Duration]) -> f64 {
-    let mut ms: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    ms.sort_by(f64::total_cmp);
-    let n = ms.len();
-    if n % 2 == 1 {
-        ms[n / 2]
-    } else {
-        (ms[n / 2 - 1] + ms[n / 2]) / 2.0
-    }
 }
 
 fn request(s: &[Option<f32>]) -> ForecastRequest {
