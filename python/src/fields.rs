@@ -46,6 +46,23 @@ pub struct Extra {
 }
 
 impl Extra {
+    /// The sampling controls and family parameters of a table call (`predict_df`, `cross_validation`), read
+    /// from their Python arguments; the per-series fields stay empty.
+    pub fn sampling(
+        temperature: Option<&Bound<'_, PyAny>>,
+        top_k: Option<&Bound<'_, PyAny>>,
+        top_p: Option<&Bound<'_, PyAny>>,
+        params: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Extra> {
+        Ok(Extra {
+            temperature: number(temperature, "temperature")?,
+            top_k: integer(top_k, "top_k")?,
+            top_p: number(top_p, "top_p")?,
+            params: self::params(params)?,
+            ..Extra::default()
+        })
+    }
+
     /// Series `n`'s `(timestamps, future_timestamps)` as request values: the stamps of its last `kept` points.
     pub fn stamps_of(&self, n: usize, kept: usize) -> (Option<Vec<TimeValue>>, Option<Vec<TimeValue>>) {
         let of = |s: &Option<Vec<Stamps>>, keep| s.as_ref().and_then(|s| s.get(n)).map(|s| s.values(keep));

@@ -306,13 +306,7 @@ fn predict_table(
             strict_context,
             write_samples,
             layout,
-            sampling: crate::fields::Extra {
-                temperature: crate::fields::number(temperature, "temperature")?,
-                top_k: crate::fields::integer(top_k, "top_k")?,
-                top_p: crate::fields::number(top_p, "top_p")?,
-                params: crate::fields::params(params)?,
-                ..crate::fields::Extra::default()
-            },
+            sampling: crate::fields::Extra::sampling(temperature, top_k, top_p, params)?,
         };
         let args = TableArgs {
             id_column,
