@@ -61,28 +61,45 @@ pub fn target_dir() -> PathBuf {
     bin.parent().and_then(Path::parent).expect("totoc binary under target/<profile>/").to_path_buf()
 }
 
-/// Builds `totoc` from the workspace at `workspace` with the `release-arith` profile (Cargo.toml: a release
-/// build's arithmetic, a debug build's speed) into this test build's target directory, and links the binary to
-/// `dest`. The hostile-client test builds this workspace, the third-family test a copy of it with a toy family:
-/// one profile and one target directory compile their dependencies once (a second profile cost ~0.8 GB of disk
-/// and minutes of CPU in CI). Both builds uplift to `target/release-arith/totoc`, so the build and the link happen
-/// under one lock: the other test cannot replace the binary in between.
-pub fn build_release_arith_totoc(workspace: &Path, dest: &Path) {
+/// totoc's own crates (the `totoc` binary's workspace members): the ones [`build_totoc_with_release_arithmetic`]
+/// compiles without overflow checks and debug assertions.
+const TOTOC_CRATES: [&str; 5] = ["totoc", "engines", "exporter", "tables", "backtest"];
+
+/// Builds `totoc` from the workspace at `workspace` with a release build's arithmetic in totoc's own crates (no
+/// overflow checks, no debug assertions: a size that wraps, wraps) and links the binary to `dest`. The hostile-client
+/// test builds this workspace, the third-family test a copy of it with a toy family.
+///
+/// Why this shape: the build is the test build's own `dev` profile with per-crate overrides (`--config
+/// profile.dev.package.<crate>...`), and its intermediate files go to this test build's build directory (cargo's
+/// `build.build-dir`), so every dependency is the unit `cargo test` already compiled and only totoc's five crates
+/// compile again (~35 s cold on 2 cores). A profile of its own (`release-arith`, until 2026-11-29) compiled all
+/// ~400 dependencies once more: 137 s of a cold CI run. The binary is uplifted into a target directory of its own
+/// beside `dest` (`<dest dir>/cargo-out`), so it never replaces the test build's `target/debug/totoc`, which other
+/// tests are running. One build at a time: both share the build directory's lock anyway.
+pub fn build_totoc_with_release_arithmetic(workspace: &Path, dest: &Path) {
     static BUILD: Mutex<()> = Mutex::new(());
     let _one_at_a_time = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let t = std::time::Instant::now();
-    let target = target_dir();
+    // An explicitly set build directory is where the test build's units are; otherwise it is the target directory.
+    let build_dir = std::env::var_os("CARGO_BUILD_BUILD_DIR").map(PathBuf::from).unwrap_or_else(target_dir);
+    let out = dest.parent().expect("dest in a folder").join("cargo-out");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--profile", "release-arith", "--bin", "totoc"])
-        .env("CARGO_TARGET_DIR", &target)
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--profile", "dev", "--bin", "totoc"]);
+    for krate in TOTOC_CRATES {
+        for setting in ["overflow-checks", "debug-assertions"] {
+            cmd.arg("--config").arg(format!("profile.dev.package.{krate}.{setting}=false"));
+        }
+    }
+    let status = cmd
+        .env("CARGO_BUILD_BUILD_DIR", &build_dir)
+        .env("CARGO_TARGET_DIR", &out)
         .current_dir(workspace)
         .status()
-        .expect("run cargo build --profile release-arith");
-    assert!(status.success(), "cargo build --profile release-arith failed in {}", workspace.display());
-    eprintln!("release-arith build of {}: {:.0} s", workspace.display(), t.elapsed().as_secs_f64());
-    let built = target.join("release-arith/totoc");
-    std::fs::create_dir_all(dest.parent().expect("dest in a folder")).unwrap();
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build (release arithmetic) failed in {}", workspace.display());
+    eprintln!("release-arithmetic build of {}: {:.0} s", workspace.display(), t.elapsed().as_secs_f64());
+    let built = out.join("debug/totoc");
     let _ = std::fs::remove_file(dest);
     // A hard link keeps this inode when a later build replaces the uplifted file; a copy where links fail.
     if std::fs::hard_link(&built, dest).is_err() {

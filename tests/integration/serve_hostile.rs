@@ -1,9 +1,9 @@
 //! Hostile clients against `totoc serve` built with a release build's arithmetic (issue 22): no request may
 //! kill, exhaust or wedge it. A debug binary would hide the worst bug (it checks every multiplication, so a size
 //! that wraps in release panics there and the panic is caught per connection), so the server under test is built
-//! without overflow checks and debug assertions: by default the `release-arith` profile (`cargo build
-//! --profile release-arith --bin totoc`: the release profile's arithmetic at a fraction of its build time, ~2 min cold on 2 cores
-//! against ~8 for `--release`), or the binary `$TOTOC_RELEASE_BIN` names (e.g. `target/release/totoc`, the
+//! without overflow checks and debug assertions in totoc's crates: by default built here from the test build's own
+//! units (`common::build_totoc_with_release_arithmetic`: the release profile's arithmetic at a fraction of its
+//! build time, ~35 s cold on 2 cores against ~8 min for `--release`), or the binary `$TOTOC_RELEASE_BIN` names (e.g. `target/release/totoc`, the
 //! shipped artifact, which also builds totoc's crates with overflow checks as a defence in depth). On the binary
 //! of the commit before the fix, the first request of the first group aborts the process (SIGABRT).
 //!
@@ -39,16 +39,16 @@ const RSS_BOUND_MIB: u64 = 256;
 
 const TOKEN: &str = "hostile-test-token";
 
-/// The server binary: `$TOTOC_RELEASE_BIN`, else built here with the `release-arith` profile (see the module
-/// docs), into the same target directory as this test's binary.
+/// The server binary: `$TOTOC_RELEASE_BIN`, else built here with release arithmetic (see the module docs) beside
+/// this test's target directory.
 fn server_bin() -> &'static Path {
     static B: OnceLock<PathBuf> = OnceLock::new();
     B.get_or_init(|| {
         if let Some(p) = std::env::var_os("TOTOC_RELEASE_BIN") {
             return PathBuf::from(p);
         }
-        let bin = target_dir().join("release-arith-bins/hostile/totoc");
-        build_release_arith_totoc(&root(), &bin);
+        let bin = target_dir().join("hostile-server/totoc");
+        build_totoc_with_release_arithmetic(&root(), &bin);
         bin
     })
 }

@@ -1,8 +1,8 @@
 //! A throwaway third model family, built here and never shipped: is adding a family a folder plus registry
 //! lines (issue 23)? The test copies the workspace into `target/third-family-test/tree`, adds the toy family's files
 //! (`tests/third_family/*.rs`: one per crate) and its registry lines (the edits below, each at an anchor that must
-//! occur exactly once), builds `totoc` there (`--profile release-arith`, shared with the hostile-client test), and then exports a one-layer graph,
-//! builds an engine and forecasts through the CLI and `POST /v1/forecast`. It prints the existing files it had
+//! occur exactly once), builds `totoc` there (on the test build's dependencies, as the hostile-client test does),
+//! and then exports a one-layer graph, builds an engine and forecasts through the CLI and `POST /v1/forecast`. It prints the existing files it had
 //! to touch; the goal is at most 8, all of them registry or module-list lines.
 //!
 //! When a registry changes shape, an anchor stops matching and this test says which: update the edit (and
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::common::{build_release_arith_totoc, root};
+use crate::common::{build_totoc_with_release_arithmetic, root};
 use crate::serve::{post_json, spawn_serve};
 
 /// Where an edit puts its text.
@@ -184,13 +184,13 @@ fn copy_workspace(tree: &Path) {
     }
 }
 
-/// Makes the copy's crates distinct units for cargo. The copy builds into the hostile-client test's target
-/// directory (so dependencies compile once), and cargo hashes a path package by its path *relative to the
-/// workspace*, so the copy's `totoc`, `engines`, ... are the very units of the workspace's own release-arith
-/// build: when that build finished after the copy was written (the two tests copy and build concurrently), the
-/// copy's older sources looked up to date and cargo handed back the workspace's binary, without the toy family
-/// (seen on a loaded 2-core machine: "release-arith build ...: 1 s", then the toy config was not recognised). A
-/// version of its own (semver build metadata) changes the package ids of the workspace members only.
+/// Makes the copy's crates distinct units for cargo. The copy builds in the test build's build directory (so
+/// dependencies compile once), and cargo hashes a path package by its path *relative to the workspace*, so the
+/// copy's `totoc`, `engines`, ... are the very units of the hostile-client test's build of the workspace: when
+/// that build finished after the copy was written (the two tests copy and build concurrently), the copy's older
+/// sources looked up to date and cargo handed back the workspace's binary, without the toy family (seen on a
+/// loaded 2-core machine: a build of 1 s, then the toy config was not recognised). A version of its own (semver
+/// build metadata) changes the package ids of the workspace members only.
 fn give_the_copy_its_own_version(tree: &Path) {
     let manifest = tree.join("Cargo.toml");
     let text = fs::read_to_string(&manifest).unwrap();
@@ -258,9 +258,9 @@ fn a_third_family_is_a_folder_and_registry_lines() {
         "only registries and module lists may change: {touched:?}"
     );
 
-    // Build totoc with the toy family (its dependencies are the hostile-client test's, compiled once).
+    // Build totoc with the toy family (its dependencies are the test build's, compiled once).
     let bin = work.join("totoc");
-    build_release_arith_totoc(&tree, &bin);
+    build_totoc_with_release_arithmetic(&tree, &bin);
 
     // A toy checkpoint and profile, exported, built and forecast through the CLI.
     let ckpt = work.join("checkpoint");
