@@ -443,18 +443,8 @@ pub struct ForecastArgs {
     /// Fail on a series longer than the engine's context instead of keeping its most recent points.
     #[arg(long)]
     pub strict_context: bool,
-    /// Sampling temperature of a model that takes sampling controls (replaces the requests' own).
-    #[arg(long)]
-    pub temperature: Option<f64>,
-    /// Sample among the k likeliest tokens (0: off), for a model that takes sampling controls.
-    #[arg(long, allow_negative_numbers = true)]
-    pub top_k: Option<i64>,
-    /// Nucleus sampling threshold in (0, 1], for a model that takes sampling controls.
-    #[arg(long)]
-    pub top_p: Option<f64>,
-    /// A model parameter, NAME=VALUE (a number), e.g. --param max_context=512; repeat for several.
-    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
-    pub params: Vec<(String, f64)>,
+    #[command(flatten)]
+    pub model: ModelControlArgs,
     /// Also write every sample path (JSON `samples`; `sample_0`, `sample_1`, ... columns in tables).
     #[arg(long)]
     pub write_samples: bool,
@@ -824,19 +814,8 @@ pub struct BacktestArgs {
     /// Seed of the sample paths (the same for every window).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Sampling temperature, for the engines whose model takes sampling controls (with --samples N).
-    #[arg(long)]
-    pub temperature: Option<f64>,
-    /// Sample among the k likeliest tokens (0: off), for the engines whose model takes sampling controls.
-    #[arg(long, allow_negative_numbers = true)]
-    pub top_k: Option<i64>,
-    /// Nucleus sampling threshold in (0, 1], for the engines whose model takes sampling controls.
-    #[arg(long)]
-    pub top_p: Option<f64>,
-    /// A model parameter, NAME=VALUE, for the engines whose model takes parameters (e.g. --param clip=5);
-    /// repeat for several.
-    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
-    pub params: Vec<(String, f64)>,
+    #[command(flatten)]
+    pub model: ModelControlArgs,
     /// Season length of MASE's scale and of the seasonal-naive baseline (default: from the series' calendar:
     /// daily trading data (weekdays) 5, other daily 7, hourly 24, n minutes 1440/n, monthly 12, quarterly 4,
     /// else 1).
@@ -905,4 +884,23 @@ pub struct BacktestArgs {
 pub enum Frequency {
     Daily,
     Hourly,
+}
+
+/// The sampling controls and parameters of a model family that takes them (Kronos), as `forecast` and `backtest`
+/// read them: each replaces a request's own; an engine whose family takes none refuses them by name.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelControlArgs {
+    /// Sampling temperature of a model that takes sampling controls (sampled paths, --samples N).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sample among the k likeliest tokens (0: off), for a model that takes sampling controls.
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+    /// Nucleus sampling threshold in (0, 1], for a model that takes sampling controls.
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// A model parameter, NAME=VALUE (a number), e.g. --param max_context=512 or --param clip=5; repeat for
+    /// several.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, f64)>,
 }

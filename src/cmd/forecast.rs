@@ -35,10 +35,10 @@ pub fn run(a: ForecastArgs) -> anyhow::Result<ExitCode> {
         quantiles: a.quantiles.clone(),
         seed: a.seed,
         strict_context: a.strict_context.then_some(true),
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        params: a.params.iter().cloned().collect(),
+        temperature: a.model.temperature,
+        top_k: a.model.top_k,
+        top_p: a.model.top_p,
+        params: a.model.params.iter().cloned().collect(),
     };
     // Formats that cannot be told are errors before the engine loads.
     let in_format = input.format(a.input_format.map(format), "--input-format")?;

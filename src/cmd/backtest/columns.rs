@@ -42,12 +42,12 @@ pub fn sampling(a: &BacktestArgs, engine: &Engine) -> Overrides {
     let shape = engine.info().request_limits().shape;
     let mut o = Overrides::default();
     if shape.sampling_controls {
-        o.temperature = a.temperature;
-        o.top_k = a.top_k;
-        o.top_p = a.top_p;
+        o.temperature = a.model.temperature;
+        o.top_k = a.model.top_k;
+        o.top_p = a.model.top_p;
     }
     if !shape.params.is_empty() {
-        o.params = a.params.iter().cloned().collect();
+        o.params = a.model.params.iter().cloned().collect();
     }
     o
 }

@@ -289,7 +289,7 @@ fn check_flags(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyho
         columns::scored_name(a)?;
     }
     let shapes: Vec<_> = engines.iter().map(|(_, _, e)| e.info().request_limits().shape).collect();
-    let given = a.temperature.is_some() || a.top_k.is_some() || a.top_p.is_some();
+    let given = a.model.temperature.is_some() || a.model.top_k.is_some() || a.model.top_p.is_some();
     if given && !shapes.iter().any(|s| s.sampling_controls) {
         bail!(
             "--temperature / --top-k / --top-p are sampling controls, and no engine of this backtest takes them \
@@ -303,7 +303,7 @@ fn check_flags(a: &BacktestArgs, engines: &[(String, PathBuf, Engine)]) -> anyho
             a.samples
         );
     }
-    if !a.params.is_empty() && !shapes.iter().any(|s| !s.params.is_empty()) {
+    if !a.model.params.is_empty() && !shapes.iter().any(|s| !s.params.is_empty()) {
         bail!("--param: no engine of this backtest takes model parameters; remove it");
     }
     Ok(())

@@ -67,14 +67,14 @@ pub fn engines(a: &BacktestArgs, runs: &[EngineRun]) -> String {
                 let _ = write!(
                     sampler,
                     ", temperature {}, top_k {}, top_p {}",
-                    given(a.temperature.map(|v| v.to_string())),
-                    given(a.top_k.map(|v| v.to_string())),
-                    given(a.top_p.map(|v| v.to_string()))
+                    given(a.model.temperature.map(|v| v.to_string())),
+                    given(a.model.top_k.map(|v| v.to_string())),
+                    given(a.model.top_p.map(|v| v.to_string()))
                 );
             }
         }
         if !shape.params.is_empty() {
-            let params: Vec<String> = a.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let params: Vec<String> = a.model.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let _ = write!(
                 sampler,
                 ", params {}",
@@ -82,15 +82,16 @@ pub fn engines(a: &BacktestArgs, runs: &[EngineRun]) -> String {
             );
         }
         let _ = writeln!(s, "engine {}: {model}, manifest sha256 {}, {sampler}", r.label, r.manifest_sha256);
-        let top_k_on = a.top_k.is_some_and(|k| k > 0);
-        if shape.sampling_controls && r.spec.samples > 0 && !top_k_on && a.top_p.is_none_or(|p| p < 1.0) {
+        let top_k_on = a.model.top_k.is_some_and(|k| k > 0);
+        if shape.sampling_controls && r.spec.samples > 0 && !top_k_on && a.model.top_p.is_none_or(|p| p < 1.0)
+        {
             let _ = writeln!(
                 s,
                 "  warning: {} samples with top_p {} < 1: every path leaves out the unlikeliest tokens, so the \
                  paths are narrower than the model's distribution (cones, coverage and CRPS with them); --top-p 1 \
                  samples the whole distribution",
                 r.label,
-                a.top_p.map_or_else(|| "(the family's default)".to_string(), |p| p.to_string())
+                a.model.top_p.map_or_else(|| "(the family's default)".to_string(), |p| p.to_string())
             );
         }
     }
