@@ -125,7 +125,7 @@ echo "built and installed $(basename "$python_work"/wheels/totoc-*.whl)"
 # package's own doctests. A failing test or no test at all (pytest's exit 5) fails the script.
 tests_dir=$PWD/python/tests
 # The drop-in tests (python/tests/compat) need torch, toto-ts and toto-2: they run below, in the layered venv.
-(cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra \
+(cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$test_python" -m pytest -p no:cacheprovider -ra --durations=8 \
   --doctest-modules --pyargs totoc "$tests_dir" --ignore="$tests_dir/compat") 2>&1 | tee "$python_work/pytest.log"
 # The drop-ins (totoc.compat) against toto-ts and toto-2 called as their users call them: the same wheel in a venv
 # layered over the reference venv (scripts/setup-python-venv.sh compat). Skipped with the live reference checks
@@ -136,7 +136,7 @@ if [ "${TOTOC_SKIP_LIVE_REFERENCE:-0}" = 1 ]; then
 else
   compat_python=$(scripts/setup-python-venv.sh compat | tail -n 1)
   "$compat_python" -m pip install -q --force-reinstall --no-deps "$python_work"/wheels/totoc-*.whl
-  (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$compat_python" -m pytest -p no:cacheprovider -ra \
+  (cd "$python_work" && TOTOC_BIN="$target_dir/debug/totoc" "$compat_python" -m pytest -p no:cacheprovider -ra --durations=8 \
     --rootdir "$tests_dir/compat" "$tests_dir/compat") 2>&1 | tee "$python_work/pytest-compat.log"
 fi
 read -r py_passed py_failed py_skipped < <(tail -q -n 1 "$python_work/pytest.log" "$python_work/pytest-compat.log" | awk '{
