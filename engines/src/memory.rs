@@ -19,16 +19,30 @@ const DEFAULT_SHARE: f64 = 0.8;
 
 /// Gives the heap's free pages back to the system (glibc's `malloc_trim`; nothing elsewhere). A graph run without
 /// ONNX Runtime's arena frees its activations after the run, but glibc's heap keeps freed blocks below its mmap
-/// threshold (which rises to 32 MB after the first large free) in the process's RSS for reuse: called after the
-/// graphs that run once per call, so their activations do not sit under the next ones' (8 series of 392 + 120 on a
-/// 25M-parameter model: peak RSS 450 → 445 MB; the steady state after each such graph drops by tens of MB). Costs
-/// the page faults of reusing that memory.
+/// threshold (which rises to 32 MB after the first large free) in the process's RSS for reuse: called after each
+/// run of the graphs that run without the arena, so their activations do not sit under the next ones' (8 series of
+/// 392 + 120 on a 25M-parameter model: peak RSS 450 → 445 MB; after each prefill and recompute run, 388 → 343 MB,
+/// and 400 + 120, whose full-window recomputes grew the heap run by run, 267 → 209 MB). Costs the page faults of
+/// reusing that memory in the next run. Fixing the mmap threshold instead (`mallopt`) saved as much but maps and
+/// faults every large activation afresh inside a run too: 400 + 120 took ~15% longer.
 pub fn release_free_heap() {
+    RELEASES.with(|n| n.set(n.get() + 1));
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers; it only returns free heap memory to the system.
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+thread_local! {
+    /// Calls of [`release_free_heap`] so far on this thread (tests check where an engine call releases: a call
+    /// runs on its caller's thread).
+    static RELEASES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`release_free_heap`] has run on this thread.
+pub fn heap_releases() -> usize {
+    RELEASES.with(std::cell::Cell::get)
 }
 
 /// The default budget in bytes (see the module docs).
