@@ -480,6 +480,9 @@ fn prefill(
             }
             Ok(())
         })?;
+        // each run's freed activations go back before the next run's (8 series of 392 + 120 prefill in 1-row
+        // runs: peak RSS above ONNX Runtime 388 -> 343 MB)
+        release_free_heap();
     }
     Ok(())
 }
@@ -560,6 +563,9 @@ fn recompute(
             }
             decode.copy_cache(runner, &moves)
         })?;
+        // a recompute runs every step once the window slides: without this, each run's freed activations stay
+        // in the heap and the heap grows run by run (400 + 120: peak 267 -> 209 MB above ONNX Runtime)
+        release_free_heap();
     }
     Ok(())
 }

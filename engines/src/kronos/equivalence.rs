@@ -366,11 +366,18 @@ fn paths_do_not_depend_on_the_call_or_the_buckets() {
         k.forecast_jobs(e.call(), jobs, hooks, None).into_iter().map(|r| bits(&r.unwrap())).collect()
     };
     let alone: Vec<Vec<u32>> = jobs.iter().map(|j| run(&[j], KronosPins::default()).remove(0)).collect();
+    let released = crate::memory::heap_releases();
     let together = run(&jobs.iter().collect::<Vec<_>>(), KronosPins::default());
+    let released = crate::memory::heap_releases() - released;
     for (b, (a, t)) in alone.iter().zip(&together).enumerate() {
         assert_eq!(a, t, "series {b} {:?}: in the ragged call of 9 it differs from alone", lengths[b]);
     }
     estimates_are_the_runs_the_call_made(&e, &jobs);
+    // memory: every prefill and recompute run gives its freed activations back before the next run (the count is
+    // this thread's: the call runs here)
+    use exporter::signature::GraphKind::{Prefill, Recompute};
+    let one_off = e.last_call().iter().filter(|r| matches!(r.bucket.kind, Prefill | Recompute)).count();
+    assert!(released >= one_off, "{released} heap releases for {one_off} prefill and recompute runs");
     let sampled = &jobs[0];
     assert!(sampled.samples == 4, "the first series samples");
     for pins in [
