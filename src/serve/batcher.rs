@@ -580,13 +580,10 @@ fn engine_loop(shared: &Shared, backend: &dyn Backend) {
         if test_panic_calls().contains(&calls) {
             engines::pool::test_fault::arm();
         }
-        let series = batch.iter().map(|j| j.requests.len()).sum();
-        let start = Instant::now();
         run_batch(shared, backend, batch);
         let mut st = shared.lock();
         st.running = false;
         st.running_until = None;
-        st.rejoin = Some(rejoin_after(start.elapsed(), series, st.queued, shared.config.max_batch));
         drop(st);
         shared.idle.notify_all();
     }
@@ -728,6 +725,13 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
         for _ in 0..runs {
             occupancy.observe(used as f64 / rows.max(1) as f64);
         }
+    }
+    // The rejoin wait (see the module docs) counts the series waiting before any client is answered: one
+    // answered and back before this thread took the lock would otherwise be awaited as well as counted, and
+    // a lone client would wait the whole rejoin time for a second request.
+    {
+        let mut st = shared.lock();
+        st.rejoin = Some(rejoin_after(compute, total, st.queued, shared.config.max_batch));
     }
     // Answer in order: each job takes the next `n` results.
     let mut rest = results.split_off(0).into_iter();
