@@ -11,6 +11,13 @@
 //! * **Queue delay**: a batch is flushed when the oldest waiting request has waited `queue_delay`, when
 //!   `max_batch` series are waiting, or at shutdown. Requests that arrive while the engine is busy are packed into
 //!   the next call anyway, so even a zero delay batches under load.
+//! * **Rejoin**: when a call ends, its clients are answered and a closed-loop client sends its next request at
+//!   once; a batch taken the moment the call ended would hold only the requests that waited through it, and a
+//!   busy server's calls would settle into halves (8 clients: calls of 4 and 4, each paying the call's shared
+//!   work). So for at most [`REJOIN_SHARE`] of the ended call's time (and [`REJOIN_MAX`]) the next batch waits
+//!   until as many series as that call answered have joined those waiting (or `max_batch` are waiting). A lone
+//!   client is never delayed by it (its own request is the one awaited), and a server whose clients do not come
+//!   back loses at most that share of its throughput.
 //! * **Bounded queue**: at most `capacity` series wait, and a tenth more from small requests (of at most a tenth
 //!   of `capacity` series each: one large request waiting never refuses them); a request that does not fit is
 //!   refused at once (429 with `Retry-After`), so memory never grows with load. A request with more series than
@@ -22,9 +29,14 @@
 //!   batch at its measured rates, with admission's margin) lets every member finish within its deadline. Requests are never split or
 //!   reordered, so a request's series stay together.
 //! * **Cost in seconds** (see [`super::cost`]): each queued request carries its own estimate; a request is queued
-//!   only if the work ahead of it (what is left of the running call's estimate, plus every queued request's)
-//!   and its own fit its [`Allowance`] (429 `engine_backlog` with `Retry-After` otherwise), and one that can no
-//!   longer finish by its deadline when its turn comes is answered 503 without running.
+//!   only if the estimated time until it is answered fits its [`Allowance`] (429 `engine_backlog` with
+//!   `Retry-After` otherwise): what is left of the running call, then the queue and the request itself in the
+//!   calls the batcher will pack them into (whole requests in order, at most `max_batch` series a call), each
+//!   priced by the engine as **one merged call** ([`Backend::seconds`] of its series) — not as the sum of its
+//!   requests' own estimates, which counts every series' share of a call's shared work again and refused
+//!   nearly every request of a loaded server whose calls merge. (A backend that gives no estimate of a merged
+//!   call falls back to that sum.) One that can no longer finish by its deadline when its turn comes is
+//!   answered 503 without running.
 //! * **Cancellation**: while a call runs, the engine asks between graph runs whether any of its requests is
 //!   still wanted (a client waiting within its deadline); once none is, the call stops
 //!   (`totoc_cancelled_total{reason}`), and the requests still waiting are answered 503 (deadline).
@@ -63,8 +75,8 @@ pub trait Backend: Send + Sync + 'static {
         let _ = cancel;
         self.forecast(reqs)
     }
-    /// The graph runs of the last call: (bucket name, rows that held work, the bucket's rows).
-    fn last_runs(&self) -> Vec<(String, usize, usize)> {
+    /// The graph runs of the last call, grouped: (bucket name, rows that held work, the bucket's rows, runs).
+    fn last_runs(&self) -> Vec<(String, usize, usize, u64)> {
         Vec::new()
     }
     /// The seconds one call of these series would take (the engine's plan at its measured rates); `None` when
@@ -89,8 +101,17 @@ impl Backend for Engine {
         self.forecast_with(reqs, opts).into_iter().map(|r| r.map(|f| f.response)).collect()
     }
 
-    fn last_runs(&self) -> Vec<(String, usize, usize)> {
-        self.last_call().iter().map(|r| (self.bucket_name(r.bucket), r.rows_used, r.bucket.rows)).collect()
+    fn last_runs(&self) -> Vec<(String, usize, usize, u64)> {
+        // grouped before naming: a Kronos call makes a few runs a step (hundreds a call) on a handful of
+        // buckets, and a name and a metric label per run cost a quarter of a millisecond before the answers
+        let mut groups: Vec<(exporter::bucket::Bucket, usize, u64)> = Vec::new();
+        for r in self.last_call() {
+            match groups.iter_mut().find(|(b, used, _)| *b == r.bucket && *used == r.rows_used) {
+                Some((_, _, n)) => *n += 1,
+                None => groups.push((r.bucket, r.rows_used, 1)),
+            }
+        }
+        groups.into_iter().map(|(b, used, n)| (self.bucket_name(b), used, b.rows, n)).collect()
     }
 
     fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
@@ -151,6 +172,9 @@ struct State {
     running_until: Option<Instant>,
     /// The queued jobs' estimated seconds.
     queued_seconds: f64,
+    /// After a call: until when the next batch waits for its clients to come back, and for how many series
+    /// (see the module docs, "Rejoin").
+    rejoin: Option<(Instant, usize)>,
     closed: bool,
 }
 
@@ -182,6 +206,8 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The engine, for the estimates of merged calls at admission ([`finish_estimate`]).
+    backend: Arc<dyn Backend>,
     /// The engine thread waits on it: a request was queued, or the batcher closed.
     wake: Condvar,
     /// [`Batcher::wait_idle`] waits on it: an engine call ended, or the queue emptied.
@@ -210,6 +236,7 @@ impl Batcher {
     pub fn start(backend: Arc<dyn Backend>, config: BatcherConfig, metrics: Arc<Metrics>) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::default(),
+            backend: backend.clone(),
             wake: Condvar::new(),
             idle: Condvar::new(),
             config,
@@ -302,8 +329,15 @@ impl Batcher {
                 format!("the queue is full ({queued} of {room} series waiting); retry after the Retry-After delay"),
             ));
         }
+        let sizes: Vec<RequestSize> = requests.iter().map(RequestSize::of).collect();
         if let Some(a) = allowance {
-            let ahead = st.ahead(Instant::now());
+            let now = Instant::now();
+            // the work ahead of it: until it is answered, less its own estimate (the merged calls' estimate, or
+            // the sum of the queued requests' own where the engine cannot price a merged call)
+            let ahead = match finish_estimate(&st, self.shared.backend.as_ref(), cfg.max_batch, &sizes, now) {
+                Some(done) => done - a.own,
+                None => st.ahead(now),
+            };
             if !a.fits_behind(ahead) {
                 drop(st);
                 self.shared.metrics.reject(Overload::Backlog.label());
@@ -314,7 +348,6 @@ impl Batcher {
         let seconds = allowance.map(|a| a.own);
         st.queued_seconds += seconds.unwrap_or(0.0);
         let request_id = request_id.to_string();
-        let sizes = requests.iter().map(RequestSize::of).collect();
         let enqueued = Instant::now();
         st.queue.push_back(Job {
             requests,
@@ -381,6 +414,44 @@ impl Drop for Batcher {
     }
 }
 
+/// Estimated seconds from `now` until a request of `sizes` queued now is answered, or `None` when the backend
+/// cannot price a call: what is left of the running call, then the queue's requests and this one in the calls
+/// [`next_batch`] packs them into (whole requests in order, a call holding at most `max_batch` series, the first
+/// always going), each call priced as one merged call. A bound for admission, not a schedule: it ignores the
+/// deadline check that may start a call early, which only makes calls smaller. At most `capacity / max_batch + 1`
+/// estimates (one per call), made under the queue's lock.
+fn finish_estimate(
+    st: &State,
+    backend: &dyn Backend,
+    max_batch: usize,
+    sizes: &[RequestSize],
+    now: Instant,
+) -> Option<f64> {
+    let running = st.running_until.map_or(0.0, |t| t.saturating_duration_since(now).as_secs_f64());
+    let mut total = running;
+    let mut call: Vec<RequestSize> = Vec::new();
+    for job in st.queue.iter().map(|j| &j.sizes[..]).chain([sizes]) {
+        if !call.is_empty() && call.len() + job.len() > max_batch {
+            total += backend.seconds(&call)?;
+            call.clear();
+        }
+        call.extend_from_slice(job);
+    }
+    Some(total + backend.seconds(&call)?)
+}
+
+/// The share of an ended call's time the next batch may wait for that call's clients to come back.
+pub const REJOIN_SHARE: f64 = 0.01;
+/// The longest the next batch waits for them.
+pub const REJOIN_MAX: Duration = Duration::from_millis(20);
+
+/// The rejoin wait after a call of `series` series that took `took`, with `queued` series waiting when it ended:
+/// until when, and for how many series waiting in all.
+fn rejoin_after(took: Duration, series: usize, queued: usize, max_batch: usize) -> (Instant, usize) {
+    let wait = took.mul_f64(REJOIN_SHARE).min(REJOIN_MAX);
+    (Instant::now() + wait, (queued + series).min(max_batch))
+}
+
 /// Series of the queue kept for small requests (of at most this many series): a tenth of its capacity, beyond
 /// it. A request of more series may fill the capacity, and a small one still finds room.
 fn queue_reserve(capacity: usize) -> usize {
@@ -420,11 +491,19 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
         };
         let due = oldest + cfg.queue_delay;
         let now = Instant::now();
-        if st.queued >= cfg.max_batch || st.closed || now >= due {
+        // waiting for the last call's clients to come back (see the module docs, "Rejoin")
+        let rejoin = st.rejoin.filter(|&(until, want)| now < until && st.queued < want && !st.closed);
+        if rejoin.is_none() && (st.queued >= cfg.max_batch || st.closed || now >= due) {
             break;
         }
-        st = shared.wake.wait_timeout(st, due - now).unwrap_or_else(|p| p.into_inner()).0;
+        let until = match rejoin {
+            Some((until, _)) if now < due => until.min(due),
+            Some((until, _)) => until,
+            None => due,
+        };
+        st = shared.wake.wait_timeout(st, until - now).unwrap_or_else(|p| p.into_inner()).0;
     }
+    st.rejoin = None;
     let now = Instant::now();
     let mut batch: Vec<Job> = Vec::new();
     let mut series = 0;
@@ -475,15 +554,13 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
     }
     shared.metrics.queued_series.set(st.queued as i64);
     st.running = !batch.is_empty();
-    // The running call's end, by its members' own estimates (those they were admitted with: what the work
-    // queued ahead of later requests was bounded by); else by the packed call's.
+    // The running call's end, by the engine's estimate of this merged call (what admission priced it at: see
+    // `finish_estimate`); else by its members' own estimates.
     st.running_until = match batch.is_empty() {
         true => None,
-        false => batch
-            .iter()
-            .map(|j| j.seconds)
-            .sum::<Option<f64>>()
-            .or_else(|| backend.seconds(&sizes))
+        false => backend
+            .seconds(&sizes)
+            .or_else(|| batch.iter().map(|j| j.seconds).sum::<Option<f64>>())
             .map(|t| now + secs(t)),
     };
     if batch.is_empty() {
@@ -643,8 +720,18 @@ fn run_batch(shared: &Shared, backend: &dyn Backend, batch: Vec<Job>) {
     // Batch occupancy: series per engine call, and per graph run the share of its bucket's rows that held work
     // (the engine packs the call onto its shape buckets; a bucket label is one of the engine's fixed graphs).
     m.batch_series.observe(total as f64);
-    for (bucket, used, rows) in backend.last_runs() {
-        m.bucket_occupancy.get_or_create(&BucketLabels { bucket }).observe(used as f64 / rows.max(1) as f64);
+    for (bucket, used, rows, runs) in backend.last_runs() {
+        let occupancy = m.bucket_occupancy.get_or_create(&BucketLabels { bucket });
+        for _ in 0..runs {
+            occupancy.observe(used as f64 / rows.max(1) as f64);
+        }
+    }
+    // The rejoin wait (see the module docs) counts the series waiting before any client is answered: one
+    // answered and back before this thread took the lock would otherwise be awaited as well as counted, and
+    // a lone client would wait the whole rejoin time for a second request.
+    {
+        let mut st = shared.lock();
+        st.rejoin = Some(rejoin_after(compute, total, st.queued, shared.config.max_batch));
     }
     // Answer in order: each job takes the next `n` results.
     let mut rest = results.split_off(0).into_iter();
@@ -680,12 +767,12 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Echoes each request's first value as its mean, records every call's size, and sleeps `delay` per call;
-    /// with a `cost`, estimates a call at that many seconds per series.
+    /// with a `cost` (per call, per series), estimates a call of n series at `per call + n × per series` seconds.
     struct Echo {
         calls: Mutex<Vec<usize>>,
         delay: Duration,
         panics: AtomicUsize,
-        cost: Option<f64>,
+        cost: Option<(f64, f64)>,
     }
 
     impl Echo {
@@ -694,13 +781,20 @@ mod tests {
         }
 
         fn costing(delay: Duration, cost: f64) -> Arc<Self> {
-            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0), cost: Some(cost) })
+            Self::costing_calls(delay, 0.0, cost)
+        }
+
+        /// A call of n series estimated at `per_call + n × per_series` seconds: work shared by a call's series
+        /// (as a Kronos call's cached steps are) beside each series' own.
+        fn costing_calls(delay: Duration, per_call: f64, per_series: f64) -> Arc<Self> {
+            let cost = Some((per_call, per_series));
+            Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0), cost })
         }
     }
 
     impl Backend for Echo {
         fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
-            self.cost.map(|c| c * sizes.len() as f64)
+            self.cost.map(|(call, series)| call + series * sizes.len() as f64)
         }
 
         /// Sleeps `delay` in 10 ms steps, asking `cancel` between them as the engine does between graph runs.
@@ -987,6 +1081,68 @@ mod tests {
         assert!(b.wait_idle(Duration::from_secs(2)));
         let again = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap();
         assert_eq!(means(&wait(again).unwrap()), vec![2.0]);
+    }
+
+    #[test]
+    fn admission_prices_the_queue_as_the_merged_calls_the_batcher_will_run() {
+        // a call of n series is estimated at 0.9 + 0.1 n s: one series alone 1.0 s. Each request may be answered
+        // within 4 s by its estimate (own 1.0, 3.0 ahead). The first runs (1.0 s ahead at most); the next seven
+        // wait for one call of up to 7 series (at most 1.6 s), so all fit: summed as if they ran one after
+        // another (1.0 each), the fifth would have 4.0 s ahead of it and be refused.
+        let echo = Echo::costing_calls(Duration::from_millis(600), 0.9, 0.1);
+        let m = Arc::new(Metrics::new());
+        let b = Batcher::start(echo.clone(), config(0, 64, 64), m.clone());
+        let allow = Some(Allowance { own: 1.0, ahead: 3.0, time: 8.0 });
+        let first = b.submit(vec![series(0.0)], far(), "t", allow).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let queued: Vec<_> = (1..8)
+            .map(|i| {
+                b.submit(vec![series(i as f32)], far(), "t", allow)
+                    .unwrap_or_else(|e| panic!("request {i} refused: {e}"))
+            })
+            .collect();
+        assert_eq!(means(&wait(first).unwrap()), vec![0.0]);
+        for (i, rx) in queued.into_iter().enumerate() {
+            assert_eq!(means(&wait(rx).unwrap()), vec![(i + 1) as f32]);
+        }
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1, 7], "the seven queued ran as one call");
+        // calls are still bounded by max_batch: with 2 series a call, seven queued make four calls (0.9 + 0.2 +
+        // 0.9 + 0.2 + ...), so the queue's end is past the allowance and the last ones are refused
+        let b = Batcher::start(echo.clone(), config(0, 2, 64), m.clone());
+        let busy = b.submit(vec![series(0.0)], far(), "t", allow).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let refused =
+            (1..8).filter(|&i| b.submit(vec![series(i as f32)], far(), "t", allow).is_err()).count();
+        assert!(refused >= 3, "{refused} refused");
+        wait(busy).unwrap();
+    }
+
+    #[test]
+    fn the_next_batch_waits_briefly_for_the_clients_of_the_call_that_ended() {
+        // a closed-loop client sends again 5 ms after its answer; two others queue while its first call runs
+        let echo = Echo::new(Duration::from_millis(2000));
+        let b = Arc::new(Batcher::start(echo.clone(), config(0, 64, 64), Arc::new(Metrics::new())));
+        let first = b.submit(vec![series(1.0)], far(), "t", None).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let others: Vec<_> =
+            (2..4).map(|i| b.submit(vec![series(i as f32)], far(), "t", None).unwrap()).collect();
+        let b2 = b.clone();
+        let client = std::thread::spawn(move || {
+            wait(first).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            wait(b2.submit(vec![series(1.0)], far(), "t", None).unwrap()).unwrap()
+        });
+        for rx in others {
+            wait(rx).unwrap();
+        }
+        assert_eq!(means(&client.join().unwrap()), vec![1.0]);
+        // without the wait the two queued would have run at once, and the client's second request after them
+        assert_eq!(*echo.calls.lock().unwrap(), vec![1, 3], "the client rejoined the next call");
+        // a lone client is not delayed: the series awaited is its own (nothing waits for more)
+        let (took, want) = (Duration::from_secs(1), 1);
+        let (until, awaited) = rejoin_after(took, want, 0, 64);
+        assert_eq!(awaited, 1);
+        assert!(until <= Instant::now() + REJOIN_MAX);
     }
 
     #[test]
