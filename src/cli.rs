@@ -886,8 +886,8 @@ pub enum Frequency {
     Hourly,
 }
 
-/// The sampling controls and parameters of a model family that takes them (Kronos), as `forecast` and `backtest`
-/// read them: each replaces a request's own; an engine whose family takes none refuses them by name.
+/// The sampling controls and parameters of a model family that takes them (its `Capabilities` say so), as
+/// `forecast` and `backtest` read them: each replaces a request's own; an engine whose family takes none refuses them by name.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ModelControlArgs {
     /// Sampling temperature of a model that takes sampling controls (sampled paths, --samples N).

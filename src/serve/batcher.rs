@@ -102,8 +102,8 @@ impl Backend for Engine {
     }
 
     fn last_runs(&self) -> Vec<(String, usize, usize, u64)> {
-        // grouped before naming: a Kronos call makes a few runs a step (hundreds a call) on a handful of
-        // buckets, and a name and a metric label per run cost a quarter of a millisecond before the answers
+        // grouped before naming: an autoregressive family's call makes a few runs a step (hundreds a call) on a
+        // handful of buckets, and a name and a metric label per run cost a quarter of a millisecond before the answers
         let mut groups: Vec<(exporter::bucket::Bucket, usize, u64)> = Vec::new();
         for r in self.last_call() {
             match groups.iter_mut().find(|(b, used, _)| *b == r.bucket && *used == r.rows_used) {
@@ -785,7 +785,7 @@ mod tests {
         }
 
         /// A call of n series estimated at `per_call + n × per_series` seconds: work shared by a call's series
-        /// (as a Kronos call's cached steps are) beside each series' own.
+        /// (as a token-by-token family's cached steps are) beside each series' own.
         fn costing_calls(delay: Duration, per_call: f64, per_series: f64) -> Arc<Self> {
             let cost = Some((per_call, per_series));
             Arc::new(Echo { calls: Mutex::default(), delay, panics: AtomicUsize::new(0), cost })
