@@ -356,8 +356,8 @@ fn run_lane(
             let steps = lane.paths.iter().map(|&(b, _)| series[b].job.horizon).max().unwrap_or(0);
             for i in 0..steps {
                 if i == 0 {
+                    // (each of its runs gives its freed heap back itself)
                     prefill(g, cfg, series, &mut st, decode)?;
-                    release_free_heap();
                 } else {
                     decode_step(g, cfg, series, &mut st, decode, decode_b, i)?;
                     recompute(g, cfg, series, &mut st, decode, i)?;
