@@ -25,6 +25,7 @@ use super::transfer;
 use super::weights::{Held, SharedWeights};
 
 mod detached;
+mod host_zeroed;
 
 /// What [`GraphRunner::check`] found: the session's I/O and where its nodes run.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,9 +167,17 @@ impl GraphRunner {
             Memory::Host => &host_alloc,
             Memory::Device(_) => &device_alloc,
         };
+        // a host buffer's zeros are given back until written: resident only where written (see [`host_zeroed`])
+        let new_bound = |m: Memory, sig: &TensorSig| {
+            let mut t = new_tensor(alloc_for(m), sig)?;
+            if m == Memory::Host {
+                host_zeroed::forget_zero_pages(&mut t);
+            }
+            Ok::<_, Error>(t)
+        };
         let mut inputs = Vec::new();
         for (sig, p) in in_sigs.into_iter().zip(&plan.inputs) {
-            let bound = new_tensor(alloc_for(p.memory), &sig)?;
+            let bound = new_bound(p.memory, &sig)?;
             let host = match (&pinned, p.host_mirror) {
                 (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                 _ => None,
@@ -189,7 +198,7 @@ impl GraphRunner {
             match p.cache_of.as_ref().and_then(|n| inputs.iter().position(|s| &s.sig.name == n)) {
                 Some(i) => {
                     if plan.cache_mode == CacheMode::PingPong {
-                        inputs[i].spare = Some(new_tensor(alloc_for(p.memory), &sig)?);
+                        inputs[i].spare = Some(new_bound(p.memory, &sig)?);
                     }
                     caches.push((i, outputs.len()));
                     // the output slot's own tensor is unused for a cache: it is the input's (or its spare)
@@ -205,7 +214,7 @@ impl GraphRunner {
                     });
                 }
                 None => {
-                    let bound = new_tensor(alloc_for(p.memory), &sig)?;
+                    let bound = new_bound(p.memory, &sig)?;
                     let host = match (&pinned, p.host_mirror) {
                         (Some(pin), true) => Some(new_tensor(pin, &sig)?),
                         _ => None,

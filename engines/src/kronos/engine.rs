@@ -419,8 +419,10 @@ impl Graphs for Pool<'_> {
     }
 }
 
-/// Loads one graph; a decode graph's caches start as zeros (the slots a step has not written are masked, and
-/// masked values must be finite: −inf + a NaN would not vanish).
+/// Loads one graph; a decode graph's caches start as zeros, as every buffer a runner allocates does (the slots a
+/// step has not written are masked, and masked values must be finite: −inf + a NaN would not vanish). They are
+/// not written here: a zeroed buffer is resident only where written, and most of a many-row graph's caches are
+/// never written at all.
 ///
 /// Memory: the graphs that run once per call (encode, prefill, the full-window recompute, detokenize) run without
 /// ONNX Runtime's CPU arena, so their activations go back to the system after each run instead of staying held
@@ -439,10 +441,6 @@ fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner>
         memory_pattern: true,
         cpu_arena: per_step,
     })?;
-    let caches: Vec<String> = r.cache_inputs().map(str::to_string).collect();
-    for c in caches {
-        r.input_mut::<f32>(&c)?.fill(0.0);
-    }
     if g.bucket.kind == GraphKind::Prefill && !r.target().is_gpu() {
         let states: Vec<String> =
             r.outputs().map(|o| o.name.clone()).filter(|n| state_input_name(n).is_some()).collect();
@@ -451,12 +449,16 @@ fn load_graph(bundle: &EngineBundle, g: &KronosGraphFile) -> Result<GraphRunner>
     Ok(r)
 }
 
-/// Runs a graph once on placeholder inputs (zeros, every length 1); an input bound to another graph's buffer (a
-/// refine graph reading the decode graph's cache after a call) is read as it stands (finite: caches start at zeros
-/// and hold only what graphs wrote).
+/// Runs a graph once on placeholder inputs (zeros, every length 1); caches, its own or bound to another graph's
+/// buffer (a refine graph reading the decode graph's), are read as they stand (finite: caches start at zeros and
+/// hold only what graphs wrote), so that warming a graph of 64 rows does not make all its caches resident.
 fn warm(runner: &mut GraphRunner) -> Result<()> {
-    let inputs: Vec<(String, DType)> =
-        runner.inputs().filter(|s| !runner.is_shared(&s.name)).map(|s| (s.name.clone(), s.dtype)).collect();
+    let caches: Vec<&str> = runner.cache_inputs().collect();
+    let inputs: Vec<(String, DType)> = runner
+        .inputs()
+        .filter(|s| !runner.is_shared(&s.name) && !caches.contains(&s.name.as_str()))
+        .map(|s| (s.name.clone(), s.dtype))
+        .collect();
     for (name, dtype) in inputs {
         match dtype {
             DType::I64 => runner.input_mut::<i64>(&name)?.fill(i64::from(name == sig::LENGTH)),
