@@ -172,6 +172,11 @@ impl Ticket {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// What the answer holds (its output and encoding, [`answer_bytes`]; 0 before it is held).
+    pub fn answer_held(&self) -> u64 {
+        self.state().answer
+    }
+
     /// Grows `part` to `bytes` (never shrinks it); refuses when the request would not fit.
     pub fn hold(&self, part: Part, bytes: u64) -> Result<(), ServeError> {
         let mut st = self.state();
@@ -281,6 +286,7 @@ impl Ticket {
     }
 
     /// Bytes held now (rounded up to KiB).
+    #[cfg(test)]
     pub fn held(&self) -> u64 {
         u64::from(self.state().kib) * 1024
     }
@@ -388,9 +394,16 @@ mod tests {
         t.hold(Part::Decoded, 10_000).unwrap();
         t.hold(Part::Decoded, 5_000).unwrap(); // never shrinks
         assert_eq!(t.held(), 12 * 1024);
+        assert_eq!(t.answer_held(), 0);
+        t.hold(Part::Answer, 3_000).unwrap();
+        assert_eq!(
+            (t.answer_held(), t.held()),
+            (3_000, 15 * 1024),
+            "the answer's own hold, apart from the rest"
+        );
         let job = t.clone();
         drop(t);
-        assert_eq!(b.held(), 12 * 1024, "a holder still works for the request");
+        assert_eq!(b.held(), 15 * 1024, "a holder still works for the request");
         drop(job);
         assert_eq!(b.held(), 0);
         assert!(b.peers().is_empty());

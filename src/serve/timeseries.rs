@@ -83,7 +83,7 @@ async fn serve(
         svc.forecast(reqs, routes::header_timeout(&headers)?, &rid, &ticket).await?;
     // KServe's forecast has no sample paths.
     responses.iter_mut().for_each(|r| r.samples = None);
-    let small = ticket.held() <= INLINE_CODE_BYTES as u64;
+    let small = ticket.answer_held() <= INLINE_CODE_BYTES as u64;
     let svc2 = svc.clone();
     let encode = move || encode(&svc2, &rid, &dataset, &inputs, &responses);
     let text = if small { encode()? } else { svc.off_runtime(encode).await? };

@@ -136,11 +136,13 @@ pub fn continued(
 pub fn check_future_stamps(future: &[Stamp], last: &Stamp, at: &str) -> Result<()> {
     let fix = "give the forecast steps' timestamps in time order, after the series' last one";
     for (i, s) in future.iter().enumerate() {
-        let (before, what) = match i {
-            0 => (last, "the series' last timestamp".to_string()),
-            _ => (&future[i - 1], format!("future_timestamps[{}]", i - 1)),
-        };
+        let before = if i == 0 { last } else { &future[i - 1] };
         if s.at <= before.at {
+            // named only here: a request's every step would otherwise format a name it never shows
+            let what = match i {
+                0 => "the series' last timestamp".to_string(),
+                _ => format!("future_timestamps[{}]", i - 1),
+            };
             return Err(DataError::input(
                 at,
                 format!("future_timestamps[{i}] ({s}) is not after {what} ({before})"),

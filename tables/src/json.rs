@@ -277,15 +277,16 @@ fn parse_stamps(value: &Loose<Vec<RawStamp>>, len: usize, at: &str, unit: EpochU
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            let where_ = Loc::Index(i).at(at);
+            // the location is formatted only for an error (one per timestamp was an eighth of a decode)
+            let where_ = || Loc::Index(i).at(at);
             match item {
-                RawStamp::Text(s) => parse_text(s, unit).map_err(|m| DataError::at(where_, m)),
-                RawStamp::Int(x) => epoch(*x, unit).map_err(|m| DataError::at(where_, m)),
+                RawStamp::Text(s) => parse_text(s, unit).map_err(|m| DataError::at(where_(), m)),
+                RawStamp::Int(x) => epoch(*x, unit).map_err(|m| DataError::at(where_(), m)),
                 RawStamp::Number(n) => {
-                    Err(DataError::input(where_, format!("{n} is not an integer epoch"), fix))
+                    Err(DataError::input(where_(), format!("{n} is not an integer epoch"), fix))
                 }
                 RawStamp::Other(other) => {
-                    Err(DataError::input(where_, format!("{other} is not a timestamp"), fix))
+                    Err(DataError::input(where_(), format!("{other} is not a timestamp"), fix))
                 }
             }
         })

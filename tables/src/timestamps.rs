@@ -127,6 +127,9 @@ pub fn parse_text(text: &str, unit: EpochUnit) -> Result<Stamp, String> {
         let value: i64 = t.parse().map_err(|_| format!("`{t}` is too large for an epoch timestamp"))?;
         return epoch(value, unit);
     }
+    if let Some(stamp) = plain_date_time(t) {
+        return Ok(stamp);
+    }
     let bad = || {
         format!(
             "`{t}` is not a timestamp; write ISO 8601 dates or date-times (2024-01-31, 2024-01-31T06:00:00, \
@@ -151,6 +154,28 @@ pub fn parse_text(text: &str, unit: EpochUnit) -> Result<Stamp, String> {
     };
     let at = offset.to_timestamp(local).map_err(|_| bad())?;
     Ok(Stamp { at, offset, style })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` (or a space for the `T`), the form clients generating wall clocks send, read without
+/// the general parser: the same stamp as [`parse_text`]'s, in a fraction of its time (a request's hundreds of
+/// timestamps were an eighth of its decode). Anything else, or a field out of range, is `None`: the general
+/// parser reads it or names the problem.
+fn plain_date_time(t: &str) -> Option<Stamp> {
+    let b = t.as_bytes();
+    let shape = b.len() == 19 && b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b' ');
+    if !shape || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |at: usize, len: usize| {
+        b[at..at + len]
+            .iter()
+            .try_fold(0i16, |n, &c| c.is_ascii_digit().then(|| n * 10 + i16::from(c - b'0')))
+    };
+    let small = |at: usize| num(at, 2).map(|n| n as i8);
+    let local =
+        DateTime::new(num(0, 4)?, small(5)?, small(8)?, small(11)?, small(14)?, small(17)?, 0).ok()?;
+    let at = Offset::UTC.to_timestamp(local).ok()?;
+    Some(Stamp { at, offset: Offset::UTC, style: StampStyle::DateTime })
 }
 
 /// An integer epoch timestamp.
@@ -400,6 +425,54 @@ pub(crate) fn common_step(offsets: &[i128]) -> i128 {
 
 #[cfg(test)]
 mod tests {
+    /// The general parser's reading of `t` (what [`parse_text`] did before its fast path).
+    fn general(t: &str) -> Result<Stamp, String> {
+        let pieces = Pieces::parse(t).map_err(|e| e.to_string())?;
+        let time = pieces.time().ok_or("no time")?;
+        if pieces.offset().is_some() || pieces.time_zone_annotation().is_some() {
+            return Err("an offset".into());
+        }
+        let at = Offset::UTC.to_timestamp(pieces.date().to_datetime(time)).map_err(|e| e.to_string())?;
+        Ok(Stamp { at, offset: Offset::UTC, style: StampStyle::DateTime })
+    }
+
+    #[test]
+    fn plain_date_times_read_as_the_general_parser_reads_them() {
+        let mut seen = 0;
+        for y in ["0000", "0001", "1969", "1970", "2000", "2023", "2024", "2100", "9999"] {
+            for m in ["00", "01", "02", "09", "12", "13"] {
+                for d in ["00", "01", "28", "29", "30", "31", "32"] {
+                    for time in
+                        ["00:00:00", "23:59:59", "12:34:56", "24:00:00", "23:60:00", "23:59:60", "99:99:99"]
+                    {
+                        for sep in ['T', ' '] {
+                            let t = format!("{y}-{m}-{d}{sep}{time}");
+                            if let Some(fast) = plain_date_time(&t) {
+                                assert_eq!(Ok(fast), general(&t), "{t}");
+                                assert_eq!(parse_text(&t, EpochUnit::Seconds), Ok(fast), "{t}");
+                                seen += 1;
+                            } else {
+                                // out of range: the general parser's reading (or its error) stands
+                                let slow = parse_text(&t, EpochUnit::Seconds);
+                                assert!(slow.is_err() || t.contains(":60"), "{t}: {slow:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seen > 500, "{seen}");
+        for t in [
+            "2024-01-31T06:00:0",
+            "2024-01-31T06:00:00Z",
+            "2024-1-31T06:00:00",
+            "+2024-01-31T06:00",
+            "２０２４",
+        ] {
+            assert_eq!(plain_date_time(t), None, "{t}");
+        }
+    }
+
     use super::super::axis::TimeAxis;
     use super::*;
 
