@@ -334,10 +334,11 @@ impl Batcher {
             let now = Instant::now();
             // the work ahead of it: until it is answered, less its own estimate (the merged calls' estimate, or
             // the sum of the queued requests' own where the engine cannot price a merged call)
-            let ahead = match finish_estimate(&st, self.shared.backend.as_ref(), cfg.max_batch, &sizes, now) {
-                Some(done) => done - a.own,
-                None => st.ahead(now),
-            };
+            let ahead =
+                match finish_estimate(&st, self.shared.backend.as_ref(), cfg.max_batch, &sizes, a.own, now) {
+                    Some(done) => done - a.own,
+                    None => st.ahead(now),
+                };
             if !a.fits_behind(ahead) {
                 drop(st);
                 self.shared.metrics.reject(Overload::Backlog.label());
@@ -420,11 +421,15 @@ impl Drop for Batcher {
 /// always going), each call priced as one merged call. A bound for admission, not a schedule: it ignores the
 /// deadline check that may start a call early, which only makes calls smaller. At most `capacity / max_batch + 1`
 /// estimates (one per call), made under the queue's lock.
+///
+/// `own` is this request's own estimate (admission's): a last call holding only this request is priced at it, not
+/// estimated again (a lone client's every request: a plan of its runs, tens of microseconds under the lock).
 fn finish_estimate(
     st: &State,
     backend: &dyn Backend,
     max_batch: usize,
     sizes: &[RequestSize],
+    own: f64,
     now: Instant,
 ) -> Option<f64> {
     let running = st.running_until.map_or(0.0, |t| t.saturating_duration_since(now).as_secs_f64());
@@ -437,7 +442,8 @@ fn finish_estimate(
         }
         call.extend_from_slice(job);
     }
-    Some(total + backend.seconds(&call)?)
+    let last = if call.len() == sizes.len() { own } else { backend.seconds(&call)? };
+    Some(total + last)
 }
 
 /// The share of an ended call's time the next batch may wait for that call's clients to come back.
@@ -1081,6 +1087,39 @@ mod tests {
         assert!(b.wait_idle(Duration::from_secs(2)));
         let again = b.submit(vec![series(2.0)], far(), "t", allow(10.0, 17.0)).unwrap();
         assert_eq!(means(&wait(again).unwrap()), vec![2.0]);
+    }
+
+    /// Counts the estimates asked of it.
+    struct Counting(AtomicUsize);
+
+    impl Backend for Counting {
+        fn seconds(&self, sizes: &[RequestSize]) -> Option<f64> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Some(sizes.len() as f64)
+        }
+
+        fn forecast(&self, _: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
+            unreachable!("only estimates")
+        }
+    }
+
+    #[test]
+    fn a_request_alone_in_its_call_is_priced_at_its_own_estimate() {
+        let now = Instant::now();
+        let st = State {
+            queue: VecDeque::new(),
+            queued: 0,
+            running: true,
+            running_until: Some(now + Duration::from_secs(2)),
+            queued_seconds: 0.0,
+            rejoin: None,
+            closed: false,
+        };
+        let counting = Counting(AtomicUsize::new(0));
+        let sizes = [RequestSize::of(&series(1.0)), RequestSize::of(&series(2.0))];
+        let done = finish_estimate(&st, &counting, 64, &sizes, 0.75, now).unwrap();
+        assert!((done - 2.75).abs() < 1e-9, "{done}");
+        assert_eq!(counting.0.load(Ordering::SeqCst), 0, "admission's own estimate, not a second one");
     }
 
     #[test]
