@@ -50,6 +50,13 @@ pub fn request_body(caps: &Capabilities, spec: &BodySpec) -> anyhow::Result<Byte
             caps.title
         );
     }
+    if spec.samples > 0 && !caps.samples {
+        bail!(
+            "--samples {}: {} engines draw no sample paths (they predict quantiles directly); leave --samples out",
+            spec.samples,
+            caps.title
+        );
+    }
     let mut body = match caps.columns {
         None => json!({
             "target": [bench_series(spec.context, 1).swap_remove(0)],
@@ -64,6 +71,12 @@ pub fn request_body(caps: &Capabilities, spec: &BodySpec) -> anyhow::Result<Byte
             })
         }
     };
+    if !caps.samples {
+        // a family without sample paths refuses `samples` and `seed` by name (its answer: the quantile knots)
+        let fields = body.as_object_mut().expect("an object");
+        fields.remove("samples");
+        fields.remove("seed");
+    }
     if caps.reads_timestamps {
         let step = seconds(spec.frequency.unwrap_or(Frequency::Daily));
         let stamps = wall_clocks(0, spec.context, step)?;
@@ -157,8 +170,24 @@ mod tests {
     }
 
     #[test]
+    fn a_family_without_sample_paths_gets_neither_samples_nor_a_seed() {
+        let quantiles = families(|c| !c.samples);
+        assert!(!quantiles.is_empty());
+        for caps in quantiles {
+            let body: Value =
+                serde_json::from_slice(&request_body(caps, &spec(512, 64, None)).unwrap()).unwrap();
+            let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+            assert!(!keys.iter().any(|k| *k == "samples" || *k == "seed"), "{}: {keys:?}", caps.name);
+            assert_eq!(body["horizon"], 64);
+            let e =
+                request_body(caps, &BodySpec { samples: 4, ..spec(512, 64, None) }).unwrap_err().to_string();
+            assert!(e.contains("--samples 4") && e.contains("draw no sample paths"), "{e}");
+        }
+    }
+
+    #[test]
     fn unnamed_variates_get_the_body_the_bench_always_sent() {
-        let unnamed = families(|c| c.columns.is_none() && !c.reads_timestamps);
+        let unnamed = families(|c| c.columns.is_none() && !c.reads_timestamps && c.samples);
         assert!(!unnamed.is_empty());
         for caps in unnamed {
             for samples in [0, 16] {
