@@ -2,11 +2,11 @@
 //!
 //! `ort` writes zeros over every byte of each tensor it allocates (ONNX Runtime's allocator does not clear), so a
 //! bound buffer counts in the RSS in full from the moment its graph loads. A graph's KV caches are sized for its
-//! rows × the whole window, most of which a call never writes: a Kronos-small-shaped server warms a decode graph of
-//! every row count (1 … 64 rows, 18 MiB of caches a row), 2.3 GB of zeros held from start-up. Giving the buffer's
-//! whole pages back (`madvise(MADV_DONTNEED)` on private anonymous memory, as glibc's own `malloc_trim` does) keeps
-//! their contents zeros — the kernel maps a zero page again on the next read or write — while only the pages a
-//! graph writes come back into the RSS.
+//! rows × the whole window, most of which a call never writes: a server of a 25M-parameter candle model warms a
+//! decode graph of every row count (1 … 64 rows, 18 MiB of caches a row), 2.3 GB of zeros held from start-up.
+//! Giving the buffer's whole pages back (`madvise(MADV_DONTNEED)` on private anonymous memory, as glibc's own
+//! `malloc_trim` does) keeps their contents zeros — the kernel maps a zero page again on the next read or write —
+//! while only the pages a graph writes come back into the RSS.
 
 use ort::value::DynTensor;
 
