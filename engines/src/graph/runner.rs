@@ -167,11 +167,11 @@ impl GraphRunner {
             Memory::Host => &host_alloc,
             Memory::Device(_) => &device_alloc,
         };
-        // a host buffer's zeros are given back until written: resident only where written (see [`host_zeroed`])
+        // a host buffer starts as zeros, resident only where written (see [`host_zeroed`])
         let new_bound = |m: Memory, sig: &TensorSig| {
             let mut t = new_tensor(alloc_for(m), sig)?;
             if m == Memory::Host {
-                host_zeroed::forget_zero_pages(&mut t);
+                host_zeroed::zero_unresident(&mut t);
             }
             Ok::<_, Error>(t)
         };

@@ -10,28 +10,45 @@
 
 use ort::value::DynTensor;
 
-/// Buffers below this are left as they are (a page or two is not worth a system call).
+/// Buffers below this are zeroed by writing (a page or two is not worth a system call).
 const MIN_BYTES: usize = 1 << 20;
 
-/// Gives back the whole pages of `t`, a freshly zeroed host tensor of this runner's own (not pinned, not a view of
-/// another's buffer): they read as zeros afterwards, as before. Returns the bytes given back.
-pub(super) fn forget_zero_pages(t: &mut DynTensor) -> usize {
+/// Sets every byte of `t`, a host tensor of this runner's own (not pinned, not a view of another's buffer), to
+/// zero, its whole pages by giving them back (so they are not resident until written), the rest by writing.
+/// Returns the bytes given back.
+pub(super) fn zero_unresident(t: &mut DynTensor) -> usize {
     let len = t.size().unwrap_or(0);
     let ptr = t.data_ptr_mut().cast::<u8>();
     if ptr.is_null() || !t.memory_info().is_cpu_accessible() {
         return 0;
     }
     // SAFETY: a host tensor of `len` bytes owned by `t`, borrowed mutably.
-    release_zeroed(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    zero_bytes(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
-/// Gives back the whole pages within `zeros` (which holds only zeros, in anonymous memory of this process's
-/// allocator); they read as zeros afterwards. Returns the bytes given back.
-fn release_zeroed(zeros: &mut [u8]) -> usize {
-    if zeros.len() < MIN_BYTES {
+/// Zeroes `bytes` (anonymous memory of this process's allocator): its whole pages given back, the partial pages
+/// at either end written. Returns the bytes given back.
+fn zero_bytes(bytes: &mut [u8]) -> usize {
+    let (start, end) = whole_pages(bytes);
+    if bytes.len() < MIN_BYTES || end <= start {
+        bytes.fill(0);
         return 0;
     }
-    release_pages(zeros.as_mut_ptr(), zeros.len())
+    bytes[..start].fill(0);
+    bytes[end..].fill(0);
+    let given = release_pages(&mut bytes[start..end]);
+    if given == 0 {
+        bytes[start..end].fill(0);
+    }
+    given
+}
+
+/// The offsets within `bytes` of its first and past its last whole page (`end <= start`: none).
+fn whole_pages(bytes: &[u8]) -> (usize, usize) {
+    let (page, at) = (page_size(), bytes.as_ptr() as usize);
+    let start = at.next_multiple_of(page) - at;
+    let end = ((at + bytes.len()) / page * page).saturating_sub(at);
+    (start, end)
 }
 
 #[cfg(target_os = "linux")]
@@ -40,27 +57,28 @@ fn page_size() -> usize {
     usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1)
 }
 
+#[cfg(not(target_os = "linux"))]
+fn page_size() -> usize {
+    4096
+}
+
+/// Gives back `pages` (whole pages of anonymous memory): they read as zeros afterwards. Returns the bytes given
+/// back (0: not given back, contents unchanged).
 #[cfg(target_os = "linux")]
-fn release_pages(ptr: *mut u8, len: usize) -> usize {
-    let page = page_size();
-    let start = (ptr as usize).next_multiple_of(page);
-    let end = (ptr as usize + len) / page * page;
-    if end <= start {
-        return 0;
-    }
-    // SAFETY: [start, end) lies within the caller's buffer, whole pages of anonymous memory from the process's
-    // allocator (a heap chunk's header precedes the buffer, the next chunk's follows it); MADV_DONTNEED drops
-    // them and they read as zeros again, which is what the buffer held.
-    let rc = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+fn release_pages(pages: &mut [u8]) -> usize {
+    // SAFETY: `pages` are whole pages of the caller's buffer, anonymous memory from the process's allocator (a heap
+    // chunk's header precedes the buffer, the next chunk's follows it); MADV_DONTNEED drops them and they read as
+    // zeros again.
+    let rc = unsafe { libc::madvise(pages.as_mut_ptr().cast(), pages.len(), libc::MADV_DONTNEED) };
     if rc == 0 {
-        end - start
+        pages.len()
     } else {
         0
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn release_pages(_ptr: *mut u8, _len: usize) -> usize {
+fn release_pages(_pages: &mut [u8]) -> usize {
     0
 }
 
@@ -81,19 +99,24 @@ mod tests {
     }
 
     #[test]
-    fn released_zeros_leave_the_rss_and_still_read_as_zeros() {
+    fn a_zeroed_buffer_reads_zeros_and_is_resident_only_where_written() {
         let n = 8 << 20;
         let mut v = vec![1u8; n];
-        v.fill(0);
         assert!(resident_pages(&v) >= n / page_size());
-        let given = release_zeroed(&mut v);
+        let given = zero_bytes(&mut v);
         assert!(given >= n - 2 * page_size(), "gave back {given} of {n} bytes");
         assert!(resident_pages(&v) <= 2, "{} pages still resident", resident_pages(&v));
-        assert!(v.iter().all(|&b| b == 0));
+        assert!(v.iter().all(|&b| b == 0), "every byte zero, the partial pages at the ends too");
         v[n / 2] = 7;
         assert_eq!((v[n / 2], v.iter().filter(|&&b| b != 0).count()), (7, 1));
-        // below the floor: left alone
-        let mut small = vec![0u8; MIN_BYTES - 1];
-        assert_eq!(release_zeroed(&mut small), 0);
+        // below the floor, and a slice off page boundaries: zeroed by writing
+        let mut small = vec![1u8; MIN_BYTES - 1];
+        assert_eq!(zero_bytes(&mut small), 0);
+        assert!(small.iter().all(|&b| b == 0));
+        let mut odd = vec![1u8; 3 << 20];
+        let given = zero_bytes(&mut odd[5..(3 << 20) - 7]);
+        assert!(given > 0);
+        assert!(odd[5..(3 << 20) - 7].iter().all(|&b| b == 0));
+        assert_eq!((odd[4], odd[(3 << 20) - 7]), (1, 1), "nothing outside the slice touched");
     }
 }
