@@ -516,6 +516,9 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
     // the batch's series counts and earliest deadline, for the packed call's estimate
     let mut sizes: Vec<RequestSize> = Vec::new();
     let mut earliest: Option<Instant> = None;
+    // the estimate of the batch as packed so far: its first request's own (admission's), then each packed
+    // call's as the deadline check below makes it, so the call that runs is not planned once more
+    let mut priced: Option<f64> = None;
     while let Some(job) = st.queue.front() {
         let n = job.requests.len();
         let gone = job.reply.is_closed();
@@ -529,9 +532,11 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
             // with the margin admission gives every estimate.)
             let packed: Vec<RequestSize> = sizes.iter().chain(&job.sizes).copied().collect();
             let by = earliest.map_or(job.deadline, |e| e.min(job.deadline));
-            if backend.seconds(&packed).is_some_and(|t| now + secs(t * super::cost::MARGIN) > by) {
+            let estimate = backend.seconds(&packed);
+            if estimate.is_some_and(|t| now + secs(t * super::cost::MARGIN) > by) {
                 break;
             }
+            priced = estimate;
         }
         let job = st.pop().expect("front exists");
         if gone {
@@ -552,6 +557,9 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
                 format!("the request's deadline {why} after {} ms in the queue", waited.as_millis()),
             )));
         } else {
+            if batch.is_empty() {
+                priced = job.seconds;
+            }
             series += n;
             sizes.extend_from_slice(&job.sizes);
             earliest = Some(earliest.map_or(job.deadline, |e| e.min(job.deadline)));
@@ -561,11 +569,11 @@ fn next_batch(shared: &Shared, backend: &dyn Backend) -> Option<Vec<Job>> {
     shared.metrics.queued_series.set(st.queued as i64);
     st.running = !batch.is_empty();
     // The running call's end, by the engine's estimate of this merged call (what admission priced it at: see
-    // `finish_estimate`); else by its members' own estimates.
+    // `finish_estimate`; a lone request's own); else by its members' own estimates.
     st.running_until = match batch.is_empty() {
         true => None,
-        false => backend
-            .seconds(&sizes)
+        false => priced
+            .or_else(|| backend.seconds(&sizes))
             .or_else(|| batch.iter().map(|j| j.seconds).sum::<Option<f64>>())
             .map(|t| now + secs(t)),
     };
@@ -1098,8 +1106,9 @@ mod tests {
             Some(sizes.len() as f64)
         }
 
+        /// No results: the batch is answered with an error, which is all these tests need.
         fn forecast(&self, _: Vec<ForecastRequest>) -> Vec<engines::Result<ForecastResponse>> {
-            unreachable!("only estimates")
+            Vec::new()
         }
     }
 
@@ -1120,6 +1129,12 @@ mod tests {
         let done = finish_estimate(&st, &counting, 64, &sizes, 0.75, now).unwrap();
         assert!((done - 2.75).abs() < 1e-9, "{done}");
         assert_eq!(counting.0.load(Ordering::SeqCst), 0, "admission's own estimate, not a second one");
+        // queued and run alone: neither admission nor the running call's end plans it again
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let b = Batcher::start(counting.clone(), config(0, 64, 64), Arc::new(Metrics::new()));
+        let allow = Some(Allowance { own: 0.5, ahead: 10.0, time: 30.0 });
+        assert!(wait(b.submit(vec![series(1.0)], far(), "t", allow).unwrap()).is_err());
+        assert_eq!(counting.0.load(Ordering::SeqCst), 0);
     }
 
     #[test]
