@@ -27,6 +27,8 @@
 //! matrix and `w1`/`w3` as one `[D, 2F]` (one matmul each: a decode step reads each weight once), under names
 //! prefixed `predictor.` / `tokenizer.`.
 
+mod attention;
+
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
 use crate::graph::builder::{Attr, GraphBuilder};
@@ -35,6 +37,8 @@ use crate::kronos::config::{KronosConfig, DEP_HEADS, NORM_EPS, ROW_COLUMNS, TIME
 use crate::kronos::signature::{self as sig, dep_k_cache, dep_v_cache, inputs, outputs, ModelDims};
 use crate::signature::{k_cache, v_cache, DType, GraphKind, TensorSig};
 use crate::variant::CacheUpdate;
+pub use attention::QUERY_BLOCK;
+use attention::{causal_sdpa, folded_scale, sdpa, slot_mask};
 
 /// Rows of the rotary tables each part stores once (the most positions any graph of the bundle reads): the
 /// predictor's window, the tokenizer's longest encode or detokenize call.
@@ -129,11 +133,14 @@ fn declare_named(g: &mut GraphBuilder, outs: &[TensorSig], from: usize) {
 // --- weights
 
 /// The transposed `[in, out]` weight of the torch `Linear`s `prefixes` (their outputs concatenated), stored once as
-/// `{ns}.{first prefix}[+…].weight_t`, with their concatenated bias if they have one.
+/// `{ns}.{first prefix}[+…].weight_t`, with their concatenated bias if they have one. With `first_scale`, the first
+/// Linear's weight and bias are multiplied by it (an exact power of two, see [`folded_scale`]) and stored under
+/// `….first_scaled.…`.
 fn linear_weights(
     g: &mut GraphBuilder,
     part: Part,
     prefixes: &[&str],
+    first_scale: Option<f32>,
 ) -> Result<(String, Option<String>, usize, usize)> {
     let shapes = prefixes
         .iter()
@@ -147,16 +154,21 @@ fn linear_weights(
         });
     }
     let out: usize = shapes.iter().map(|s| s[0]).sum();
-    let key = format!("{}.{}", part.ns, prefixes.join("+"));
+    let mut key = format!("{}.{}", part.ns, prefixes.join("+"));
+    if first_scale.is_some() {
+        key.push_str(".first_scaled");
+    }
+    let scale_of = |k: usize| if k == 0 { first_scale.unwrap_or(1.0) } else { 1.0 };
     let w = g.weight(&format!("{key}.weight_t"), &[inp, out], DType::F32, || {
         let mut t = vec![0f32; inp * out];
         let mut col = 0;
-        for p in prefixes {
+        for (k, p) in prefixes.iter().enumerate() {
             let w = part.dir.values(&format!("{p}.weight"))?;
             let o = w.len() / inp;
+            let c = scale_of(k);
             for r in 0..o {
                 for i in 0..inp {
-                    t[i * out + col + r] = w[r * inp + i];
+                    t[i * out + col + r] = w[r * inp + i] * c;
                 }
             }
             col += o;
@@ -167,8 +179,9 @@ fn linear_weights(
     let bias = if has_bias {
         Some(g.weight(&format!("{key}.bias"), &[out], DType::F32, || {
             let mut b = Vec::with_capacity(out);
-            for p in prefixes {
-                b.extend(part.dir.values(&format!("{p}.bias"))?);
+            for (k, p) in prefixes.iter().enumerate() {
+                let c = scale_of(k);
+                b.extend(part.dir.values(&format!("{p}.bias"))?.into_iter().map(|v| v * c));
             }
             Ok(b)
         })?)
@@ -180,12 +193,19 @@ fn linear_weights(
 
 /// `x · Wᵀ (+ b)` for the torch `Linear` `prefix`.
 fn linear(g: &mut GraphBuilder, part: Part, prefix: &str, x: &str) -> Result<String> {
-    fused_linear(g, part, &[prefix], x).map(|mut v| v.remove(0))
+    fused_linear(g, part, &[prefix], x, None).map(|mut v| v.remove(0))
 }
 
-/// The `Linear`s `prefixes` on the same input as one matmul, split back into their outputs.
-fn fused_linear(g: &mut GraphBuilder, part: Part, prefixes: &[&str], x: &str) -> Result<Vec<String>> {
-    let (w, b, _, _) = linear_weights(g, part, prefixes)?;
+/// The `Linear`s `prefixes` on the same input as one matmul, split back into their outputs (the first scaled by
+/// `first_scale`, see [`linear_weights`]).
+fn fused_linear(
+    g: &mut GraphBuilder,
+    part: Part,
+    prefixes: &[&str],
+    x: &str,
+    first_scale: Option<f32>,
+) -> Result<Vec<String>> {
+    let (w, b, _, _) = linear_weights(g, part, prefixes, first_scale)?;
     let y = g.op("MatMul", &[x, &w], vec![]);
     let y = match b {
         Some(b) => g.binary("Add", &y, &b),
@@ -282,94 +302,6 @@ fn apply_rope(g: &mut GraphBuilder, x: &str, cos: &str, signed_sin: &str, dh: us
     g.binary("Add", &a, &b)
 }
 
-/// `where(keep, 0, −inf)`.
-fn additive(g: &mut GraphBuilder, keep: &str) -> String {
-    let zero = g.scalar(0.0);
-    let ninf = g.scalar(f32::NEG_INFINITY);
-    g.op("Where", &[keep, &zero, &ninf], vec![])
-}
-
-/// The slot mask `[R, 1, 1, T]` of rows whose valid slots are those below `bound[r]` (or at or below it with
-/// `inclusive`).
-fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: bool) -> String {
-    let slots = g.const_i64(&[t], &(0..t as i64).collect::<Vec<_>>());
-    let b = g.unsqueeze(bound, &[1]);
-    let keep = g.binary(if inclusive { "LessOrEqual" } else { "Less" }, &slots, &b);
-    let m = additive(g, &keep);
-    g.unsqueeze(&m, &[1, 2])
-}
-
-/// Query rows of one block of a causal attention over more positions (see [`causal_sdpa`]). 64: a block's scores
-/// are 2 MB per row (4 heads) at Kronos-mini's 2,048 positions, and the engine's exactness fixtures (windows of
-/// 128, contexts up to 160) run every kind of long graph in blocks.
-pub const QUERY_BLOCK: usize = 64;
-
-/// Which keys the queries at positions `first…first+rows−1` see among the keys `0…keys−1`: `[rows, keys]` booleans
-/// (a key at or before the query), built from positions. ONNX Runtime folds it into a constant at load: one byte
-/// per score, not the four of an additive mask.
-fn causal_keep(g: &mut GraphBuilder, first: usize, rows: usize, keys: usize) -> String {
-    let key = g.const_i64(&[1, keys], &(0..keys as i64).collect::<Vec<_>>());
-    let query = g.const_i64(&[rows, 1], &(first as i64..(first + rows) as i64).collect::<Vec<_>>());
-    g.binary("LessOrEqual", &key, &query)
-}
-
-/// Causal attention of `s` tokens at positions 0…S−1 (`q`, `k`, `v` `[R, H, S, dh]`). Over more than
-/// [`QUERY_BLOCK`] tokens the queries go in blocks of that many rows, each block's scores `[R, H, B, S]` against
-/// every key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
-/// attend over a whole window or context (prefill, recompute, encode, detokenize; 2,048 positions for Kronos-mini)
-/// then hold one block's scores at a time instead of `[R, H, S, S]` per layer. Each query row's softmax is over the
-/// same keys with the same mask values as unblocked, and every product sums over the same axis in the same order,
-/// so the rows are the same.
-fn causal_sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, s: usize, dh: usize) -> String {
-    let kt = g.transpose(k, &[0, 1, 3, 2]);
-    if s <= QUERY_BLOCK {
-        let keep = causal_keep(g, 0, s, s);
-        return attend(g, q, &kt, v, Mask::Keep(&keep), dh);
-    }
-    let sizes: Vec<usize> = (0..s).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(s - a)).collect();
-    let blocks = g.split(q, 2, &sizes);
-    let mut first = 0;
-    let mut outs = Vec::with_capacity(sizes.len());
-    for (qb, &rows) in blocks.iter().zip(&sizes) {
-        let keep = causal_keep(g, first, rows, s);
-        outs.push(attend(g, qb, &kt, v, Mask::Keep(&keep), dh));
-        first += rows;
-    }
-    let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
-    g.op("Concat", &outs, vec![("axis", Attr::Int(2))])
-}
-
-/// How an attention hides the keys a query must not see.
-enum Mask<'a> {
-    /// Added to the scores: 0 where seen, −inf where hidden.
-    Additive(&'a str),
-    /// Booleans, true where seen: the hidden scores become −inf (`Where`). The same softmax inputs as the additive
-    /// mask (a seen score + 0 is itself, a zero's sign aside, which no exponential sees), one byte per score.
-    Keep(&'a str),
-}
-
-/// `softmax(q·kᵀ·scale + mask)·v` over the last two axes.
-fn sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, mask: &str, dh: usize) -> String {
-    let kt = g.transpose(k, &[0, 1, 3, 2]);
-    attend(g, q, &kt, v, Mask::Additive(mask), dh)
-}
-
-/// [`sdpa`] with the keys already transposed (`kt` `[R, H, dh, T]`).
-fn attend(g: &mut GraphBuilder, q: &str, kt: &str, v: &str, mask: Mask, dh: usize) -> String {
-    let scores = g.binary("MatMul", q, kt);
-    let scale = g.scalar((1.0 / (dh as f64).sqrt()) as f32);
-    let scores = g.binary("Mul", &scores, &scale);
-    let scores = match mask {
-        Mask::Additive(m) => g.binary("Add", &scores, m),
-        Mask::Keep(keep) => {
-            let ninf = g.scalar(f32::NEG_INFINITY);
-            g.op("Where", &[keep, &scores, &ninf], vec![])
-        }
-    };
-    let p = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
-    g.binary("MatMul", &p, v)
-}
-
 /// Writes `update [R, heads, 1, dh]` into `cache [R, heads, T, dh]` at slot `write_pos[r]`, producing the graph
 /// output `out` (bind it to the input to update in place): `TensorScatter` (opset 24) or `ScatterND`.
 fn cache_write(
@@ -419,7 +351,9 @@ fn self_attention(
     let dh = d / heads;
     let r = ctx.bucket.rows;
     let p = |s: &str| format!("{prefix}.{s}");
-    let qkv = g.scoped("qkv", |g| fused_linear(g, part, &[&p("q_proj"), &p("k_proj"), &p("v_proj")], x))?;
+    let qkv = g.scoped("qkv", |g| {
+        fused_linear(g, part, &[&p("q_proj"), &p("k_proj"), &p("v_proj")], x, folded_scale(dh))
+    })?;
     // a step's one token per row is `[R, D]`: its heads are a reshape, no transpose
     let heads_of = |g: &mut GraphBuilder, y: &str| match span {
         Span::Causal { tokens } => split_heads(g, y, r, *tokens, heads, dh),
@@ -456,7 +390,7 @@ fn self_attention(
 /// `FeedForward` (m:271-281): `w2(silu(w1·x) ⊙ w3·x)`, `w1` and `w3` as one matmul.
 fn ffn(g: &mut GraphBuilder, part: Part, prefix: &str, x: &str) -> Result<String> {
     let (w1, w3, w2) = (format!("{prefix}.w1"), format!("{prefix}.w3"), format!("{prefix}.w2"));
-    let ab = g.scoped("w1+w3", |g| fused_linear(g, part, &[&w1, &w3], x))?;
+    let ab = g.scoped("w1+w3", |g| fused_linear(g, part, &[&w1, &w3], x, None))?;
     let s = g.op("Sigmoid", &[&ab[0]], vec![]);
     let silu = g.binary("Mul", &ab[0], &s);
     let h = g.binary("Mul", &silu, &ab[1]);
@@ -547,7 +481,7 @@ fn dep_keys_values(
 ) -> Result<(String, String)> {
     let part = ctx.predictor;
     let kv = g.scoped("dep_layer.cross_attn.kv", |g| {
-        fused_linear(g, part, &["dep_layer.cross_attn.k_proj", "dep_layer.cross_attn.v_proj"], h)
+        fused_linear(g, part, &["dep_layer.cross_attn.k_proj", "dep_layer.cross_attn.v_proj"], h, None)
     })?;
     let (r, dh) = (ctx.bucket.rows, ctx.m.dep_head_dim);
     let mut heads = |y: &str| match tokens {
@@ -568,6 +502,28 @@ fn pad_slots(g: &mut GraphBuilder, x: &str, s: usize, t: usize, out: &str) -> St
     g.op_to("Pad", &[x, &pads], out, vec![])
 }
 
+/// `x` itself, computed only once the nodes writing `outputs` have run. ONNX Runtime orders a graph's nodes by
+/// a depth-first walk back from its last node, so a layer's cache outputs, which nothing inside the graph reads,
+/// would run after the whole pass and keep every layer's keys and values (`[R, H, S, Dh]` each) alive until then:
+/// 16 MB at Kronos-small's 512 slots, a third of a prefill's activations. Reading one element of each output
+/// into the next layer's input makes the walk write them first and free them layer by layer. `Where` with a
+/// constant `false` condition passes `x` through bit for bit (`x + 0·first` would not: a −0 becomes +0, and an
+/// infinite key makes it NaN).
+fn after(g: &mut GraphBuilder, x: &str, outputs: &[&str]) -> String {
+    let (one, zero) = (g.scalar(1.0), g.scalar(0.0));
+    // folded to a constant `false` when the graph loads
+    let never = g.binary("Less", &one, &zero);
+    let mut x = x.to_string();
+    for out in outputs {
+        // the outputs are `[R, H, T, Dh]`: their first element
+        let (starts, ends) = (g.const_i64(&[4], &[0; 4]), g.const_i64(&[4], &[1; 4]));
+        let first = g.op("Slice", &[out, &starts, &ends], vec![]);
+        let first = g.reshape(&first, &[1]);
+        x = g.op("Where", &[&never, &first, &x], vec![]);
+    }
+    x
+}
+
 /// Prefill and recompute: the window's tokens at positions 0…S−1 through every layer; outputs at each row's
 /// `last` slot, the dependency keys/values of every slot, and (prefill) each layer's keys/values.
 fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()> {
@@ -579,11 +535,13 @@ fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
         let prefix = format!("transformer.{i}");
         let span = Span::Causal { tokens: s };
         let (y, k, v) = g.scoped(prefix.clone(), |g| block(g, part, &prefix, &x, ctx.m.heads, &span, ctx))?;
-        if keep_caches {
-            pad_slots(g, &k, s, t, &k_cache(i, true));
-            pad_slots(g, &v, s, t, &v_cache(i, true));
-        }
-        x = y;
+        x = if keep_caches {
+            let kc = pad_slots(g, &k, s, t, &k_cache(i, true));
+            let vc = pad_slots(g, &v, s, t, &v_cache(i, true));
+            after(g, &y, &[&kc, &vc])
+        } else {
+            y
+        };
     }
     let h = g.scoped("norm", |g| rms_norm(g, part, "norm.weight", &x))?;
     let (dk, dv) = dep_keys_values(g, ctx, &h, Some(s))?;
@@ -642,8 +600,10 @@ fn refine(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()> {
     } else {
         q_in
     };
-    let q =
-        g.scoped("dep_layer.cross_attn.q_proj", |g| linear(g, part, "dep_layer.cross_attn.q_proj", &q_in))?;
+    let q = g.scoped("dep_layer.cross_attn.q_proj", |g| {
+        let q = fused_linear(g, part, &["dep_layer.cross_attn.q_proj"], &q_in, folded_scale(dh))?;
+        Ok(q.into_iter().next().expect("one linear"))
+    })?;
     let q = g.reshape(&q, &[r, DEP_HEADS, 1, dh]);
     let mask = slot_mask(g, sig::LENGTH, ctx.window, false);
     let o = sdpa(g, &q, &dep_k_cache(false), &dep_v_cache(false), &mask, dh);
@@ -732,43 +692,7 @@ fn detokenize(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::WeightStore;
-    use crate::kronos::synth::{tiny_config, write_checkpoint};
-    use crate::variant::OpsetVariant;
-
-    /// The op types of bucket `b`'s graph (window 160) on the tiny checkpoint.
-    fn ops(b: Bucket) -> Vec<String> {
-        let d = tempfile::tempdir().unwrap();
-        let (p, t) = (d.path().join("predictor"), d.path().join("tokenizer"));
-        write_checkpoint(&p, &t, &tiny_config(), 3).unwrap();
-        let ckpt = KronosCheckpoint::load(&p, &t).unwrap();
-        let mut weights = WeightStore::create(&d.path().join("w.bin"), "w.bin").unwrap();
-        let mut g = GraphBuilder::new("g", &mut weights, OpsetVariant::Opset24);
-        let positions = Positions { predictor: 160, tokenizer: 160 };
-        kronos_graph(&mut g, &ckpt, &b, 160, positions, CacheUpdate::TensorScatter).unwrap();
-        let model = g.finish("", &[]).unwrap();
-        model.graph.unwrap().node.into_iter().map(|n| n.op_type).collect()
-    }
-
-    #[test]
-    fn long_causal_attention_runs_in_query_blocks() {
-        let softmaxes =
-            |kind, slots| ops(Bucket { kind, rows: 2, slots }).iter().filter(|o| *o == "Softmax").count();
-        // tiny: 2 predictor layers, 2 encoder blocks, 1 decoder block; 160 tokens are blocks of 64, 64 and 32
-        assert_eq!(QUERY_BLOCK, 64);
-        assert_eq!(softmaxes(GraphKind::Prefill, 160), 2 * 3);
-        assert_eq!(softmaxes(GraphKind::Encode, 160), 2 * 3);
-        assert_eq!(softmaxes(GraphKind::Detokenize, 160), 3);
-        assert_eq!(softmaxes(GraphKind::Recompute, 129), 2 * 3);
-        // up to one block: one softmax per attention, as before
-        assert_eq!(softmaxes(GraphKind::Prefill, 64), 2);
-        assert_eq!(softmaxes(GraphKind::Encode, 64), 2);
-        // a decode step attends over its cache in one piece (one query row)
-        assert_eq!(softmaxes(GraphKind::Decode, 160), 2);
-    }
-}
+mod tests;
 
 /// Planted defects of the engine's equivalence tests: switches that break one thing upstream does in a graph, so
 /// the tests can show they would catch it. Only in builds with the test-only `planted-defects` feature (the
