@@ -441,6 +441,35 @@ impl GraphRunner {
         })
     }
 
+    /// Zeroes rows `rows` (indices along the first axis) of f32 input `name`, giving their whole pages back to the
+    /// system: a row the graph will not read again for a while (a cache row whose contents are dead) then holds no
+    /// memory until it is written again, and reads as zeros. Written with zeros instead where the buffer is not
+    /// this runner's own anonymous memory (pinned, or shared with another graph). Returns the bytes given back.
+    pub fn release_input_rows(&mut self, name: &str, rows: &[usize]) -> Result<usize> {
+        let i = self.host_input(name)?;
+        let sig = &self.inputs[i].sig;
+        let row_len: usize = sig.shape.iter().skip(1).product();
+        let n_rows = sig.shape.first().copied().unwrap_or(0);
+        if let Some(&r) = rows.iter().find(|&&r| r >= n_rows) {
+            return Err(self.tensor_error(name, format!("row {r} of {n_rows}")));
+        }
+        let own = self.pinned.is_none() && self.inputs[i].shared_from.is_none();
+        let data = self.input_mut::<f32>(name)?;
+        let mut given = 0;
+        for &r in rows {
+            let row = &mut data[r * row_len..(r + 1) * row_len];
+            if own {
+                // SAFETY: the row's f32s viewed as bytes (same memory, any bit pattern is a valid u8).
+                let bytes =
+                    unsafe { std::slice::from_raw_parts_mut(row.as_mut_ptr().cast::<u8>(), row.len() * 4) };
+                given += host_zeroed::zero_bytes(bytes);
+            } else {
+                row.fill(0.0);
+            }
+        }
+        Ok(given)
+    }
+
     /// Whether the graph has an input `name` (shape-polymorphic graphs take the time mask as one).
     pub fn has_input(&self, name: &str) -> bool {
         Self::slot_index(&self.inputs, name).is_some()

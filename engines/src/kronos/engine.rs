@@ -74,6 +74,21 @@ impl std::fmt::Debug for KronosEngine {
     }
 }
 
+#[cfg(test)]
+impl KronosEngine {
+    /// Test hook: `f` on the loaded graph of `bucket` as the last call left it (`None`: not loaded).
+    pub(crate) fn inspect_loaded<T>(&self, bucket: Bucket, f: impl FnOnce(&GraphRunner) -> T) -> Option<T> {
+        let mut exec = self.lock();
+        if !exec.pool.is_loaded(bucket) {
+            return None;
+        }
+        let runner = exec.pool.take(bucket, 0, 0, u64::MAX, &[], || Err::<GraphRunner, ()>(())).ok()?;
+        let out = f(&runner);
+        exec.pool.put(bucket, runner);
+        Some(out)
+    }
+}
+
 impl KronosEngine {
     /// The engine of `manifest` (model `cfg`) within `budget` bytes, and its limits.
     pub fn load(

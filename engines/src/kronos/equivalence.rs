@@ -395,6 +395,47 @@ fn paths_do_not_depend_on_the_call_or_the_buckets() {
     assert_ne!(run(&[&other], KronosPins::default()).remove(0), alone[0]);
 }
 
+/// Memory: once a path's window slides it recomputes every step and never reads its layers' caches again, so the
+/// driver gives their pages back (they read as zeros); the dependency caches, which each recompute rewrites and the
+/// refine graph reads, stay. A path that never slides keeps its layers' caches.
+#[test]
+fn a_slid_paths_layer_caches_are_given_back() {
+    use exporter::bucket::Bucket;
+    use exporter::kronos::signature::{dep_k_cache, dep_v_cache};
+    use exporter::signature::GraphKind;
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine("k10", dir.path());
+    let k = kronos(&e);
+    let window = test_profile().family.unwrap()["window"].as_u64().unwrap() as usize;
+    let decode = Bucket::of(GraphKind::Decode, 1, window);
+    // (layer caches, all of them zeros, the dependency key cache zeros) of the one-row decode graph
+    let caches = || {
+        k.inspect_loaded(decode, |r| {
+            let zero = |n: &str| r.input::<f32>(n).unwrap().iter().all(|&x| x == 0.0);
+            let layers: Vec<&str> =
+                r.cache_inputs().filter(|n| *n != dep_k_cache(false) && *n != dep_v_cache(false)).collect();
+            (layers.len(), layers.iter().all(|n| zero(n)), zero(&dep_k_cache(false)))
+        })
+        .expect("the decode graph of one row is loaded")
+    };
+    let forecast = |name: &str| {
+        let c = case("k10", name);
+        let job = k.job_of_fields(c.requests[0].clone(), name).unwrap();
+        k.forecast_jobs(e.call(), &[&job], Default::default(), None).remove(0).unwrap();
+    };
+    // never slides (64 + 16 rows within max_context 128): the caches hold the last step's
+    forecast("greedy_daily");
+    let (layers, layers_zero, dep_zero) = caches();
+    assert!(layers >= 2 && !layers_zero && !dep_zero, "{:?}", caches());
+    // slides (56 + 16 rows, max_context 64)
+    forecast("slide");
+    assert_eq!(
+        caches(),
+        (layers, true, false),
+        "a slid path's layer caches are given back, its dependency cache kept"
+    );
+}
+
 /// Cost (`crate::cost`): the estimate of the ragged call just run (its series' counts) is the runs it made, graph
 /// by graph; every graph has a measured rate of its rows, so the engine prices what it plans; the counts the
 /// server passes (no `max_context`: the default, here the window) give the same plan for series at the default.

@@ -28,7 +28,7 @@ pub(super) fn zero_unresident(t: &mut DynTensor) -> usize {
 
 /// Zeroes `bytes` (anonymous memory of this process's allocator): its whole pages given back, the partial pages
 /// at either end written. Returns the bytes given back.
-fn zero_bytes(bytes: &mut [u8]) -> usize {
+pub(super) fn zero_bytes(bytes: &mut [u8]) -> usize {
     let (start, end) = whole_pages(bytes);
     if bytes.len() < MIN_BYTES || end <= start {
         bytes.fill(0);
