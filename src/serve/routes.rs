@@ -346,11 +346,25 @@ async fn forecast_v1(
     let leaving = Leaving::new(ticket.clone());
     let bytes = read_body(&svc, &ticket, &headers, body).await?;
     ticket.keep_slot(svc.enter()?);
-    let (svc2, t2) = (svc.clone(), ticket.clone());
-    // Always off the async workers: a line's timestamps and calendar cost more than its bytes.
-    let mut dataset = svc.off_runtime(move || decode_v1(&svc2, &t2, &bytes, format)).await?;
-    let reqs = take_requests(&mut dataset);
-    let (mut responses, timing) = svc.forecast(reqs, header_timeout(&headers)?, &rid, &ticket).await?;
+    // (a bad header is refused after the body's own errors, as the decode finds them first)
+    let timeout = header_timeout(&headers);
+    let (svc2, t2, rid2, span) = (svc.clone(), ticket.clone(), rid.clone(), tracing::Span::current());
+    // Always off the async workers: a line's timestamps and calendar cost more than its bytes. The decode queues
+    // the requests itself, so the engine thread hears of them without a hop back to the runtime first.
+    let (dataset, queued) = svc
+        .off_runtime(move || {
+            let mut dataset = decode_v1(&svc2, &t2, &bytes, format)?;
+            drop(bytes);
+            let reqs = take_requests(&mut dataset);
+            let timeout = timeout?;
+            t2.check_here()?;
+            match span.in_scope(|| svc2.submit(reqs, timeout, &rid2, &t2))? {
+                Ok(queued) => Ok((dataset, queued)),
+                Err(refused) => Err(refused.explain(&svc2.engine)),
+            }
+        })
+        .await?;
+    let (mut responses, timing) = svc.answer(queued, &rid).await?;
     if !write_samples {
         responses.iter_mut().for_each(|r| r.samples = None);
     }
@@ -410,10 +424,14 @@ pub(super) fn decode_requests(
     ];
     let bounds = data::json::Bounds { meter: ticket, limits: &keys };
     let limits = svc.engine.info().request_limits();
-    let mut dataset = data::parse_json(bytes, format, source, opts, &Overrides::default(), &limits, &bounds)
-        .map_err(|e| {
-            ticket.take_refusal().unwrap_or_else(|| v1_hint(ServeError::bad_request(e.to_string()), format))
-        })?;
+    let mut dataset =
+        data::parse_json_text(text, format, source, opts, &Overrides::default(), &limits, &bounds).map_err(
+            |e| {
+                ticket
+                    .take_refusal()
+                    .unwrap_or_else(|| v1_hint(ServeError::bad_request(e.to_string()), format))
+            },
+        )?;
     let sizes: Vec<RequestSize> = dataset.series.iter().map(|s| RequestSize::of(&s.request)).collect();
     svc.check_size(&sizes, source)?;
     for s in &mut dataset.series {

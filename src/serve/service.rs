@@ -271,6 +271,29 @@ impl Service {
         request_id: &str,
         ticket: &Arc<Ticket>,
     ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
+        let queued = match self.submit(requests, timeout, request_id, ticket)? {
+            Ok(q) => q,
+            // the bisection that names what would fit is CPU work, off the runtime's workers
+            Err(refused) => {
+                let engine = self.engine.clone();
+                return Err(self.off_runtime(move || Ok(refused.explain(&engine))).await?);
+            }
+        };
+        self.answer(queued, request_id).await
+    }
+
+    /// The first half of [`Service::forecast`], for a caller that is not on the async workers (a decode on the
+    /// blocking pool queues its request itself, so the engine thread hears of it without a hop back to the
+    /// runtime first): the checks before queuing, the request's estimate against the time it may take, and the
+    /// job queued. `Ok(Err(_))`: refused on its estimate alone, to be explained (CPU work: not on the async
+    /// workers). [`Service::answer`] awaits the result.
+    pub fn submit(
+        &self,
+        requests: Vec<ForecastRequest>,
+        timeout: Option<Duration>,
+        request_id: &str,
+        ticket: &Arc<Ticket>,
+    ) -> Result<Result<Queued, Refused>, ServeError> {
         // Reaching here, the request was accepted (received in full): it is served even if SIGTERM came
         // while it was uploading.
         self.readiness.check_accepted().inspect_err(|e| {
@@ -281,20 +304,29 @@ impl Service {
         let budget = timeout.map_or(self.limits.request_timeout, |t| t.min(self.limits.request_timeout));
         let deadline = Instant::now() + budget;
         // Cost in seconds: a request that cannot finish within what it may take is refused before it is queued
-        // (one plan, here; the bisection that names what would fit is CPU work, off the runtime's workers).
+        // (one plan, here; the bisection that names what would fit is left to the caller).
         let sizes: Vec<RequestSize> = requests.iter().map(RequestSize::of).collect();
         let allowance = match super::cost::admit(&self.engine, &sizes, budget, self.limits.request_timeout) {
             Ok(a) => a,
             Err(refusal) => {
                 self.metrics.reject(super::cost::REJECT_REASON);
-                let engine = self.engine.clone();
-                return Err(self.off_runtime(move || Ok(refusal.explain(&engine, &sizes))).await?);
+                return Ok(Err(Refused { refusal, sizes }));
             }
         };
         let shadow_copy = self.shadow.as_ref().filter(|s| s.sample()).map(|_| requests.clone());
         // The job holds the ticket: a client that leaves does not give back what its queued or running job holds.
         let hold = Box::new(ticket.clone());
         let rx = self.batcher.submit_holding(requests, deadline, request_id, allowance, hold)?;
+        Ok(Ok(Queued { rx, deadline, budget, shadow_copy }))
+    }
+
+    /// The second half of [`Service::forecast`]: waits for a [`Queued`] job's answer within its deadline.
+    pub async fn answer(
+        &self,
+        queued: Queued,
+        request_id: &str,
+    ) -> Result<(Vec<ForecastResponse>, Timing), ServeError> {
+        let Queued { rx, deadline, budget, shadow_copy } = queued;
         let done = match tokio::time::timeout_at(deadline.into(), rx).await {
             Err(_) => {
                 self.metrics.reject(Overload::Deadline.label());
@@ -331,6 +363,29 @@ impl Service {
             shadow.offer(reqs, responses.clone(), request_id);
         }
         Ok((responses, timing))
+    }
+}
+
+/// A request queued by [`Service::submit`]: what [`Service::answer`] waits on.
+pub struct Queued {
+    rx: tokio::sync::oneshot::Receiver<Result<super::batcher::Done, ServeError>>,
+    deadline: Instant,
+    /// The time it may take (its deadline's distance when queued), for messages.
+    budget: Duration,
+    /// The requests, when the shadow takes this one.
+    shadow_copy: Option<Vec<ForecastRequest>>,
+}
+
+/// A request [`Service::submit`] refused on its estimate alone.
+pub struct Refused {
+    refusal: super::cost::Refusal,
+    sizes: Vec<RequestSize>,
+}
+
+impl Refused {
+    /// The 429 naming the estimate and what would fit (a bisection of estimates: CPU work, for the blocking pool).
+    pub fn explain(self, engine: &Engine) -> ServeError {
+        self.refusal.explain(engine, &self.sizes)
     }
 }
 

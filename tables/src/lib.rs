@@ -265,6 +265,20 @@ pub fn parse_json(
 ) -> Result<Dataset> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| DataError::input(source, "the file is not UTF-8 text", "save it as UTF-8 JSON"))?;
+    parse_json_text(text, format, source, opts, overrides, limits, bounds)
+}
+
+/// [`parse_json`] of text already checked to be UTF-8 (a server checks its body once, before counting its
+/// requests).
+pub fn parse_json_text(
+    text: &str,
+    format: Format,
+    source: &str,
+    opts: &ReadOptions,
+    overrides: &Overrides,
+    limits: &Limits,
+    bounds: &json::Bounds<'_>,
+) -> Result<Dataset> {
     let lines = format == Format::JsonLines;
     let (series, kind) = json::read_bounded(text, lines, source, opts, overrides, limits, bounds)?;
     let has_id = series.iter().any(|s| s.request.id.is_some());
