@@ -106,8 +106,9 @@ fn request(
     tally: &Tally<'_>,
 ) -> Result<Series> {
     let unit = opts.timestamp_unit;
-    let Line { mut fields, extra } = bounded::from_json_slice_seed(text.as_bytes(), tally, LineSeed(tally))
-        .map_err(|e| json_error(text, at, &e))?;
+    let Line { mut fields, extra } =
+        bounded::from_json_slice_seed(text.as_bytes(), tally, LineSeed(tally, unit))
+            .map_err(|e| json_error(text, at, &e))?;
     let calendar = request_calendar(&extra, at, &opts.calendar)?;
     if extra.timestamps.is_none() && calendar.is_some() {
         return Err(DataError::input(
@@ -280,6 +281,7 @@ fn parse_stamps(value: &Loose<Vec<RawStamp>>, len: usize, at: &str, unit: EpochU
             // the location is formatted only for an error (one per timestamp was an eighth of a decode)
             let where_ = || Loc::Index(i).at(at);
             match item {
+                RawStamp::Stamp(s) => Ok(*s),
                 RawStamp::Text(s) => parse_text(s, unit).map_err(|m| DataError::at(where_(), m)),
                 RawStamp::Int(x) => epoch(*x, unit).map_err(|m| DataError::at(where_(), m)),
                 RawStamp::Number(n) => {
@@ -316,8 +318,11 @@ enum Loose<T> {
     Not,
 }
 
-/// One entry of `timestamps` as written.
+/// One entry of `timestamps` as written: a text already read as a timestamp (most entries: no copy of the text
+/// is kept), or kept as written for [`parse_stamps`] to name its problem where the request's checks come to it.
 enum RawStamp {
+    Stamp(Stamp),
+    /// Text that is not a timestamp, as written.
     Text(String),
     Int(i64),
     /// A number that is not an integer epoch, as written.
@@ -327,8 +332,9 @@ enum RawStamp {
 }
 
 /// Decodes a [`Line`]; the tally is the decode's, for what this reader's own fields build beyond
-/// [`engines::bounded`]'s bound per item (their entries are larger than a number).
-struct LineSeed<'t, 'm>(&'t Tally<'m>);
+/// [`engines::bounded`]'s bound per item (their entries are larger than a number); the unit is that of integer
+/// epochs written as text (`--timestamp-unit`).
+struct LineSeed<'t, 'm>(&'t Tally<'m>, EpochUnit);
 
 impl<'de> de::DeserializeSeed<'de> for LineSeed<'_, '_> {
     type Value = Line;
@@ -347,7 +353,8 @@ impl<'de> Visitor<'de> for LineSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Line, A::Error> {
         let mut extra = Extra::default();
-        let fields = de::Deserialize::deserialize(Split { map, extra: &mut extra, tally: self.0 })?;
+        let fields =
+            de::Deserialize::deserialize(Split { map, extra: &mut extra, tally: self.0, unit: self.1 })?;
         Ok(Line { fields, extra })
     }
 }
@@ -357,6 +364,7 @@ struct Split<'e, 't, 'm, A> {
     map: A,
     extra: &'e mut Extra,
     tally: &'t Tally<'m>,
+    unit: EpochUnit,
 }
 
 impl<'de, A: MapAccess<'de>> Deserializer<'de> for Split<'_, '_, '_, A> {
@@ -414,7 +422,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Split<'_, '_, '_, A> {
             match self.map.next_key::<Key>()? {
                 None => return Ok(None),
                 Some(Key::Timestamps) => {
-                    self.extra.timestamps = Some(self.map.next_value_seed(StampsSeed(self.tally))?)
+                    self.extra.timestamps = Some(self.map.next_value_seed(StampsSeed(self.tally, self.unit))?)
                 }
                 Some(Key::Calendar) => self.extra.calendar = Some(self.map.next_value_seed(TextSeed)?),
                 Some(Key::Timezone) => self.extra.timezone = Some(self.map.next_value_seed(TextSeed)?),
@@ -540,8 +548,8 @@ impl<'de> Visitor<'de> for HolidaysSeed<'_, '_> {
     loose_otherwise!();
 }
 
-/// `timestamps`: an array of ISO 8601 strings or integer epochs, each entry kept as written.
-struct StampsSeed<'t, 'm>(&'t Tally<'m>);
+/// `timestamps`: an array of ISO 8601 strings or integer epochs, each entry read as a timestamp or kept as written.
+struct StampsSeed<'t, 'm>(&'t Tally<'m>, EpochUnit);
 
 impl<'de> de::DeserializeSeed<'de> for StampsSeed<'_, '_> {
     type Value = Loose<Vec<RawStamp>>;
@@ -560,7 +568,7 @@ impl<'de> Visitor<'de> for StampsSeed<'_, '_> {
     }
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> std::result::Result<Self::Value, S::Error> {
         let mut stamps = Vec::new();
-        while let Some(stamp) = seq.next_element_seed(StampSeed)? {
+        while let Some(stamp) = seq.next_element_seed(StampSeed(self.1))? {
             charge(self.0, entry_bytes::<RawStamp>())?;
             stamps.push(stamp);
         }
@@ -569,7 +577,7 @@ impl<'de> Visitor<'de> for StampsSeed<'_, '_> {
     loose_otherwise!();
 }
 
-struct StampSeed;
+struct StampSeed(EpochUnit);
 
 impl<'de> de::DeserializeSeed<'de> for StampSeed {
     type Value = RawStamp;
@@ -584,7 +592,8 @@ impl<'de> Visitor<'de> for StampSeed {
         f.write_str("a timestamp")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<RawStamp, E> {
-        Ok(RawStamp::Text(v.to_string()))
+        // the text is kept only when it is not a timestamp (its message is made where it is reported)
+        Ok(parse_text(v, self.0).map_or_else(|_| RawStamp::Text(v.to_string()), RawStamp::Stamp))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<RawStamp, E> {
         Ok(RawStamp::Int(v))
