@@ -41,6 +41,8 @@ type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Ful
 struct Sample {
     status: u16,
     latency: Duration,
+    /// When its answer arrived, from the phase's start.
+    done: Duration,
     /// The server's engine-call time for it (`Server-Timing: compute`).
     compute_ms: Option<f64>,
     queue_ms: Option<f64>,
@@ -59,6 +61,8 @@ struct Phase {
     /// Anything else: other statuses and transport errors.
     errors: usize,
     throughput_rps: f64,
+    /// Answers a second over the phase's steady part (see [`steady_rps`]).
+    steady_rps: f64,
     p50_ms: f64,
     p99_ms: f64,
     server_queue_p50_ms: f64,
@@ -98,8 +102,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     for &n in &a.clients {
         let p = rt.block_on(phase(&client, &server, &body, n, &a, format!("{n} client(s)")))?;
         println!(
-            "  {:>4} clients: {:>8.1} req/s, p50 {:.2} ms, p99 {:.2} ms, occupancy {:.2}, {} ok / {} requests",
-            n, p.throughput_rps, p.p50_ms, p.p99_ms, p.batch_occupancy, p.ok, p.requests
+            "  {:>4} clients: {:>8.1} req/s ({:.2} steady), p50 {:.2} ms, p99 {:.2} ms, occupancy {:.2}, {} ok / {} requests",
+            n, p.throughput_rps, p.steady_rps, p.p50_ms, p.p99_ms, p.batch_occupancy, p.ok, p.requests
         );
         phases.push(p);
     }
@@ -127,16 +131,17 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     let overhead_ms = one.map(|p| p.p50_ms - engine_ms);
     println!();
     println!(
-        "| clients | req/s | p50 ms | p99 ms | server queue p50 ms | engine call p50 ms | HTTP − engine call p50 ms | series per engine call | 200 | 429 | 503 | errors | server RSS MB after |"
+        "| clients | req/s | steady req/s | p50 ms | p99 ms | server queue p50 ms | engine call p50 ms | HTTP − engine call p50 ms | series per engine call | 200 | 429 | 503 | errors | server RSS MB after |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let all: Vec<&Phase> = phases.iter().chain(overload.as_ref().map(|o| &o.0)).collect();
     for p in &all {
         println!(
-            "| {}{} | {:.1} | {:.2} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} | {:.0} |",
+            "| {}{} | {:.1} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} | {:.0} |",
             p.clients,
             if p.name == "overload" { " (overload, queue 8, in-flight 16)" } else { "" },
             p.throughput_rps,
+            p.steady_rps,
             p.p50_ms,
             p.p99_ms,
             p.server_queue_p50_ms,
@@ -164,16 +169,20 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Repeated client counts (`--clients 1,8,1,8`) interleave the phases, so a machine whose speed drifts
     // affects both sides of the ratio alike; each side is the mean over its phases.
-    let mean_rps = |n: usize| {
-        let v: Vec<f64> = phases.iter().filter(|p| p.clients == n).map(|p| p.throughput_rps).collect();
+    let mean_rps = |n: usize, rate: fn(&Phase) -> f64| {
+        let v: Vec<f64> = phases.iter().filter(|p| p.clients == n).map(rate).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
-    let ratio = match (mean_rps(1), mean_rps(8)) {
+    let ratio_of = |rate: fn(&Phase) -> f64| match (mean_rps(1, rate), mean_rps(8, rate)) {
         (Some(one), Some(eight)) => Some(eight / one),
         _ => None,
     };
-    if let Some(r) = ratio {
-        println!("throughput 8 clients / 1 client: {r:.2}× (mean req/s over the phases of each)");
+    let (ratio, whole) = (ratio_of(|p| p.steady_rps), ratio_of(|p| p.throughput_rps));
+    if let (Some(r), Some(w)) = (ratio, whole) {
+        println!(
+            "throughput 8 clients / 1 client: {r:.2}× over the phases' steady parts ({w:.2}× over whole phases; \
+             mean req/s over the phases of each)"
+        );
     }
 
     let mut failed = Vec::new();
@@ -203,7 +212,8 @@ pub fn run(a: BenchServeArgs) -> anyhow::Result<ExitCode> {
             "engine": a.engine, "context": a.context, "horizon": a.horizon, "samples": a.samples,
             "queue_delay_ms": a.queue_delay_ms, "engine_alone_ms": engine_ms, "phases": phases,
             "overload": overload.as_ref().map(|o| &o.0), "rss_mb_before": rss_before, "rss_mb_after": rss_after,
-            "overhead_ms": overhead_ms, "throughput_ratio_8_over_1": ratio, "failures": failed,
+            "overhead_ms": overhead_ms, "throughput_ratio_8_over_1": ratio,
+            "throughput_ratio_8_over_1_whole_phases": whole, "failures": failed,
         });
         exporter::fsutil::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
@@ -400,6 +410,24 @@ fn timing(header: Option<&hyper::header::HeaderValue>, metric: &str) -> Option<f
         .ok()
 }
 
+/// Answers a second over a phase's steady part, from `answers` (each 200's arrival since the phase's start and
+/// its engine call's time): from its first answer to its last, counting those after the first engine call's
+/// (the answers with the first one's `Server-Timing: compute`, the same call's). A closed-loop burst's first call
+/// holds only the request that reached the idle engine first (queue delay 0; the other clients' requests wait
+/// through it): a start-up transient of the phase, one lone call in a phase of a few calls, not the rate the
+/// server keeps. NaN with fewer than two calls.
+fn steady_rps(answers: &[(Duration, Option<f64>)]) -> f64 {
+    let Some(&(first, call)) = answers.iter().min_by_key(|a| a.0) else {
+        return f64::NAN;
+    };
+    let later: Vec<Duration> =
+        answers.iter().filter(|a| call.is_none() || a.1 != call).map(|a| a.0).collect();
+    match later.iter().max() {
+        Some(&last) if last > first => later.len() as f64 / (last - first).as_secs_f64(),
+        _ => f64::NAN,
+    }
+}
+
 /// `n` closed-loop clients for the phase's time or request budget.
 async fn phase(
     client: &HttpClient,
@@ -435,11 +463,18 @@ async fn phase(
                         Sample {
                             status: if ok { status } else { 0 },
                             latency: t.elapsed(),
+                            done: start.elapsed(),
                             compute_ms: timing(st.as_ref(), "compute"),
                             queue_ms: timing(st.as_ref(), "queue"),
                         }
                     }
-                    Err(_) => Sample { status: 0, latency: t.elapsed(), compute_ms: None, queue_ms: None },
+                    Err(_) => Sample {
+                        status: 0,
+                        latency: t.elapsed(),
+                        done: start.elapsed(),
+                        compute_ms: None,
+                        queue_ms: None,
+                    },
                 };
                 let backoff = matches!(sample.status, 429 | 503);
                 samples.lock().expect("samples").push(sample);
@@ -480,6 +515,9 @@ async fn phase(
         rejected_503: count(&|s| s == 503),
         errors: count(&|s| !matches!(s, 200 | 429 | 503)),
         throughput_rps: ok as f64 / seconds,
+        steady_rps: steady_rps(
+            &samples.iter().filter(|s| s.status == 200).map(|s| (s.done, s.compute_ms)).collect::<Vec<_>>(),
+        ),
         p50_ms: percentile(&mut lat, 0.5),
         p99_ms: percentile(&mut lat, 0.99),
         server_queue_p50_ms: percentile(&mut queue, 0.5),
@@ -509,6 +547,28 @@ mod tests {
         let mut v = vec![3.0, 1.0, 2.0];
         assert_eq!(percentile(&mut v, 0.5), 2.0);
         assert!(percentile(&mut [], 0.5).is_nan());
+    }
+
+    #[test]
+    fn the_steady_rate_leaves_out_the_first_engine_call() {
+        let at = |ms: u64, call: f64| (Duration::from_millis(ms), Some(call));
+        // 8 closed-loop clients: a lone first call of 1 s, then calls of 8 every 4 s
+        let mut eight = vec![at(1000, 1000.0)];
+        for k in 1..=5u64 {
+            eight.extend((0..8).map(|i| at(1000 + 4000 * k + i, 4000.0 + k as f64)));
+        }
+        // 40 answers after the first call, over 20.007 s; the whole phase's 41 / 21.007 s would be 1.95
+        let r = steady_rps(&eight);
+        assert!((r - 40.0 / 20.007).abs() < 1e-9, "{r}");
+        // a first call of 8 (its batch-mates share its engine time): none of them counts
+        let mut full = (0..8).map(|i| at(4000 + i, 4000.0)).collect::<Vec<_>>();
+        full.extend((0..8).map(|i| at(8000 + i, 4001.0)));
+        assert!((steady_rps(&full) - 8.0 / 4.007).abs() < 1e-9);
+        // one client: every answer after the first, over the time since it
+        let one: Vec<_> = (1..=10u64).map(|k| at(1000 * k, 1000.0 + k as f64)).collect();
+        assert!((steady_rps(&one) - 1.0).abs() < 1e-9);
+        // a single call has no steady part
+        assert!(steady_rps(&[at(5, 5.0)]).is_nan() && steady_rps(&[]).is_nan());
     }
 
     #[test]
