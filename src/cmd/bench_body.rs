@@ -13,6 +13,8 @@
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use engines::engine::Engine;
+use engines::request::{ForecastRequest, Overrides};
 use exporter::registry::family::Capabilities;
 use serde_json::json;
 
@@ -153,6 +155,20 @@ fn wall_clocks(first: usize, count: usize, step: i64) -> anyhow::Result<Vec<Stri
             Ok(t.strftime("%Y-%m-%dT%H:%M:%S").to_string())
         })
         .collect()
+}
+
+/// The one request of `body`, read as `POST /v1/forecast` reads it.
+pub fn decode(engine: &Engine, body: &[u8]) -> anyhow::Result<ForecastRequest> {
+    let limits = engine.info().request_limits();
+    let opts = tables::ReadOptions::default();
+    let at = "benchmark request";
+    let bounds = tables::json::Bounds::NONE;
+    let mut data =
+        tables::parse_json(body, tables::Format::Json, at, &opts, &Overrides::default(), &limits, &bounds)?;
+    match data.series.len() {
+        1 => Ok(data.series.swap_remove(0).request),
+        n => bail!("the benchmark body holds {n} requests, not 1"),
+    }
 }
 
 #[cfg(test)]

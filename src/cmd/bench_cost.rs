@@ -20,6 +20,7 @@ use engines::engine::{Engine, LoadOptions};
 use engines::request::ForecastRequest;
 
 use crate::cli::BenchCostArgs;
+use crate::cmd::bench_body::{decode, request_body, BodySpec};
 use crate::cmd::bench_support::bench_series;
 use crate::serve::cost::Allowance;
 
@@ -208,20 +209,29 @@ fn measure(engine: &Engine, s: RequestSize, deadline: Duration, runs: usize) -> 
     Ok(row)
 }
 
-/// The series of a request of `s`'s counts (the bench's synthetic series), admitted.
+/// The series of a request of `s`'s counts (the bench's synthetic series), admitted. A family that reads each
+/// point's wall clock gets `totoc bench serve`'s body for it (its columns, `timestamps`, `future_timestamps`),
+/// read as `POST /v1/forecast` reads it.
 fn requests(engine: &Engine, s: RequestSize, name: &str) -> anyhow::Result<Vec<ForecastRequest>> {
+    let caps = engine.info().model.capabilities();
     (0..s.series)
         .map(|i| {
-            let mut r = ForecastRequest {
-                id: None,
-                target: bench_series(s.context, s.variates),
-                id_mask: vec![0; s.variates],
-                horizon: s.horizon,
-                samples: s.samples,
-                quantiles: if s.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() },
-                seed: if s.samples > 0 { i as u64 + 1 } else { 0 },
-                ..ForecastRequest::default()
+            let mut r = if caps.reads_timestamps {
+                let spec =
+                    BodySpec { context: s.context, horizon: s.horizon, samples: s.samples, frequency: None };
+                decode(engine, &request_body(caps, &spec)?)?
+            } else {
+                ForecastRequest {
+                    id: None,
+                    target: bench_series(s.context, s.variates),
+                    id_mask: vec![0; s.variates],
+                    horizon: s.horizon,
+                    samples: s.samples,
+                    ..ForecastRequest::default()
+                }
             };
+            r.quantiles = if s.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() };
+            r.seed = if s.samples > 0 { i as u64 + 1 } else { 0 };
             engine.admit(&mut r, name).with_context(|| format!("request {name}"))?;
             Ok(r)
         })

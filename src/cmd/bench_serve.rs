@@ -25,14 +25,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use engines::engine::{Engine, LoadOptions};
-use engines::request::{ForecastRequest, Overrides};
+
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
 use crate::cli::BenchServeArgs;
-use crate::cmd::bench_body::{request_body, BodySpec};
+use crate::cmd::bench_body::{decode, request_body, BodySpec};
 use crate::cmd::bench_support::engine_options;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
@@ -251,20 +251,6 @@ fn engine_alone(a: &BenchServeArgs) -> anyhow::Result<(f64, Bytes)> {
         out.into_iter().next().context("one result")??;
     }
     Ok((percentile(&mut times, 0.5), body))
-}
-
-/// The one request of `body`, read as `POST /v1/forecast` reads it.
-fn decode(engine: &Engine, body: &[u8]) -> anyhow::Result<ForecastRequest> {
-    let limits = engine.info().request_limits();
-    let opts = tables::ReadOptions::default();
-    let at = "benchmark request";
-    let bounds = tables::json::Bounds::NONE;
-    let mut data =
-        tables::parse_json(body, tables::Format::Json, at, &opts, &Overrides::default(), &limits, &bounds)?;
-    match data.series.len() {
-        1 => Ok(data.series.swap_remove(0).request),
-        n => bail!("the benchmark body holds {n} requests, not 1"),
-    }
 }
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {

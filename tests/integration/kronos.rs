@@ -488,3 +488,30 @@ fn forecast_reads_kronos_requests_and_refuses_bad_input() {
         eprintln!("{what}: {}", e.trim());
     }
 }
+
+/// `totoc bench cost` prices and times Kronos requests: its synthetic series carry the candle columns and wall
+/// clocks the family reads (it refused them for want of `timestamps` before).
+#[test]
+fn bench_cost_prices_and_times_kronos_requests() {
+    let engine = shared_k10_engine().to_str().unwrap();
+    let out = totoc_ok(&[
+        "bench",
+        "cost",
+        "--engine",
+        engine,
+        "--request",
+        "1x1x8x0",
+        "--request",
+        "2x1x8x3",
+        "--context",
+        "64",
+        "--runs",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    for row in ["1×1 h8 s0", "2×1 h8 s3"] {
+        let line = out.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("no row {row}: {out}"));
+        assert!(line.contains(" yes "), "admitted and timed: {line}");
+    }
+}
