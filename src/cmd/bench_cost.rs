@@ -214,22 +214,23 @@ fn measure(engine: &Engine, s: RequestSize, deadline: Duration, runs: usize) -> 
 /// read as `POST /v1/forecast` reads it.
 fn requests(engine: &Engine, s: RequestSize, name: &str) -> anyhow::Result<Vec<ForecastRequest>> {
     let caps = engine.info().model.capabilities();
+    // one series, built (and for a wall-clock family decoded) once: the request's series differ only in seed
+    let series = if caps.reads_timestamps {
+        let spec = BodySpec { context: s.context, horizon: s.horizon, samples: s.samples, frequency: None };
+        decode(engine, &request_body(caps, &spec)?)?
+    } else {
+        ForecastRequest {
+            id: None,
+            target: bench_series(s.context, s.variates),
+            id_mask: vec![0; s.variates],
+            horizon: s.horizon,
+            samples: s.samples,
+            ..ForecastRequest::default()
+        }
+    };
     (0..s.series)
         .map(|i| {
-            let mut r = if caps.reads_timestamps {
-                let spec =
-                    BodySpec { context: s.context, horizon: s.horizon, samples: s.samples, frequency: None };
-                decode(engine, &request_body(caps, &spec)?)?
-            } else {
-                ForecastRequest {
-                    id: None,
-                    target: bench_series(s.context, s.variates),
-                    id_mask: vec![0; s.variates],
-                    horizon: s.horizon,
-                    samples: s.samples,
-                    ..ForecastRequest::default()
-                }
-            };
+            let mut r = series.clone();
             r.quantiles = if s.samples > 0 { vec![0.1, 0.5, 0.9] } else { Vec::new() };
             r.seed = if s.samples > 0 { i as u64 + 1 } else { 0 };
             engine.admit(&mut r, name).with_context(|| format!("request {name}"))?;
