@@ -23,7 +23,7 @@ pub(crate) fn fixtures() -> PathBuf {
 }
 
 /// The test profile: every fixture case (up to 3 series of up to 150 rows, horizons up to 16, max_context up to
-/// 128), a call of 9 series, 1,000 paths.
+/// 128), a call of 9 series, 1,000 paths; long passes in spans of 64 positions.
 pub(crate) fn test_profile() -> Profile {
     Profile {
         name: "test".into(),
@@ -40,6 +40,9 @@ pub(crate) fn test_profile() -> Profile {
             "prefill": [{"rows": 1, "slots": 64}, {"rows": 1, "slots": 128}, {"rows": 9, "slots": 128}],
             "detokenize": [{"rows": 16, "slots": 128}, {"rows": 64, "slots": 128}],
             "rows": [1, 4, 16, 64],
+            // long passes in spans of one query block: every fixture's encode, prefill, recompute and detokenize
+            // runs in several
+            "span": 64,
         })),
     }
 }

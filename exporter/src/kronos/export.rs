@@ -8,7 +8,7 @@ use std::path::Path;
 
 use prost::Message;
 
-use super::graph::{kronos_graph, Positions};
+use super::graph::{kronos_graph, Positions, Shape};
 use super::ladder::{buckets, memory_bytes, KronosSettings};
 use super::manifest::{KronosGraphFile, KronosProfileEntry};
 use super::signature::{inputs, outputs, ModelDims};
@@ -26,10 +26,12 @@ use crate::registry::family::{AnyConfig, FamilyGraphs};
 use crate::signature::{GraphKind, Precision};
 use crate::variant::OpsetVariant;
 
-/// What every graph of one profile's export shares: its window, the rotary tables' rows, the opset.
+/// What every graph of one profile's export shares: its window, its long passes' span, the rotary tables' rows,
+/// the opset.
 #[derive(Debug, Clone, Copy)]
 pub struct GraphSpec {
     pub window: usize,
+    pub span: usize,
     pub positions: Positions,
     pub variant: OpsetVariant,
 }
@@ -43,12 +45,12 @@ pub fn write_graph(
     b: &Bucket,
     spec: GraphSpec,
 ) -> Result<KronosGraphFile> {
-    let GraphSpec { window, positions, variant } = spec;
+    let GraphSpec { window, span, positions, variant } = spec;
     let stem = b.stem(profile);
     let file = crate::export::graph_file(&stem, Precision::Fp32);
     let graph_name = format!("kronos_{}", stem.replace('.', "_"));
     let mut g = GraphBuilder::new(&graph_name, weights, variant);
-    kronos_graph(&mut g, ckpt, b, window, positions, variant.cache_update())
+    kronos_graph(&mut g, ckpt, b, Shape { window, span, positions }, variant.cache_update())
         .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
     let doc = format!(
         "Kronos {} graph of profile {profile:?} (totoc {}): static shapes, window {window}, eval mode",
@@ -132,7 +134,12 @@ pub fn export_bundle(opts: &ExportOptions, progress: &mut dyn FnMut(ExportEvent)
     for (profile, settings, list) in &plans {
         let mut graphs = Vec::new();
         for b in list {
-            let spec = GraphSpec { window: settings.window, positions, variant: opts.variant };
+            let spec = GraphSpec {
+                window: settings.window,
+                span: settings.span(),
+                positions,
+                variant: opts.variant,
+            };
             let written = write_graph(&ckpt, &mut store, stage.path(), &profile.name, b, spec)?;
             index += 1;
             progress(ExportEvent::Graph { file: written.file.clone(), nodes: written.nodes, index, total });

@@ -28,6 +28,7 @@
 //! prefixed `predictor.` / `tokenizer.`.
 
 mod attention;
+mod causal;
 
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
@@ -38,7 +39,9 @@ use crate::kronos::signature::{self as sig, dep_k_cache, dep_v_cache, inputs, ou
 use crate::signature::{k_cache, v_cache, DType, GraphKind, TensorSig};
 use crate::variant::CacheUpdate;
 pub use attention::QUERY_BLOCK;
-use attention::{causal_sdpa, folded_scale, sdpa, slot_mask};
+use attention::{folded_scale, sdpa, slot_mask};
+pub use causal::DEFAULT_SPAN;
+use causal::{causal_block, unfolded_zero, Stream};
 
 /// Rows of the rotary tables each part stores once (the most positions any graph of the bundle reads): the
 /// predictor's window, the tokenizer's longest encode or detokenize call.
@@ -46,6 +49,17 @@ use attention::{causal_sdpa, folded_scale, sdpa, slot_mask};
 pub struct Positions {
     pub predictor: usize,
     pub tokenizer: usize,
+}
+
+/// The lengths a graph is built for besides its bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// T: the caches' slots.
+    pub window: usize,
+    /// Positions a long pass runs its row-wise parts in at a time ([`causal`]).
+    pub span: usize,
+    /// Rows of the rotary tables.
+    pub positions: Positions,
 }
 
 /// One of the two checkpoints, and the prefix of its weights' names in the bundle.
@@ -63,37 +77,35 @@ struct Ctx<'a> {
     bucket: Bucket,
     /// T: the caches' slots.
     window: usize,
+    /// A long pass's span ([`causal`]).
+    span: usize,
     m: ModelDims,
     cache_update: CacheUpdate,
     predictor: Part<'a>,
     tokenizer: Part<'a>,
+    /// A long causal pass's unfolded zero ([`causal::unfolded_zero`]); `None` in the per-step graphs.
+    zero: Option<String>,
 }
 
-/// Where a self-attention's queries sit and what they see.
-enum Span {
-    /// S tokens at positions 0…S−1, causal.
-    Causal { tokens: usize },
-    /// One token per row at `write_pos`, against T cache slots (layer `layer`'s caches, read and written).
-    Step { layer: usize },
-}
-
-/// Builds the graph of bucket `b` (T = `window`); `cache_update` is how decode writes its caches.
+/// Builds the graph of bucket `b` (T = `shape.window`); `cache_update` is how decode writes its caches.
 pub fn kronos_graph(
     g: &mut GraphBuilder,
     ckpt: &KronosCheckpoint,
     b: &Bucket,
-    window: usize,
-    positions: Positions,
+    shape: Shape,
     cache_update: CacheUpdate,
 ) -> Result<()> {
-    let ctx = Ctx {
+    let Shape { window, span, positions } = shape;
+    let mut ctx = Ctx {
         cfg: &ckpt.config,
         bucket: *b,
         window,
+        span,
         m: ModelDims::of(&ckpt.config),
         cache_update,
         predictor: Part { dir: &ckpt.predictor, ns: "predictor", positions: positions.predictor },
         tokenizer: Part { dir: &ckpt.tokenizer, ns: "tokenizer", positions: positions.tokenizer },
+        zero: None,
     };
     let fits = match b.kind {
         GraphKind::Encode | GraphKind::Detokenize => b.slots <= positions.tokenizer,
@@ -111,6 +123,9 @@ pub fn kronos_graph(
     let ins = inputs(&ctx.m, b, window);
     for t in &ins {
         g.input(t);
+    }
+    if !b.kind.per_row() {
+        ctx.zero = Some(unfolded_zero(g, &ins[0]));
     }
     let outs = outputs(&ctx.m, b, window);
     match b.kind {
@@ -254,13 +269,6 @@ fn rope_tables(g: &mut GraphBuilder, part: Part, name: &str) -> Result<[String; 
     Ok(out)
 }
 
-/// The first `n` rows of a `[P, Dh]` table (a constant slice ONNX Runtime folds at load).
-fn first_rows(g: &mut GraphBuilder, t: &str, n: usize) -> String {
-    let (starts, ends, axes) =
-        (g.const_i64(&[1], &[0]), g.const_i64(&[1], &[n as i64]), g.const_i64(&[1], &[0]));
-    g.op("Slice", &[t, &starts, &ends, &axes], vec![])
-}
-
 // --- shared blocks
 
 /// `RMSNorm` (m:257-268): `x / √(mean(x², −1) + 1e-5) · weight`, in f32, written as the pattern ONNX Runtime
@@ -334,19 +342,19 @@ fn cache_write(
     }
 }
 
-/// `MultiHeadAttentionWithRoPE` of block `prefix`: `x [R, S, D]` → `[R, S, D]`, plus its keys (after RoPE) and
-/// values `[R, H, S, Dh]` for a prefill's caches. A decode step writes its key/value into the caches and
-/// attends over them.
-fn self_attention(
+/// `MultiHeadAttentionWithRoPE` of block `prefix` in a decode step: each row's token `x [R, D]` at its
+/// `write_pos`, its key and value written into layer `layer`'s caches, attention over the slots up to it; returns
+/// `[R, D]`. (The long causal passes: [`causal::causal_block`].)
+fn step_attention(
     g: &mut GraphBuilder,
     part: Part,
     prefix: &str,
     x: &str,
     heads: usize,
-    span: &Span,
+    layer: usize,
     ctx: &Ctx,
-) -> Result<(String, String, String)> {
-    let rope = rope_for(g, part, prefix, span)?;
+) -> Result<String> {
+    let rope = rope_at_write_pos(g, part, prefix)?;
     let d = part.dir.tensor(&format!("{prefix}.q_proj.weight"))?.shape[0];
     let dh = d / heads;
     let r = ctx.bucket.rows;
@@ -354,37 +362,22 @@ fn self_attention(
     let qkv = g.scoped("qkv", |g| {
         fused_linear(g, part, &[&p("q_proj"), &p("k_proj"), &p("v_proj")], x, folded_scale(dh))
     })?;
-    // a step's one token per row is `[R, D]`: its heads are a reshape, no transpose
-    let heads_of = |g: &mut GraphBuilder, y: &str| match span {
-        Span::Causal { tokens } => split_heads(g, y, r, *tokens, heads, dh),
-        Span::Step { .. } => g.reshape(y, &[r, heads, 1, dh]),
-    };
-    let q = heads_of(g, &qkv[0]);
-    let k = heads_of(g, &qkv[1]);
-    let v = heads_of(g, &qkv[2]);
+    // one token per row is `[R, D]`: its heads are a reshape, no transpose
+    let q = g.reshape(&qkv[0], &[r, heads, 1, dh]);
+    let k = g.reshape(&qkv[1], &[r, heads, 1, dh]);
+    let v = g.reshape(&qkv[2], &[r, heads, 1, dh]);
     let q = g.scoped("rope_q", |g| apply_rope(g, &q, &rope[0], &rope[1], dh));
     let k = g.scoped("rope_k", |g| apply_rope(g, &k, &rope[0], &rope[1], dh));
-    let (o, k_out, v_out) = match span {
-        Span::Causal { tokens } => (causal_sdpa(g, &q, &k, &v, *tokens, dh), k, v),
-        Span::Step { layer } => {
-            let (k_all, v_all) = (
-                g.scoped("k_update", |g| {
-                    cache_write(g, &k_cache(*layer, false), &k, &k_cache(*layer, true), heads, ctx)
-                }),
-                g.scoped("v_update", |g| {
-                    cache_write(g, &v_cache(*layer, false), &v, &v_cache(*layer, true), heads, ctx)
-                }),
-            );
-            let mask = slot_mask(g, sig::WRITE_POS, ctx.window, true);
-            (sdpa(g, &q, &k_all, &v_all, &mask, dh), k_all, v_all)
-        }
-    };
-    let o = match span {
-        Span::Causal { tokens } => merge_heads(g, &o, r, *tokens, d),
-        Span::Step { .. } => g.reshape(&o, &[r, d]),
-    };
-    let o = g.scoped("out_proj", |g| linear(g, part, &p("out_proj"), &o))?;
-    Ok((o, k_out, v_out))
+    let k_all = g.scoped("k_update", |g| {
+        cache_write(g, &k_cache(layer, false), &k, &k_cache(layer, true), heads, ctx)
+    });
+    let v_all = g.scoped("v_update", |g| {
+        cache_write(g, &v_cache(layer, false), &v, &v_cache(layer, true), heads, ctx)
+    });
+    let mask = slot_mask(g, sig::WRITE_POS, ctx.window, true);
+    let o = sdpa(g, &q, &k_all, &v_all, &mask, dh);
+    let o = g.reshape(&o, &[r, d]);
+    g.scoped("out_proj", |g| linear(g, part, &p("out_proj"), &o))
 }
 
 /// `FeedForward` (m:271-281): `w2(silu(w1·x) ⊙ w3·x)`, `w1` and `w3` as one matmul.
@@ -397,37 +390,33 @@ fn ffn(g: &mut GraphBuilder, part: Part, prefix: &str, x: &str) -> Result<String
     g.scoped("w2", |g| linear(g, part, &w2, &h))
 }
 
-/// One `TransformerBlock` (m:465-483): `x += attn(norm1(x))`, `x += ffn(norm2(x))`. Returns the new `x` and the
-/// attention's keys and values (decode: the updated caches).
-fn block(
+/// One `TransformerBlock` (m:465-483) of a decode step: `x += attn(norm1(x))`, `x += ffn(norm2(x))` on `[R, D]`.
+fn step_block(
     g: &mut GraphBuilder,
     part: Part,
     prefix: &str,
     x: &str,
     heads: usize,
-    span: &Span,
+    layer: usize,
     ctx: &Ctx,
-) -> Result<(String, String, String)> {
+) -> Result<String> {
     let h = g.scoped("norm1", |g| rms_norm(g, part, &format!("{prefix}.norm1.weight"), x))?;
-    let (a, k, v) = g.scoped("self_attn", |g| {
-        self_attention(g, part, &format!("{prefix}.self_attn"), &h, heads, span, ctx)
+    let a = g.scoped("self_attn", |g| {
+        step_attention(g, part, &format!("{prefix}.self_attn"), &h, heads, layer, ctx)
     })?;
     let x = g.binary("Add", x, &a);
     let h = g.scoped("norm2", |g| rms_norm(g, part, &format!("{prefix}.norm2.weight"), &x))?;
     let f = g.scoped("ffn", |g| ffn(g, part, &format!("{prefix}.ffn"), &h))?;
-    Ok((g.binary("Add", &x, &f), k, v))
+    Ok(g.binary("Add", &x, &f))
 }
 
-/// The cos/sin an attention's (`prefix`) queries and keys are rotated by: positions 0…S−1 (`[S, Dh]`, broadcast), or each row's
-/// `write_pos` (`[R, 1, 1, Dh]`).
-fn rope_for(g: &mut GraphBuilder, part: Part, prefix: &str, span: &Span) -> Result<[String; 2]> {
+/// The cos/sin a decode step's queries and keys (attention `prefix`) are rotated by: each row's `write_pos`
+/// (`[R, 1, 1, Dh]`).
+fn rope_at_write_pos(g: &mut GraphBuilder, part: Part, prefix: &str) -> Result<[String; 2]> {
     let tables = rope_tables(g, part, &format!("{prefix}.rotary.inv_freq"))?;
-    Ok(tables.map(|t| match span {
-        Span::Causal { tokens } => first_rows(g, &t, *tokens),
-        Span::Step { .. } => {
-            let rows = g.op("Gather", &[&t, sig::WRITE_POS], vec![("axis", Attr::Int(0))]);
-            g.unsqueeze(&rows, &[1, 2])
-        }
+    Ok(tables.map(|t| {
+        let rows = g.op("Gather", &[&t, sig::WRITE_POS], vec![("axis", Attr::Int(0))]);
+        g.unsqueeze(&rows, &[1, 2])
     }))
 }
 
@@ -530,19 +519,20 @@ fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
     let (r, s, t, d) = (ctx.bucket.rows, ctx.bucket.slots, ctx.window, ctx.m.d_model);
     let part = ctx.predictor;
     let keep_caches = ctx.bucket.kind == GraphKind::Prefill;
-    let mut x = embed_tokens(g, ctx, s)?;
+    let x = embed_tokens(g, ctx, s)?;
+    let mut x = Stream::split(g, &x, s, ctx.span);
     for i in 0..ctx.m.layers {
         let prefix = format!("transformer.{i}");
-        let span = Span::Causal { tokens: s };
-        let (y, k, v) = g.scoped(prefix.clone(), |g| block(g, part, &prefix, &x, ctx.m.heads, &span, ctx))?;
+        let (y, k, v) = g.scoped(prefix.clone(), |g| causal_block(g, ctx, part, &prefix, &x, ctx.m.heads))?;
         x = if keep_caches {
             let kc = pad_slots(g, &k, s, t, &k_cache(i, true));
             let vc = pad_slots(g, &v, s, t, &v_cache(i, true));
-            after(g, &y, &[&kc, &vc])
+            y.map_first(|y0| after(g, y0, &[&kc, &vc]))
         } else {
             y
         };
     }
+    let x = x.join(g);
     let h = g.scoped("norm", |g| rms_norm(g, part, "norm.weight", &x))?;
     let (dk, dv) = dep_keys_values(g, ctx, &h, Some(s))?;
     pad_slots(g, &dk, s, t, &dep_k_cache(true));
@@ -568,8 +558,7 @@ fn decode_step(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
     let mut x = g.reshape(&x, &[r, d]);
     for i in 0..ctx.m.layers {
         let prefix = format!("transformer.{i}");
-        let span = Span::Step { layer: i };
-        x = g.scoped(prefix.clone(), |g| block(g, part, &prefix, &x, ctx.m.heads, &span, ctx))?.0;
+        x = g.scoped(prefix.clone(), |g| step_block(g, part, &prefix, &x, ctx.m.heads, i, ctx))?;
     }
     let h = g.scoped("norm", |g| rms_norm(g, part, "norm.weight", &x))?;
     let (dk, dv) = dep_keys_values(g, ctx, &h, None)?;
@@ -623,13 +612,12 @@ fn refine(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()> {
 fn tokenizer_blocks(g: &mut GraphBuilder, ctx: &Ctx, stack: &str, n: usize, x: String) -> Result<String> {
     let part = ctx.tokenizer;
     let heads = ctx.cfg.tokenizer.n_heads;
-    let span = Span::Causal { tokens: ctx.bucket.slots };
-    let mut x = x;
+    let mut x = Stream::split(g, &x, ctx.bucket.slots, ctx.span);
     for i in 0..n {
         let prefix = format!("{stack}.{i}");
-        x = g.scoped(prefix.clone(), |g| block(g, part, &prefix, &x, heads, &span, ctx))?.0;
+        x = g.scoped(prefix.clone(), |g| causal_block(g, ctx, part, &prefix, &x, heads))?.0;
     }
-    Ok(x)
+    Ok(x.join(g))
 }
 
 /// `KronosTokenizer.encode(half=True)` (k:140-157): `[R, S, 6]` → s1, s2 `[R, S]` and z `[R, S, 2·bits]`.

@@ -15,6 +15,8 @@
 //!       prefill: [{rows: 1, slots: 256}, {rows: 1, slots: 512}]     # optional
 //!       detokenize: [{rows: 8, slots: 512}]                         # optional
 //!       rows: [1, 8, 64]  # optional: the rows of the per-path graphs (recompute, decode, refine)
+//!       span: 512         # optional: positions a long pass (encode, prefill, recompute, detokenize) runs its
+//!                         # row-wise parts in at a time; a multiple of 64
 //! ```
 //!
 //! Rows are series for encode and prefill (one of each per series; its caches are copied to its paths' rows), and
@@ -33,7 +35,7 @@ use serde::Deserialize;
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
 use crate::kronos::config::KronosConfig;
-use crate::kronos::graph::QUERY_BLOCK;
+use crate::kronos::graph::{DEFAULT_SPAN, QUERY_BLOCK};
 use crate::kronos::signature::{inputs, outputs, ModelDims};
 use crate::profile::Profile;
 use crate::signature::{DType, GraphKind, TensorSig};
@@ -72,6 +74,11 @@ pub struct KronosSettings {
     /// Rows of the per-path graphs (recompute, decode, refine).
     #[serde(default)]
     pub rows: Option<Vec<usize>>,
+    /// Positions a long pass runs its row-wise parts in at a time (see `graph::causal`); [`DEFAULT_SPAN`] if
+    /// not given. Fewer positions hold less memory during the pass, at more nodes (each loaded session holds
+    /// its nodes' state: on Kronos-mini's 2,048 positions, spans of 512 peaked lowest, 128 highest).
+    #[serde(default)]
+    pub span: Option<usize>,
 }
 
 fn bad<T>(profile: &Profile, message: String) -> Result<T> {
@@ -90,6 +97,11 @@ impl KronosSettings {
             );
         };
         serde_json::from_value(section.clone()).or_else(|e| bad(profile, format!("family: {e}")))
+    }
+
+    /// The long passes' span (checked by [`check_profile`]).
+    pub fn span(&self) -> usize {
+        self.span.unwrap_or(DEFAULT_SPAN)
     }
 }
 
@@ -196,6 +208,15 @@ pub fn check_profile(profile: &Profile) -> Result<KronosSettings> {
     }
     if s.window == 0 || s.window > MAX_WINDOW {
         return bad(profile, format!("family.window {} must be 1 to {MAX_WINDOW}", s.window));
+    }
+    if let Some(span) = s.span.filter(|&n| n == 0 || n % QUERY_BLOCK != 0 || n > MAX_CONTEXT) {
+        return bad(
+            profile,
+            format!(
+                "family.span {span} must be a multiple of {QUERY_BLOCK} (a long pass's query blocks) up to \
+                 {MAX_CONTEXT}; leave it out for {DEFAULT_SPAN}"
+            ),
+        );
     }
     if profile.context > MAX_CONTEXT {
         return bad(profile, format!("context {} exceeds {MAX_CONTEXT} rows", profile.context));
@@ -393,6 +414,17 @@ mod tests {
         let s = e(profile(2, 100, 8, 2, serde_json::json!({"window": 64, "rows": [5]})));
         assert!(s.contains("family.rows") && s.contains("1 to 4"), "{s}");
         assert!(e(profile(1, 8, 8, 0, serde_json::json!({"window": 0}))).contains("window 0"));
+        for span in [0, 100] {
+            let s = e(profile(1, 64, 8, 0, serde_json::json!({"window": 64, "span": span})));
+            assert!(s.contains(&format!("family.span {span} must be a multiple of 64")), "{s}");
+        }
+    }
+
+    #[test]
+    fn the_span_is_the_profiles_or_the_default() {
+        let spans = |family| check_profile(&profile(1, 64, 8, 0, family)).unwrap().span();
+        assert_eq!(spans(serde_json::json!({"window": 64})), DEFAULT_SPAN);
+        assert_eq!(spans(serde_json::json!({"window": 64, "span": 128})), 128);
     }
 
     /// The shipped Kronos profile files parse, check and name their tokenizer.

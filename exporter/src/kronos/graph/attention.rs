@@ -26,10 +26,18 @@ pub(super) fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: 
 pub const QUERY_BLOCK: usize = 64;
 
 /// Which keys the queries at positions `first…first+rows−1` see among the keys `0…keys−1`: `[rows, keys]` booleans
-/// (a key at or before the query), built from positions. ONNX Runtime folds it into a constant at load: one byte
-/// per score, not the four of an additive mask.
-pub(super) fn causal_keep(g: &mut GraphBuilder, first: usize, rows: usize, keys: usize) -> String {
+/// (a key at or before the query), one byte per score, not the four of an additive mask. Computed at each run:
+/// the key positions are offset by `zero`, an unfolded zero (`causal::unfolded_zero`), so ONNX Runtime does not
+/// fold the masks into constants that a loaded session would hold (4 MB a 2,048-position graph).
+pub(super) fn causal_keep(
+    g: &mut GraphBuilder,
+    first: usize,
+    rows: usize,
+    keys: usize,
+    zero: &str,
+) -> String {
     let key = g.const_i64(&[1, keys], &(0..keys as i64).collect::<Vec<_>>());
+    let key = g.binary("Add", &key, zero);
     let query = g.const_i64(&[rows, 1], &(first as i64..(first + rows) as i64).collect::<Vec<_>>());
     g.binary("LessOrEqual", &key, &query)
 }
@@ -54,27 +62,38 @@ pub(super) fn score_scale(dh: usize) -> Option<f32> {
     }
 }
 
-/// Causal attention of `s` tokens at positions 0…S−1 (`q`, `k`, `v` `[R, H, S, dh]`). Over more than
-/// [`QUERY_BLOCK`] tokens the queries go in blocks of that many rows, each block's scores `[R, H, B, S]` against
-/// every key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
+/// Causal attention of the queries at positions `first…first+n−1` (`q [R, H, n, dh]`) over the keys and values
+/// of positions 0…keys−1 (`kt [R, H, dh, keys]`, transposed; `v [R, H, keys, dh]`). Over more than
+/// [`QUERY_BLOCK`] queries they go in blocks of that many rows, each block's scores `[R, H, B, keys]` against every
+/// key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
 /// attend over a whole window or context (prefill, recompute, encode, detokenize; 2,048 positions for Kronos-mini)
 /// then hold one block's scores at a time instead of `[R, H, S, S]` per layer. Each query row's softmax is over the
 /// same keys with the same mask values as unblocked, and every product sums over the same axis in the same order,
 /// so the rows are the same.
-pub(super) fn causal_sdpa(g: &mut GraphBuilder, q: &str, k: &str, v: &str, s: usize, dh: usize) -> String {
-    let kt = g.transpose(k, &[0, 1, 3, 2]);
-    if s <= QUERY_BLOCK {
-        let keep = causal_keep(g, 0, s, s);
-        return attend(g, q, &kt, v, Mask::Keep(&keep), score_scale(dh));
+#[allow(clippy::too_many_arguments)]
+pub(super) fn causal_sdpa_at(
+    g: &mut GraphBuilder,
+    q: &str,
+    kt: &str,
+    v: &str,
+    first: usize,
+    n: usize,
+    keys: usize,
+    dh: usize,
+    zero: &str,
+) -> String {
+    if n <= QUERY_BLOCK {
+        let keep = causal_keep(g, first, n, keys, zero);
+        return attend(g, q, kt, v, Mask::Keep(&keep), score_scale(dh));
     }
-    let sizes: Vec<usize> = (0..s).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(s - a)).collect();
+    let sizes: Vec<usize> = (0..n).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(n - a)).collect();
     let blocks = g.split(q, 2, &sizes);
-    let mut first = 0;
+    let mut at = first;
     let mut outs = Vec::with_capacity(sizes.len());
     for (qb, &rows) in blocks.iter().zip(&sizes) {
-        let keep = causal_keep(g, first, rows, s);
-        outs.push(attend(g, qb, &kt, v, Mask::Keep(&keep), score_scale(dh)));
-        first += rows;
+        let keep = causal_keep(g, at, rows, keys, zero);
+        outs.push(attend(g, qb, kt, v, Mask::Keep(&keep), score_scale(dh)));
+        at += rows;
     }
     let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
     g.op("Concat", &outs, vec![("axis", Attr::Int(2))])

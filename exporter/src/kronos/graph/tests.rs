@@ -6,8 +6,11 @@ use crate::graph::WeightStore;
 use crate::kronos::synth::{tiny_config, write_checkpoint};
 use crate::variant::OpsetVariant;
 
-/// The nodes of bucket `b`'s graph (window 160) on the tiny checkpoint (predictor heads of 8, not a power of 4;
-/// tokenizer heads of 4, one).
+/// The span of the long passes here: 160 positions are spans of 128 and 32.
+const SPAN: usize = 128;
+
+/// The nodes of bucket `b`'s graph (window 160, spans of [`SPAN`]) on the tiny checkpoint (predictor heads of 8,
+/// not a power of 4; tokenizer heads of 4, one).
 fn nodes(b: Bucket) -> Vec<crate::pb::NodeProto> {
     let d = tempfile::tempdir().unwrap();
     let (p, t) = (d.path().join("predictor"), d.path().join("tokenizer"));
@@ -16,7 +19,8 @@ fn nodes(b: Bucket) -> Vec<crate::pb::NodeProto> {
     let mut weights = WeightStore::create(&d.path().join("w.bin"), "w.bin").unwrap();
     let mut g = GraphBuilder::new("g", &mut weights, OpsetVariant::Opset24);
     let positions = Positions { predictor: 160, tokenizer: 160 };
-    kronos_graph(&mut g, &ckpt, &b, 160, positions, CacheUpdate::TensorScatter).unwrap();
+    let shape = Shape { window: 160, span: SPAN, positions };
+    kronos_graph(&mut g, &ckpt, &b, shape, CacheUpdate::TensorScatter).unwrap();
     let model = g.finish("", &[]).unwrap();
     model.graph.unwrap().node
 }
@@ -93,4 +97,58 @@ fn long_causal_attention_runs_in_query_blocks() {
     assert_eq!(softmaxes(GraphKind::Encode, 64), 2);
     // a decode step attends over its cache in one piece (one query row)
     assert_eq!(softmaxes(GraphKind::Decode, 160), 2);
+}
+
+#[test]
+fn long_passes_run_their_row_wise_parts_in_spans() {
+    // the q/k/v projection (one MatMul reading the fused weight) once per span: 160 tokens are spans of 128 and 32
+    let qkv = |kind, slots| {
+        nodes(Bucket { kind, rows: 2, slots })
+            .iter()
+            .filter(|n| n.op_type == "MatMul" && n.input[1].contains(".q_proj+"))
+            .count()
+    };
+    assert_eq!(SPAN, 128);
+    // tiny: 2 predictor layers, 2 encoder blocks, 1 decoder block
+    assert_eq!(qkv(GraphKind::Prefill, 160), 2 * 2);
+    assert_eq!(qkv(GraphKind::Recompute, 160), 2 * 2);
+    assert_eq!(qkv(GraphKind::Encode, 160), 2 * 2);
+    assert_eq!(qkv(GraphKind::Detokenize, 160), 2);
+    assert_eq!(qkv(GraphKind::Prefill, 128), 2);
+    assert_eq!(qkv(GraphKind::Decode, 160), 2);
+}
+
+#[test]
+fn no_mask_or_rotary_rows_of_a_long_pass_fold_into_a_constant() {
+    // ONNX Runtime folds at load every node whose inputs are all constants (initializers, or outputs of such
+    // nodes) and the session holds the result; the masks (`LessOrEqual`) and rotary rows (`Slice`) must not
+    for kind in [GraphKind::Prefill, GraphKind::Recompute, GraphKind::Encode, GraphKind::Detokenize] {
+        let nodes = nodes(Bucket { kind, rows: 2, slots: 160 });
+        let produced: Vec<&str> = nodes.iter().flat_map(|n| n.output.iter().map(String::as_str)).collect();
+        let inputs: Vec<&str> = nodes
+            .iter()
+            .flat_map(|n| n.input.iter().map(String::as_str))
+            .filter(|i| {
+                !produced.contains(i) && [sig::S1, sig::S2, sig::STAMPS, sig::LAST, sig::VALUES].contains(i)
+            })
+            .collect();
+        assert!(!inputs.is_empty(), "{kind:?}");
+        // nodes are in topological order: a value is per-run if a graph input or a per-run value feeds it
+        let mut per_run: Vec<&str> = inputs;
+        for n in &nodes {
+            if n.input.iter().any(|i| per_run.contains(&i.as_str())) {
+                per_run.extend(n.output.iter().map(String::as_str));
+            }
+        }
+        let masks = nodes.iter().filter(|n| n.op_type == "LessOrEqual").count();
+        assert!(masks >= 3, "{kind:?}: {masks} masks");
+        for n in nodes.iter().filter(|n| n.op_type == "LessOrEqual" || n.op_type == "Slice") {
+            assert!(
+                per_run.contains(&n.output[0].as_str()),
+                "{kind:?}: {} ({}) folds into a constant",
+                n.name,
+                n.op_type
+            );
+        }
+    }
 }
