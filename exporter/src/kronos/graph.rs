@@ -41,7 +41,7 @@ use crate::variant::CacheUpdate;
 pub use attention::QUERY_BLOCK;
 use attention::{folded_scale, sdpa, slot_mask};
 pub use causal::DEFAULT_SPAN;
-use causal::{causal_block, unfolded_zero, Stream};
+use causal::{causal_block, join, unfolded_zero, Stream};
 
 /// Rows of the rotary tables each part stores once (the most positions any graph of the bundle reads): the
 /// predictor's window, the tokenizer's longest encode or detokenize call.
@@ -422,29 +422,41 @@ fn rope_at_write_pos(g: &mut GraphBuilder, part: Part, prefix: &str) -> Result<[
 
 // --- the predictor
 
+/// The graph's token inputs: s1, s2 `[R, S]` and stamps `[R, S, 5]` (or a span of them).
+#[derive(Clone, Copy)]
+struct TokenInputs<'a> {
+    s1: &'a str,
+    s2: &'a str,
+    stamps: &'a str,
+}
+
+impl TokenInputs<'static> {
+    const GRAPH: Self = TokenInputs { s1: sig::S1, s2: sig::S2, stamps: sig::STAMPS };
+}
+
 /// `HierarchicalEmbedding` (m:400-443) plus `TemporalEmbedding` (m:536-562): `[R, S]` tokens and `[R, S, 5]`
-/// stamps → `[R, S, D]`.
-fn embed_tokens(g: &mut GraphBuilder, ctx: &Ctx, tokens: usize) -> Result<String> {
+/// stamps (`tokens` S) → `[R, S, D]`.
+fn embed_tokens(g: &mut GraphBuilder, ctx: &Ctx, inputs: TokenInputs, tokens: usize) -> Result<String> {
     let part = ctx.predictor;
     let d = ctx.m.d_model;
     let root = g.scalar(((d as f64).sqrt()) as f32);
     let mut halves = Vec::new();
-    for (input, name) in [(sig::S1, "embedding.emb_s1.weight"), (sig::S2, "embedding.emb_s2.weight")] {
+    for (input, name) in [(inputs.s1, "embedding.emb_s1.weight"), (inputs.s2, "embedding.emb_s2.weight")] {
         let t = table(g, part, name)?;
         let e = g.op("Gather", &[&t, input], vec![("axis", Attr::Int(0))]);
         halves.push(g.binary("Mul", &e, &root));
     }
     let cat = g.op("Concat", &[&halves[0], &halves[1]], vec![("axis", Attr::Int(-1))]);
     let x = g.scoped("embedding.fusion_proj", |g| linear(g, part, "embedding.fusion_proj", &cat))?;
-    let t = g.scoped("time_emb", |g| time_embedding(g, ctx, tokens))?;
+    let t = g.scoped("time_emb", |g| time_embedding(g, ctx, inputs.stamps, tokens))?;
     Ok(g.binary("Add", &x, &t))
 }
 
 /// The time features' tables summed `hour + weekday + day + month + minute` (m:562).
-fn time_embedding(g: &mut GraphBuilder, ctx: &Ctx, tokens: usize) -> Result<String> {
+fn time_embedding(g: &mut GraphBuilder, ctx: &Ctx, stamps: &str, tokens: usize) -> Result<String> {
     let part = ctx.predictor;
     let cfg = &ctx.cfg.predictor;
-    let cols = g.split(sig::STAMPS, -1, &[1; TIME_FEATURES.len()]);
+    let cols = g.split(stamps, -1, &[1; TIME_FEATURES.len()]);
     let mut looked = Vec::new();
     for ((feature, _), col) in TIME_FEATURES.iter().zip(&cols) {
         let idx = g.reshape(col, &[ctx.bucket.rows, tokens]);
@@ -519,8 +531,15 @@ fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
     let (r, s, t, d) = (ctx.bucket.rows, ctx.bucket.slots, ctx.window, ctx.m.d_model);
     let part = ctx.predictor;
     let keep_caches = ctx.bucket.kind == GraphKind::Prefill;
-    let x = embed_tokens(g, ctx, s)?;
-    let mut x = Stream::split(g, &x, s, ctx.span);
+    // the embedding, the layers and the final norm with the dependency keys/values span by span
+    let spans = Stream::spans(s, ctx.span);
+    let [s1, s2, stamps] = [sig::S1, sig::S2, sig::STAMPS].map(|input| Stream::split_input(g, input, &spans));
+    let mut xs = Vec::with_capacity(spans.len());
+    for (k, &(_, n)) in spans.iter().enumerate() {
+        let inputs = TokenInputs { s1: &s1[k], s2: &s2[k], stamps: &stamps[k] };
+        xs.push(embed_tokens(g, ctx, inputs, n)?);
+    }
+    let mut x = Stream::of(spans, xs);
     for i in 0..ctx.m.layers {
         let prefix = format!("transformer.{i}");
         let (y, k, v) = g.scoped(prefix.clone(), |g| causal_block(g, ctx, part, &prefix, &x, ctx.m.heads))?;
@@ -532,9 +551,16 @@ fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
             y
         };
     }
-    let x = x.join(g);
-    let h = g.scoped("norm", |g| rms_norm(g, part, "norm.weight", &x))?;
-    let (dk, dv) = dep_keys_values(g, ctx, &h, Some(s))?;
+    let (mut hs, mut dks, mut dvs) = (Vec::new(), Vec::new(), Vec::new());
+    for (xi, n) in x.parts() {
+        let h = g.scoped("norm", |g| rms_norm(g, part, "norm.weight", xi))?;
+        let (dk, dv) = dep_keys_values(g, ctx, &h, Some(n))?;
+        hs.push(h);
+        dks.push(dk);
+        dvs.push(dv);
+    }
+    let h = join(g, &hs, 1);
+    let (dk, dv) = (join(g, &dks, 2), join(g, &dvs, 2));
     pad_slots(g, &dk, s, t, &dep_k_cache(true));
     pad_slots(g, &dv, s, t, &dep_v_cache(true));
     // h at each row's last real token: a flat gather keeps it exact
@@ -553,7 +579,7 @@ fn window_pass(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()
 fn decode_step(g: &mut GraphBuilder, ctx: &Ctx, outs: &[TensorSig]) -> Result<()> {
     let (r, d) = (ctx.bucket.rows, ctx.m.d_model);
     let part = ctx.predictor;
-    let x = embed_tokens(g, ctx, 1)?;
+    let x = embed_tokens(g, ctx, TokenInputs::GRAPH, 1)?;
     // one token per row: the step runs on `[R, D]`
     let mut x = g.reshape(&x, &[r, d]);
     for i in 0..ctx.m.layers {

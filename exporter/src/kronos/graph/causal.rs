@@ -49,28 +49,41 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// (first position, positions) of the spans of `span` positions that cover `tokens`.
+    pub(super) fn spans(tokens: usize, span: usize) -> Vec<(usize, usize)> {
+        (0..tokens).step_by(span).map(|a| (a, span.min(tokens - a))).collect()
+    }
+
+    /// A graph input `[R, S, …]` cut along its positions (axis 1) into `spans`.
+    pub(super) fn split_input(g: &mut GraphBuilder, input: &str, spans: &[(usize, usize)]) -> Vec<String> {
+        if spans.len() == 1 {
+            return vec![input.to_string()];
+        }
+        let sizes: Vec<usize> = spans.iter().map(|s| s.1).collect();
+        g.split(input, 1, &sizes)
+    }
+
     /// `x [R, S, D]` cut into spans of `span` positions.
     pub(super) fn split(g: &mut GraphBuilder, x: &str, tokens: usize, span: usize) -> Self {
-        let spans: Vec<(usize, usize)> =
-            (0..tokens).step_by(span).map(|a| (a, span.min(tokens - a))).collect();
-        let xs = if spans.len() == 1 {
-            vec![x.to_string()]
-        } else {
-            let sizes: Vec<usize> = spans.iter().map(|s| s.1).collect();
-            g.split(x, 1, &sizes)
-        };
+        let spans = Self::spans(tokens, span);
+        let xs = Self::split_input(g, x, &spans);
         Self { spans, xs }
+    }
+
+    /// The stream of the spans' values `xs` (`[R, C, D]` each).
+    pub(super) fn of(spans: Vec<(usize, usize)>, xs: Vec<String>) -> Self {
+        debug_assert_eq!(spans.len(), xs.len());
+        Self { spans, xs }
+    }
+
+    /// Each span's value and positions.
+    pub(super) fn parts(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.xs.iter().map(String::as_str).zip(self.spans.iter().map(|s| s.1))
     }
 
     /// The spans joined back into `[R, S, D]`.
     pub(super) fn join(&self, g: &mut GraphBuilder) -> String {
-        match self.xs.as_slice() {
-            [x] => x.clone(),
-            xs => {
-                let xs: Vec<&str> = xs.iter().map(String::as_str).collect();
-                g.op("Concat", &xs, vec![("axis", Attr::Int(1))])
-            }
-        }
+        join(g, &self.xs, 1)
     }
 
     /// The first span, replaced by `f` of it (see `super::after`).
@@ -84,13 +97,13 @@ impl Stream {
     }
 }
 
-/// `[R, H, C, Dh]` pieces joined along positions.
-fn join_positions(g: &mut GraphBuilder, parts: &[String]) -> String {
+/// Per-span pieces joined along their positions' `axis` (1 for `[R, C, D]`, 2 for `[R, H, C, Dh]`).
+pub(super) fn join(g: &mut GraphBuilder, parts: &[String], axis: i64) -> String {
     match parts {
         [p] => p.clone(),
         ps => {
             let ps: Vec<&str> = ps.iter().map(String::as_str).collect();
-            g.op("Concat", &ps, vec![("axis", Attr::Int(2))])
+            g.op("Concat", &ps, vec![("axis", Attr::Int(axis))])
         }
     }
 }
@@ -140,7 +153,7 @@ pub(super) fn causal_block(
             Ok(())
         })?;
     }
-    let (k, v) = g.scoped("self_attn", |g| (join_positions(g, &ks), join_positions(g, &vs)));
+    let (k, v) = g.scoped("self_attn", |g| (join(g, &ks, 2), join(g, &vs, 2)));
     let kt = g.transpose(&k, &[0, 1, 3, 2]);
     let keys = x.tokens();
     let mut ys = Vec::with_capacity(x.xs.len());

@@ -116,6 +116,15 @@ fn long_passes_run_their_row_wise_parts_in_spans() {
     assert_eq!(qkv(GraphKind::Detokenize, 160), 2);
     assert_eq!(qkv(GraphKind::Prefill, 128), 2);
     assert_eq!(qkv(GraphKind::Decode, 160), 2);
+    // a window pass embeds its tokens and computes the dependency keys/values span by span too
+    let per_span = |weight: &str| {
+        nodes(Bucket { kind: GraphKind::Prefill, rows: 2, slots: 160 })
+            .iter()
+            .filter(|n| n.op_type == "MatMul" && n.input[1].contains(weight))
+            .count()
+    };
+    assert_eq!(per_span("embedding.fusion_proj"), 2);
+    assert_eq!(per_span("dep_layer.cross_attn.k_proj+"), 2);
 }
 
 #[test]
