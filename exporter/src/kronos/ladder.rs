@@ -15,7 +15,7 @@
 //!       prefill: [{rows: 1, slots: 256}, {rows: 1, slots: 512}]     # optional
 //!       detokenize: [{rows: 8, slots: 512}]                         # optional
 //!       rows: [1, 8, 64]  # optional: the rows of the per-path graphs (recompute, decode, refine)
-//!       span: 512         # optional: positions a long pass (encode, prefill, recompute, detokenize) runs its
+//!       span: 256         # optional: positions a long pass (encode, prefill, recompute, detokenize) runs its
 //!                         # row-wise parts in at a time; a multiple of 64
 //! ```
 //!
@@ -76,7 +76,8 @@ pub struct KronosSettings {
     pub rows: Option<Vec<usize>>,
     /// Positions a long pass runs its row-wise parts in at a time (see `graph::causal`); [`DEFAULT_SPAN`] if
     /// not given. Fewer positions hold less memory during the pass, at more nodes (each loaded session holds
-    /// its nodes' state: on Kronos-mini's 2,048 positions, spans of 512 peaked lowest, 128 highest).
+    /// its nodes' state: on Kronos-small's 512 positions spans of 256 peaked lowest, on Kronos-mini's 2,048
+    /// spans of 512).
     #[serde(default)]
     pub span: Option<usize>,
 }

@@ -23,12 +23,13 @@ use crate::graph::builder::{Attr, GraphBuilder};
 use crate::signature::{DType, TensorSig};
 
 /// Positions of one span of a long causal pass unless a profile sets its own (`family.span`, a multiple of
-/// [`QUERY_BLOCK`]: a span's queries are whole blocks, but the last). 512: Kronos-mini's 2,048-position call
-/// (`totoc bench --rss-probe mini_2000_48`) peaked at 129 MB above ONNX Runtime with spans of 512, 134 with 256,
-/// 151 with 128 (each span's nodes are state every loaded session holds), 138 with 1,024 and 166 in one piece;
-/// Kronos-small's passes (512 positions) are one span. The exactness fixtures' profiles set shorter spans, so that
-/// their passes (up to 160 positions) run in several.
-pub const DEFAULT_SPAN: usize = 8 * QUERY_BLOCK;
+/// [`QUERY_BLOCK`]: a span's queries are whole blocks, but the last). Shorter spans hold less during a run and add
+/// nodes, whose state every loaded session keeps (`totoc bench --rss-probe`, MB above ONNX Runtime): Kronos-small's
+/// 392+120 greedy call peaked at 191 with spans of 256, 198 with 512 (one span) and 191 with 128; Kronos-mini's
+/// 2,000+48 at 130 with 512, 134 with 256, 151 with 128, 138 with 1,024 and 166 in one piece, so
+/// `configs/kronos-mini.yaml` sets 512. The exactness fixtures' profiles set shorter spans, so that their passes
+/// (up to 160 positions) run in several.
+pub const DEFAULT_SPAN: usize = 4 * QUERY_BLOCK;
 
 /// An i64 zero `[1]` that ONNX Runtime cannot fold at load: `x₀ < x₀` (false for every value, NaN included) of
 /// the graph input `input`'s first element, cast. Index constants offset by it make their masks and table rows
