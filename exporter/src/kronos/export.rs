@@ -8,7 +8,7 @@ use std::path::Path;
 
 use prost::Message;
 
-use super::graph::{kronos_graph, Positions, Shape};
+use super::graph::{kronos_graph, Lengths, Positions};
 use super::ladder::{buckets, memory_bytes, KronosSettings};
 use super::manifest::{KronosGraphFile, KronosProfileEntry};
 use super::signature::{inputs, outputs, ModelDims};
@@ -50,7 +50,7 @@ pub fn write_graph(
     let file = crate::export::graph_file(&stem, Precision::Fp32);
     let graph_name = format!("kronos_{}", stem.replace('.', "_"));
     let mut g = GraphBuilder::new(&graph_name, weights, variant);
-    kronos_graph(&mut g, ckpt, b, Shape { window, span, positions }, variant.cache_update())
+    kronos_graph(&mut g, ckpt, b, Lengths { window, span, positions }, variant.cache_update())
         .map_err(|e| Error::Graph { graph: graph_name.clone(), message: e.to_string() })?;
     let doc = format!(
         "Kronos {} graph of profile {profile:?} (totoc {}): static shapes, window {window}, eval mode",

@@ -53,7 +53,7 @@ pub struct Positions {
 
 /// The lengths a graph is built for besides its bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shape {
+pub struct Lengths {
     /// T: the caches' slots.
     pub window: usize,
     /// Positions a long pass runs its row-wise parts in at a time ([`causal`]).
@@ -87,15 +87,15 @@ struct Ctx<'a> {
     zero: Option<String>,
 }
 
-/// Builds the graph of bucket `b` (T = `shape.window`); `cache_update` is how decode writes its caches.
+/// Builds the graph of bucket `b` (T = `lengths.window`); `cache_update` is how decode writes its caches.
 pub fn kronos_graph(
     g: &mut GraphBuilder,
     ckpt: &KronosCheckpoint,
     b: &Bucket,
-    shape: Shape,
+    lengths: Lengths,
     cache_update: CacheUpdate,
 ) -> Result<()> {
-    let Shape { window, span, positions } = shape;
+    let Lengths { window, span, positions } = lengths;
     let mut ctx = Ctx {
         cfg: &ckpt.config,
         bucket: *b,

@@ -19,8 +19,8 @@ fn nodes(b: Bucket) -> Vec<crate::pb::NodeProto> {
     let mut weights = WeightStore::create(&d.path().join("w.bin"), "w.bin").unwrap();
     let mut g = GraphBuilder::new("g", &mut weights, OpsetVariant::Opset24);
     let positions = Positions { predictor: 160, tokenizer: 160 };
-    let shape = Shape { window: 160, span: SPAN, positions };
-    kronos_graph(&mut g, &ckpt, &b, shape, CacheUpdate::TensorScatter).unwrap();
+    let lengths = Lengths { window: 160, span: SPAN, positions };
+    kronos_graph(&mut g, &ckpt, &b, lengths, CacheUpdate::TensorScatter).unwrap();
     let model = g.finish("", &[]).unwrap();
     model.graph.unwrap().node
 }
