@@ -20,26 +20,24 @@ pub(super) fn slot_mask(g: &mut GraphBuilder, bound: &str, t: usize, inclusive: 
     g.unsqueeze(&m, &[1, 2])
 }
 
-/// Query rows of one block of a causal attention over more positions (see [`causal_sdpa`]). 64: a block's scores
+/// Query rows of one block of a causal attention over more positions (see [`causal_sdpa_at`]). 64: a block's scores
 /// are 2 MB per row (4 heads) at Kronos-mini's 2,048 positions, and the engine's exactness fixtures (windows of
 /// 128, contexts up to 160) run every kind of long graph in blocks.
 pub const QUERY_BLOCK: usize = 64;
 
-/// Which keys the queries at positions `first…first+rows−1` see among the keys `0…keys−1`: `[rows, keys]` booleans
-/// (a key at or before the query), one byte per score, not the four of an additive mask. Computed at each run:
-/// the key positions are offset by `zero`, an unfolded zero (`causal::unfolded_zero`), so ONNX Runtime does not
-/// fold the masks into constants that a loaded session would hold (4 MB a 2,048-position graph).
-pub(super) fn causal_keep(
-    g: &mut GraphBuilder,
-    first: usize,
-    rows: usize,
-    keys: usize,
-    zero: &str,
-) -> String {
+/// The key positions `0…keys−1` as `[1, keys]`, computed at each run: offset by `zero`, an unfolded zero
+/// (`causal::unfolded_zero`), so that ONNX Runtime does not fold the masks built from them ([`causal_keep`]) into
+/// constants a loaded session would hold (4 MB a 2,048-position graph).
+pub(super) fn key_positions(g: &mut GraphBuilder, keys: usize, zero: &str) -> String {
     let key = g.const_i64(&[1, keys], &(0..keys as i64).collect::<Vec<_>>());
-    let key = g.binary("Add", &key, zero);
+    g.binary("Add", &key, zero)
+}
+
+/// Which keys (`key`, from [`key_positions`]) the queries at positions `first…first+rows−1` see: `[rows, keys]`
+/// booleans (a key at or before the query), one byte per score, not the four of an additive mask.
+fn causal_keep(g: &mut GraphBuilder, key: &str, first: usize, rows: usize) -> String {
     let query = g.const_i64(&[rows, 1], &(first as i64..(first + rows) as i64).collect::<Vec<_>>());
-    g.binary("LessOrEqual", &key, &query)
+    g.binary("LessOrEqual", key, &query)
 }
 
 /// The attention scale 1/√Dh where it is a power of two (Dh = 4ᵏ: 64 for every published Kronos model and tokenizer),
@@ -63,27 +61,25 @@ pub(super) fn score_scale(dh: usize) -> Option<f32> {
 }
 
 /// Causal attention of the queries at positions `first…first+n−1` (`q [R, H, n, dh]`) over the keys and values
-/// of positions 0…keys−1 (`kt [R, H, dh, keys]`, transposed; `v [R, H, keys, dh]`). Over more than
+/// of positions 0…keys−1 (`kt [R, H, dh, keys]`, transposed; `v [R, H, keys, dh]`; `key` their positions, from
+/// [`key_positions`]). Over more than
 /// [`QUERY_BLOCK`] queries they go in blocks of that many rows, each block's scores `[R, H, B, keys]` against every
 /// key with its rows of the causal mask, softmax, `·v`, and the blocks' outputs concatenated: the graphs that
 /// attend over a whole window or context (prefill, recompute, encode, detokenize; 2,048 positions for Kronos-mini)
 /// then hold one block's scores at a time instead of `[R, H, S, S]` per layer. Each query row's softmax is over the
 /// same keys with the same mask values as unblocked, and every product sums over the same axis in the same order,
 /// so the rows are the same.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn causal_sdpa_at(
     g: &mut GraphBuilder,
     q: &str,
     kt: &str,
     v: &str,
-    first: usize,
-    n: usize,
-    keys: usize,
+    key: &str,
+    (first, n): (usize, usize),
     dh: usize,
-    zero: &str,
 ) -> String {
     if n <= QUERY_BLOCK {
-        let keep = causal_keep(g, first, n, keys, zero);
+        let keep = causal_keep(g, key, first, n);
         return attend(g, q, kt, v, Mask::Keep(&keep), score_scale(dh));
     }
     let sizes: Vec<usize> = (0..n).step_by(QUERY_BLOCK).map(|a| QUERY_BLOCK.min(n - a)).collect();
@@ -91,7 +87,7 @@ pub(super) fn causal_sdpa_at(
     let mut at = first;
     let mut outs = Vec::with_capacity(sizes.len());
     for (qb, &rows) in blocks.iter().zip(&sizes) {
-        let keep = causal_keep(g, at, rows, keys, zero);
+        let keep = causal_keep(g, key, at, rows);
         outs.push(attend(g, qb, kt, v, Mask::Keep(&keep), score_scale(dh)));
         at += rows;
     }

@@ -13,7 +13,7 @@
 //! The masks and rotary rows a pass reads are computed at each run from an unfolded zero ([`unfolded_zero`]):
 //! folded into constants at load they were 6 MB a 2,048-position graph, held by every loaded session.
 
-use super::attention::{causal_sdpa_at, QUERY_BLOCK};
+use super::attention::{causal_sdpa_at, key_positions, QUERY_BLOCK};
 use super::{
     apply_rope, ffn, folded_scale, fused_linear, linear, merge_heads, rms_norm, rope_tables, split_heads,
 };
@@ -157,11 +157,12 @@ pub(super) fn causal_block(
     }
     let (k, v) = g.scoped("self_attn", |g| (join(g, &ks, 2), join(g, &vs, 2)));
     let kt = g.transpose(&k, &[0, 1, 3, 2]);
-    let keys = x.tokens();
+    // the layer's key positions once; each query block's mask compares them with its queries'
+    let key = key_positions(g, x.tokens(), zero);
     let mut ys = Vec::with_capacity(x.xs.len());
     for ((xi, &(first, n)), q) in x.xs.iter().zip(&x.spans).zip(&qs) {
         let a = g.scoped("self_attn", |g| {
-            let o = causal_sdpa_at(g, q, &kt, &v, first, n, keys, dh, zero);
+            let o = causal_sdpa_at(g, q, &kt, &v, &key, (first, n), dh);
             let o = merge_heads(g, &o, r, n, d);
             g.scoped("out_proj", |g| linear(g, part, &p("out_proj"), &o))
         })?;
